@@ -1,0 +1,32 @@
+# Two entry points: `make demo` (the main job) and `make test` (the whole suite).
+# Both create or reuse .venv and install what they need. torch is installed first with an
+# exact pin because on these machines that pin is the CPU build; an unpinned torch pulls CUDA.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.contrastkit-installed
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: demo test lint bench clean-venv
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m contrastkit.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/losses.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,87 @@
+"""Argument validation shared by every loss.
+
+Each check raises ``ValueError`` naming the offending argument, so a user sees *which*
+input is wrong, not a shape error deep inside a matrix product.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+TemperatureFn = Callable[[Tensor], Tensor]
+
+
+def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -> None:
+    """Check that ``x`` is a floating tensor of the expected rank with finite values.
+
+    Raises:
+        ValueError: if ``x`` is not a tensor, has the wrong rank, is empty, is not floating
+            point or contains NaN/Inf. The message names ``name``.
+    """
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if x.dim() not in ndims:
+        want = " or ".join(str(n) for n in ndims)
+        raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating point tensor, got dtype {x.dtype}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or Inf values")
+
+
+def check_same_shape(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same shape."""
+    if a.shape != b.shape:
+        raise ValueError(
+            f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and "
+            f"{tuple(b.shape)}"
+        )
+
+
+def check_same_dim(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
+    """Raise ``ValueError`` unless the last (embedding) dimensions of ``a`` and ``b`` agree."""
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(
+            f"{name_b} must have the embedding dimension of {name_a} ({a.shape[-1]}), got "
+            f"{b.shape[-1]}"
+        )
+
+
+def check_positive_float(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and > 0, got {value}")
+
+
+def check_unit_interval(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` lies in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must lie in [0, 1], got {value}")
+
+
+def check_non_negative_float(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value}")
+
+
+def check_batch_has_negatives(name: str, x: Tensor, minimum: int = 2) -> None:
+    """Raise ``ValueError`` when a batch is too small for in-batch negatives."""
+    if x.shape[0] < minimum:
+        raise ValueError(
+            f"{name} has batch size {x.shape[0]}: this loss needs at least {minimum} samples "
+            "so that every anchor has a negative"
+        )
