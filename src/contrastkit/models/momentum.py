@@ -1,0 +1,144 @@
+"""Momentum (EMA) target branch and its cosine momentum schedule.
+
+SCE (Denize et al.) section 3.1, Eq. (2): after each optimizer step the target parameters are
+``theta_t <- m * theta_t + (1 - m) * theta_s`` with the momentum (keep rate) ``m``. Appendix
+D.1-D.3: ``m`` follows a cosine schedule from its initial value (Table 21 "ema" column, e.g.
+0.99 / 0.996) to 1 at the end of training (the schedule of BYOL, Grill et al., 2020).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+__all__ = ["MomentumBranch", "cosine_momentum"]
+
+BufferPolicy = Literal["copy", "ema", "keep"]
+_BUFFER_POLICIES = ("copy", "ema", "keep")
+
+
+def cosine_momentum(step: int, total_steps: int, base: float = 0.99) -> float:
+    """Cosine momentum schedule from ``base`` (step 0) to 1 (step ``total_steps``).
+
+    ``m(k) = 1 - (1 - base) * (cos(pi * k / K) + 1) / 2`` (SCE appendix D.1; BYOL Eq. in 3.2).
+    Steps past ``total_steps`` return 1.
+
+    Args:
+        step: current step ``k`` (>= 0).
+        total_steps: total number of steps ``K`` (>= 1).
+        base: initial momentum, in [0, 1].
+    """
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps!r}")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step!r}")
+    if not 0.0 <= base <= 1.0:
+        raise ValueError(f"base must be in [0, 1], got {base!r}")
+    progress = min(step, total_steps) / total_steps
+    return 1.0 - (1.0 - base) * (math.cos(math.pi * progress) + 1.0) / 2.0
+
+
+class MomentumBranch(nn.Module):
+    """Frozen deep copy of an online module, updated by exponential moving average.
+
+    The target is registered as the submodule ``target`` (so it is saved in ``state_dict`` and
+    moved by ``.to()``); the online module is held by reference only, not registered, so the
+    online parameters are not duplicated in this module's ``parameters()``/``state_dict``.
+
+    Choices (documented, tested):
+
+    * **Mode.** The target follows this module's train/eval mode, so during training its BN
+      layers normalise with the current batch statistics, as the key/target encoders of MoCo
+      (He et al., 2020) and BYOL (Grill et al., 2020). ``eval_target=True`` keeps the target
+      always in eval mode (running statistics) instead.
+    * **Buffers** (BN running mean/var, ``num_batches_tracked``): ``"copy"`` (default) copies
+      the online buffers at every ``update``, so the target's statistics are those of the
+      online encoder; ``"ema"`` averages floating buffers with the same momentum (and copies
+      integer ones); ``"keep"`` leaves the target's own buffers, updated by its own forwards.
+
+    Args:
+        online: the online module (encoder, or encoder + projector).
+        buffers: buffer policy, ``"copy"``, ``"ema"`` or ``"keep"``.
+        eval_target: keep the target in eval mode whatever this module's mode.
+    """
+
+    def __init__(
+        self, online: nn.Module, buffers: BufferPolicy = "copy", eval_target: bool = False
+    ) -> None:
+        super().__init__()
+        if not isinstance(online, nn.Module):
+            raise ValueError(f"online must be an nn.Module, got {type(online).__name__}")
+        if buffers not in _BUFFER_POLICIES:
+            raise ValueError(f"buffers must be one of {_BUFFER_POLICIES}, got {buffers!r}")
+        self.buffers_policy: BufferPolicy = buffers
+        self.eval_target = eval_target
+        self.target = copy.deepcopy(online)
+        self.target.requires_grad_(False)
+        object.__setattr__(self, "_online", online)  # reference, not a submodule
+        self.train(online.training)
+
+    @property
+    def online(self) -> nn.Module:
+        """The online module this branch tracks."""
+        return self._online
+
+    def train(self, mode: bool = True) -> MomentumBranch:
+        """Set train/eval mode; the target stays in eval mode if ``eval_target``."""
+        super().train(mode)
+        if self.eval_target:
+            self.target.eval()
+        return self
+
+    @torch.no_grad()
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the target without building a graph."""
+        return self.target(*args, **kwargs)
+
+    @torch.no_grad()
+    def update(self, momentum: float) -> None:
+        """``theta_t <- m * theta_t + (1 - m) * theta_s`` for all parameters (SCE Eq. 2).
+
+        Buffers follow the policy given at construction. Call after ``optimizer.step()``.
+
+        Args:
+            momentum: keep rate ``m`` in [0, 1]; 1 leaves the target unchanged, 0 copies.
+        """
+        m = float(momentum)
+        if not 0.0 <= m <= 1.0:
+            raise ValueError(f"momentum must be in [0, 1], got {momentum!r}")
+        t_params = list(self.target.parameters())
+        o_params = list(self.online.parameters())
+        if len(t_params) != len(o_params):
+            raise ValueError(
+                f"online has {len(o_params)} parameters, target {len(t_params)}: "
+                "the online module changed structure after the branch was built"
+            )
+        if t_params:
+            torch._foreach_mul_(t_params, m)
+            torch._foreach_add_(t_params, o_params, alpha=1.0 - m)
+        if self.buffers_policy != "keep":
+            self._update_buffers(m)
+
+    def _update_buffers(self, m: float) -> None:
+        t_bufs = list(self.target.buffers())
+        o_bufs = list(self.online.buffers())
+        if len(t_bufs) != len(o_bufs):
+            raise ValueError(
+                f"online has {len(o_bufs)} buffers, target {len(t_bufs)}: "
+                "the online module changed structure after the branch was built"
+            )
+        ema = self.buffers_policy == "ema"
+        float_t, float_o = [], []
+        for t, o in zip(t_bufs, o_bufs, strict=True):
+            if ema and t.is_floating_point():
+                float_t.append(t)
+                float_o.append(o)
+            else:
+                t.copy_(o)
+        if float_t:
+            torch._foreach_mul_(float_t, m)
+            torch._foreach_add_(float_t, float_o, alpha=1.0 - m)
