@@ -1,0 +1,312 @@
+"""Optimisers and learning-rate schedules for pretraining.
+
+SCE (Denize et al., appendix D.1/D.2, Tables 21 and 24) trains with SGD (momentum 0.9) on
+small/medium datasets and with LARS (You et al., 2017) on ImageNet and video, bias and
+batch-norm parameters excluded, the learning rate scaled by the linear scaling rule
+(Goyal et al., 2017: ``lr = base_lr * batch / 256``), a linear warm-up then a cosine decay
+without restart (Loshchilov & Hutter, 2017).
+
+Parameter groups carry a ``lars_adapt`` flag (False for excluded parameters), read by
+:class:`LARS` and ignored by the torch optimisers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import LambdaLR
+
+__all__ = [
+    "LARS",
+    "build_optimizer",
+    "param_groups",
+    "scaled_lr",
+    "warmup_cosine",
+    "warmup_cosine_lambda",
+    "warmup_cosine_scheduler",
+]
+
+_NORM_TYPES: tuple[type[nn.Module], ...] = (
+    nn.modules.batchnorm._NormBase,
+    nn.GroupNorm,
+    nn.LayerNorm,
+    nn.LocalResponseNorm,
+)
+
+
+def param_groups(
+    model: nn.Module, weight_decay: float, exclude_bias_and_norm: bool = True
+) -> list[dict[str, Any]]:
+    """Split trainable parameters into a decayed group and an excluded group.
+
+    A parameter is *excluded* (``weight_decay=0`` and ``lars_adapt=False``) when it is 1-D or
+    0-D (biases, norm scales/shifts, scalars such as a learnable temperature) or belongs to
+    a normalisation module (BatchNorm/GroupNorm/LayerNorm/...). Parameters with
+    ``requires_grad=False`` are left out; shared parameters appear once.
+
+    Args:
+        model: module whose parameters are grouped.
+        weight_decay: decay of the non-excluded group (>= 0).
+        exclude_bias_and_norm: False puts every parameter in one decayed, adapted group.
+
+    Returns:
+        A list of non-empty param-group dicts with keys ``params``, ``weight_decay``,
+        ``lars_adapt`` (and ``name``: ``"decay"`` or ``"no_decay"``).
+
+    Raises:
+        ValueError: if ``weight_decay`` is negative or the model has no trainable parameter.
+    """
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+    norm_params: set[int] = set()
+    for module in model.modules():
+        if isinstance(module, _NORM_TYPES):
+            norm_params.update(id(p) for p in module.parameters(recurse=False))
+    decay: list[Tensor] = []
+    no_decay: list[Tensor] = []
+    seen: set[int] = set()
+    for p in model.parameters():
+        if not p.requires_grad or id(p) in seen:
+            continue
+        seen.add(id(p))
+        excluded = exclude_bias_and_norm and (p.ndim <= 1 or id(p) in norm_params)
+        (no_decay if excluded else decay).append(p)
+    if not seen:
+        raise ValueError("model has no trainable parameters")
+    groups = [
+        {"params": decay, "weight_decay": weight_decay, "lars_adapt": True, "name": "decay"},
+        {"params": no_decay, "weight_decay": 0.0, "lars_adapt": False, "name": "no_decay"},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+class LARS(Optimizer):
+    """Layer-wise Adaptive Rate Scaling (You, Gitman & Ginsburg, 2017, arXiv:1708.03888).
+
+    For each parameter ``w`` with gradient ``g`` in a group with learning rate ``lr``,
+    momentum ``m``, weight decay ``wd``, trust coefficient ``eta``::
+
+        d = g + wd * w
+        if group["lars_adapt"] and ||w|| > 0 and ||g|| > 0:
+            d = d * eta * ||w|| / (||g|| + wd * ||w||)          # local lr (You et al. eq. 6)
+        v = m * v + d                                         # v starts at 0 -> v_1 = d
+        w = w - lr * v
+
+    Norms are L2 over the whole tensor. Groups with ``lars_adapt=False`` (biases and
+    normalisation parameters from :func:`param_groups`, which also get ``wd=0``) take a plain
+    SGD-with-momentum step, as in SimCLR/BYOL/SCE. The learning rate multiplies the momentum
+    buffer (torch SGD convention), so an LR scheduler rescales the whole step and LARS with
+    every group excluded is exactly ``torch.optim.SGD``. Note: SimCLR's TensorFlow LARS uses
+    ``||g + wd w||`` in the denominator; this class follows the paper's ``||g|| + wd ||w||``.
+
+    Args:
+        params: parameters or param-group dicts (a group may set ``lars_adapt``).
+        lr: learning rate (> 0).
+        momentum: momentum factor in [0, 1).
+        weight_decay: default weight decay (>= 0).
+        eta: trust coefficient (default 0.001, as in SimCLR/BYOL/SCE).
+        lars_adapt: default for groups that do not set it.
+
+    Raises:
+        ValueError: on an out-of-range hyper-parameter.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0,
+        eta: float = 0.001,
+        lars_adapt: bool = True,
+    ) -> None:
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1), got {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        if not eta > 0:
+            raise ValueError(f"eta must be > 0, got {eta}")
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "weight_decay": weight_decay,
+            "eta": eta,
+            "lars_adapt": lars_adapt,
+        }
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
+        """Perform one optimisation step (see the class docstring for the formula)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            wd, eta, mom = group["weight_decay"], group["eta"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                if g.is_sparse:
+                    raise RuntimeError("LARS does not support sparse gradients")
+                d = g.add(p, alpha=wd) if wd != 0 else g.clone()
+                if group["lars_adapt"]:
+                    w_norm = torch.linalg.vector_norm(p)
+                    g_norm = torch.linalg.vector_norm(g)
+                    trust = eta * w_norm / (g_norm + wd * w_norm)
+                    ok = (w_norm > 0) & (g_norm > 0)
+                    d.mul_(torch.where(ok, trust, torch.ones_like(trust)))
+                if mom != 0:
+                    state = self.state[p]
+                    buf = state.get("momentum_buffer")
+                    if buf is None:
+                        buf = state["momentum_buffer"] = d.clone()
+                    else:
+                        buf.mul_(mom).add_(d)
+                    d = buf
+                p.add_(d, alpha=-group["lr"])
+        return loss
+
+
+def build_optimizer(
+    name: str,
+    params_or_model: nn.Module | Iterable[Tensor] | Iterable[dict[str, Any]],
+    lr: float,
+    weight_decay: float = 0.0,
+    momentum: float = 0.9,
+    *,
+    exclude_bias_and_norm: bool = True,
+    eta: float = 0.001,
+    nesterov: bool = False,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+) -> Optimizer:
+    """Build ``"sgd"`` (with momentum), ``"lars"`` or ``"adamw"``.
+
+    Given an ``nn.Module``, parameters are grouped with :func:`param_groups` (biases and
+    normalisation parameters get no decay, and no LARS adaptation); given parameters or
+    groups, they are used as passed with ``weight_decay`` as the default.
+
+    Args:
+        name: ``"sgd"``, ``"lars"`` or ``"adamw"`` (case-insensitive).
+        params_or_model: model, iterable of parameters, or iterable of param-group dicts.
+        lr: learning rate (already scaled, e.g. with :func:`scaled_lr`).
+        weight_decay: weight decay (AdamW's is decoupled, as in torch).
+        momentum: SGD/LARS momentum (ignored by AdamW).
+        exclude_bias_and_norm: passed to :func:`param_groups` when given a model.
+        eta: LARS trust coefficient.
+        nesterov: Nesterov momentum for SGD.
+        betas: AdamW betas.
+        eps: AdamW epsilon.
+
+    Raises:
+        ValueError: on an unknown ``name`` or invalid hyper-parameter.
+    """
+    key = name.lower() if isinstance(name, str) else name
+    if isinstance(params_or_model, nn.Module):
+        params: Any = param_groups(params_or_model, weight_decay, exclude_bias_and_norm)
+    else:
+        params = list(params_or_model)
+    if key == "sgd":
+        return torch.optim.SGD(
+            params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov
+        )
+    if key == "lars":
+        return LARS(params, lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta)
+    if key == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    raise ValueError(f"optimizer name must be 'sgd', 'lars' or 'adamw', got {name!r}")
+
+
+def scaled_lr(base_lr: float, global_batch: int, reference_batch: int = 256) -> float:
+    """Linear scaling rule (Goyal et al., 2017): ``base_lr * global_batch / reference_batch``.
+
+    Raises:
+        ValueError: if ``global_batch`` or ``reference_batch`` is not a positive int.
+    """
+    for label, value in (("global_batch", global_batch), ("reference_batch", reference_batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{label} must be a positive int, got {value!r}")
+    return base_lr * global_batch / reference_batch
+
+
+def warmup_cosine(
+    step: int | float,
+    total_steps: int,
+    warmup_steps: int,
+    base_lr: float,
+    final_lr: float = 0.0,
+    start_lr: float = 0.0,
+) -> float:
+    """Linear warm-up then cosine decay without restart (Loshchilov & Hutter, 2017).
+
+    With ``s = step`` (optimiser steps already taken, 0-based), ``W = warmup_steps`` and
+    ``T = total_steps``::
+
+        s <  W : lr = start_lr + (base_lr - start_lr) * s / W
+        s >= W : lr = final_lr + (base_lr - final_lr) * (1 + cos(pi * p)) / 2,
+                 p = min((s - W) / (T - W), 1)
+
+    so ``lr(0) = start_lr``, ``lr(W) = base_lr``, ``lr(T) = final_lr``, and steps past ``T``
+    stay at ``final_lr``. With ``W >= T`` the schedule is warm-up only (clamped at
+    ``base_lr``).
+
+    Raises:
+        ValueError: if ``step``/``warmup_steps`` is negative or ``total_steps`` is not > 0.
+    """
+    if total_steps <= 0:
+        raise ValueError(f"total_steps must be > 0, got {total_steps}")
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    if step < warmup_steps:
+        return start_lr + (base_lr - start_lr) * step / warmup_steps
+    if total_steps <= warmup_steps:
+        return base_lr
+    progress = min((step - warmup_steps) / (total_steps - warmup_steps), 1.0)
+    return final_lr + (base_lr - final_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def warmup_cosine_lambda(
+    total_steps: int,
+    warmup_steps: int,
+    final_ratio: float = 0.0,
+    start_ratio: float = 0.0,
+) -> Callable[[int], float]:
+    """Multiplier ``step -> warmup_cosine(step, ..., base_lr=1)`` for ``LambdaLR``.
+
+    ``final_ratio``/``start_ratio`` are ``final_lr``/``start_lr`` as fractions of each group's
+    initial learning rate.
+    """
+    warmup_cosine(0, total_steps, warmup_steps, 1.0)  # validate eagerly
+
+    def factor(step: int) -> float:
+        return warmup_cosine(step, total_steps, warmup_steps, 1.0, final_ratio, start_ratio)
+
+    return factor
+
+
+def warmup_cosine_scheduler(
+    optimizer: Optimizer,
+    total_steps: int,
+    warmup_steps: int,
+    final_ratio: float = 0.0,
+    start_ratio: float = 0.0,
+) -> LambdaLR:
+    """Per-step ``LambdaLR`` following :func:`warmup_cosine` for every param group.
+
+    Call ``scheduler.step()`` once after every ``optimizer.step()``; the learning rate used by
+    optimiser step ``s`` (0-based) is ``warmup_cosine(s, ...)`` times the group's initial lr.
+    """
+    return LambdaLR(
+        optimizer, warmup_cosine_lambda(total_steps, warmup_steps, final_ratio, start_ratio)
+    )
