@@ -1,0 +1,61 @@
+"""Evaluation and analysis of frozen features (tensor level).
+
+kNN (Wu et al. 2018; DySTreSS, SINCERE protocols), retrieval recall (SCE Table 19), paired
+bootstrap of accuracy differences (SINCERE App. M), linear probes (SCE appendix D, Table 10),
+embedding metrics (DySTreSS eqs. 4, 16-18; Wang & Liu; SINCERE Table 1, Thm. 11) and figures
+(:mod:`contrastkit.eval.plots`, imported on demand because it needs matplotlib).
+"""
+
+from contrastkit.eval.bootstrap import bootstrap_accuracy_difference, significance_verdict
+from contrastkit.eval.knn import knn_accuracy, knn_predict, nearest_neighbors, topk_accuracy
+from contrastkit.eval.linear import (
+    SCE_D1,
+    SCE_D2,
+    LinearProtocol,
+    classification_report,
+    linear_probe,
+    lowshot_linear,
+    mean_per_class_accuracy,
+    sample_per_class,
+    train_linear_on_images,
+)
+from contrastkit.eval.metrics import (
+    alignment,
+    class_centroids,
+    hardness_weights,
+    interclass_uniformity,
+    local_separation,
+    sincere_kl_bound,
+    target_noise_margin,
+    tolerance,
+    uniformity,
+)
+from contrastkit.eval.retrieval import retrieval_recall
+
+__all__ = [
+    "SCE_D1",
+    "SCE_D2",
+    "LinearProtocol",
+    "alignment",
+    "bootstrap_accuracy_difference",
+    "class_centroids",
+    "classification_report",
+    "hardness_weights",
+    "interclass_uniformity",
+    "knn_accuracy",
+    "knn_predict",
+    "linear_probe",
+    "local_separation",
+    "lowshot_linear",
+    "mean_per_class_accuracy",
+    "nearest_neighbors",
+    "retrieval_recall",
+    "sample_per_class",
+    "significance_verdict",
+    "sincere_kl_bound",
+    "target_noise_margin",
+    "tolerance",
+    "topk_accuracy",
+    "train_linear_on_images",
+    "uniformity",
+]

@@ -1,0 +1,292 @@
+"""Figures of the analysis (matplotlib, Agg canvas: no display, no pyplot global state).
+
+Each function writes one image atomically (temporary file in the same folder, then
+``os.replace``) and returns its path. The format follows the suffix (``.png``, ``.pdf``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from contrastkit.eval.metrics import TemperatureLike, hardness_weights
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+PathLike = str | os.PathLike
+
+
+def _new_figure(width: float = 7.0, height: float = 4.5) -> Figure:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("plots need matplotlib: pip install 'contrastkit[eval]'") from exc
+    fig = Figure(figsize=(width, height), dpi=120)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: PathLike) -> Path:
+    path = Path(path)
+    if path.suffix == "":
+        raise ValueError(f"path must have an image suffix such as .png, got {str(path)!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            fig.savefig(handle, format=path.suffix.lstrip(".").lower())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def _numpy(x: Tensor | np.ndarray | Sequence[float], name: str) -> np.ndarray:
+    arr = x.detach().cpu().double().numpy() if isinstance(x, Tensor) else np.asarray(x, float)
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or Inf values")
+    return arr
+
+
+def plot_local_separation(
+    separation: Mapping[str, Tensor], path: PathLike, *, title: str | None = None
+) -> Path:
+    """Box plots of the positive similarity and the 1st..k-th nearest-negative similarities.
+
+    Like the local-separation figures of Wang & Liu (supplement, figs. 1-7).
+
+    Args:
+        separation: output of :func:`contrastkit.eval.metrics.local_separation`
+            (``{"positive": (N,), "negatives": (N, k)}``).
+        path: output image path.
+        title: optional title.
+    """
+    if "positive" not in separation or "negatives" not in separation:
+        raise ValueError("separation must have keys 'positive' and 'negatives'")
+    pos = _numpy(separation["positive"], "separation['positive']")
+    neg = _numpy(separation["negatives"], "separation['negatives']")
+    if neg.ndim != 2:
+        raise ValueError(f"separation['negatives'] must be (N, k), got shape {neg.shape}")
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    data = [pos] + [neg[:, j] for j in range(neg.shape[1])]
+    labels = ["pos"] + [f"{j + 1}" for j in range(neg.shape[1])]
+    box = ax.boxplot(data, patch_artist=True, showfliers=False)
+    ax.set_xticks(range(1, len(labels) + 1), labels)
+    for j, patch in enumerate(box["boxes"]):
+        patch.set_facecolor("tab:green" if j == 0 else "tab:blue")
+        patch.set_alpha(0.6)
+    ax.set_xlabel("positive / k-th nearest negative")
+    ax.set_ylabel("cosine similarity")
+    ax.set_ylim(-1.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "Local separation")
+    return _save(fig, path)
+
+
+def plot_similarity_histograms(
+    target_sims: Tensor, noise_sims: Tensor, path: PathLike, *, bins: int = 50,
+    title: str | None = None,
+) -> Path:
+    """Histograms of nearest-target and nearest-noise similarities with medians (SINCERE Fig. 2).
+
+    Args:
+        target_sims: ``(N,)`` similarity of each test sample to its nearest same-class sample.
+        noise_sims: ``(N,)`` similarity to its nearest other-class sample.
+        path: output image path.
+        bins: number of histogram bins on [-1, 1].
+        title: optional title (default shows the margin between medians).
+    """
+    target = _numpy(target_sims, "target_sims")
+    noise = _numpy(noise_sims, "noise_sims")
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    edges = np.linspace(min(-1.0, target.min(), noise.min()), max(1.0, target.max(),
+                        noise.max()), bins + 1)
+    for values, name, color in ((target, "Target", "tab:blue"), (noise, "Noise", "tab:orange")):
+        ax.hist(values, bins=edges, alpha=0.6, color=color, label=name)
+        ax.axvline(float(np.median(values)), color=color, linestyle=":", linewidth=2)
+    margin = float(np.median(target) - np.median(noise))
+    ax.set_xlabel("cosine similarity to nearest training sample")
+    ax.set_ylabel("count")
+    ax.legend()
+    ax.set_title(title or f"Target-noise separation (margin {margin:.3f})")
+    return _save(fig, path)
+
+
+def _temperature_name(temperature: TemperatureLike) -> str:
+    if callable(temperature):
+        name = getattr(temperature, "__name__", type(temperature).__name__)
+        return "callable" if name == "<lambda>" else name
+    return f"t={temperature:g}"
+
+
+def plot_hardness_weights(
+    temperatures: Sequence[TemperatureLike] | Mapping[str, TemperatureLike],
+    path: PathLike,
+    *,
+    num_negatives: int = 4096,
+    log_scale: bool = True,
+) -> Path:
+    """Relative penalty ``r(s)`` (DySTreSS eq. 4) versus similarity for several temperatures.
+
+    The anchor's negatives are ``num_negatives`` similarities evenly spaced on [-1, 1]; each curve
+    is :func:`contrastkit.eval.metrics.hardness_weights` on that set for one temperature (float
+    or callable mapping similarities to temperatures).
+
+    Args:
+        temperatures: list of temperatures or ``{label: temperature}``.
+        path: output image path.
+        num_negatives: number of negatives on the grid.
+        log_scale: logarithmic y axis.
+    """
+    items = (list(temperatures.items()) if isinstance(temperatures, Mapping)
+             else [(_temperature_name(t), t) for t in temperatures])
+    if not items:
+        raise ValueError("temperatures is empty")
+    sims = torch.linspace(-1.0, 1.0, num_negatives, dtype=torch.float64)
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for name, temperature in items:
+        weights = hardness_weights(sims, temperature)
+        ax.plot(sims.numpy(), weights.numpy(), label=name)
+    if log_scale:
+        ax.set_yscale("log")
+    ax.set_xlabel("cosine similarity s of a negative")
+    ax.set_ylabel("relative penalty r(s)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(f"Hardness weights over {num_negatives} negatives on [-1, 1]")
+    return _save(fig, path)
+
+
+def plot_temperature_functions(
+    functions: Mapping[str, Callable[[Tensor], Tensor]], path: PathLike, *,
+    num_points: int = 401,
+) -> Path:
+    """Temperature versus cosine similarity, like DySTreSS figs. 3-4.
+
+    Args:
+        functions: ``{label: fn}`` with ``fn`` mapping a tensor of similarities in [-1, 1] to
+            temperatures of the same shape (e.g. ``contrastkit.losses.temperature`` functions).
+        path: output image path.
+        num_points: grid size on [-1, 1].
+    """
+    if not functions:
+        raise ValueError("functions is empty")
+    sims = torch.linspace(-1.0, 1.0, num_points, dtype=torch.float64)
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for name, fn in functions.items():
+        temps = fn(sims)
+        temps = temps if isinstance(temps, Tensor) else torch.as_tensor(temps)
+        ax.plot(sims.numpy(), _numpy(temps.expand_as(sims), f"functions[{name!r}]"), label=name)
+    ax.set_xlabel("cosine similarity")
+    ax.set_ylabel("temperature")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("Temperature functions")
+    return _save(fig, path)
+
+
+def plot_embedding_2d(
+    z: Tensor, labels: Tensor, path: PathLike, *, method: str = "tsne",
+    perplexity: float = 30.0, seed: int = 0, title: str | None = None,
+) -> Path:
+    """2-D map of embeddings coloured by class: t-SNE (scikit-learn) or UMAP (``umap-learn``).
+
+    Args:
+        z: ``(N, D)`` embeddings (L2-normalised before the projection).
+        labels: ``(N,)`` integer labels.
+        path: output image path.
+        method: ``"tsne"``, ``"umap"`` (needs ``umap``) or ``"auto"`` (UMAP when installed).
+        perplexity: t-SNE perplexity (capped at ``(N - 1) / 3``).
+        seed: random state of the projection.
+        title: optional title.
+    """
+    from contrastkit.eval.knn import check_features, check_labels
+
+    check_features("z", z)
+    check_labels("labels", labels, z.shape[0], "z")
+    if method not in ("tsne", "umap", "auto"):
+        raise ValueError(f"method must be 'tsne', 'umap' or 'auto', got {method!r}")
+    if z.shape[0] < 5:
+        raise ValueError(f"z needs at least 5 samples for a 2-D map, got {z.shape[0]}")
+    x = torch.nn.functional.normalize(z.detach().double(), dim=1).cpu().numpy()
+    if method in ("umap", "auto"):
+        try:
+            import umap
+        except ImportError:
+            if method == "umap":
+                raise ImportError("method='umap' needs umap: pip install umap-learn") from None
+            method = "tsne"
+        else:
+            xy = umap.UMAP(n_components=2, random_state=seed).fit_transform(x)
+            method = "umap"
+    if method == "tsne":
+        try:
+            from sklearn.manifold import TSNE
+        except ImportError as exc:  # pragma: no cover
+            raise ImportError("t-SNE needs scikit-learn: pip install 'contrastkit[eval]'") from exc
+        perp = min(perplexity, max(1.0, (x.shape[0] - 1) / 3))
+        xy = TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
+    y = labels.cpu().numpy()
+    fig = _new_figure(6.0, 6.0)
+    ax = fig.add_subplot(1, 1, 1)
+    points = ax.scatter(xy[:, 0], xy[:, 1], c=y, cmap="tab10" if y.max() < 10 else "tab20", s=8)
+    if y.max() < 20:
+        ax.legend(*points.legend_elements(), title="class", fontsize="small", loc="best")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title or f"Embedding ({method.upper()})")
+    return _save(fig, path)
+
+
+def plot_curves(
+    curves: Mapping[str, Sequence[float] | Tensor], path: PathLike, *, xlabel: str = "step",
+    ylabel: str = "loss", title: str | None = None, log_y: bool = False,
+) -> Path:
+    """Line plot of one or more curves (e.g. training loss per step), x = 0, 1, 2, ...
+
+    Args:
+        curves: ``{label: values}``.
+        path: output image path.
+        xlabel, ylabel, title: axis labels and title.
+        log_y: logarithmic y axis.
+    """
+    if not curves:
+        raise ValueError("curves is empty")
+    fig = _new_figure()
+    ax = fig.add_subplot(1, 1, 1)
+    for name, values in curves.items():
+        ax.plot(_numpy(values, f"curves[{name!r}]"), label=name)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return _save(fig, path)
+
+
+def plot_curve(
+    values: Sequence[float] | Tensor, path: PathLike, *, label: str = "loss", **kwargs: object
+) -> Path:
+    """Single-curve shortcut of :func:`plot_curves` (``kwargs`` are passed on)."""
+    return plot_curves({label: values}, path, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,109 @@
+"""Paired percentile bootstrap of an accuracy difference (SINCERE App. M, Foody 2009)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from contrastkit.eval import bootstrap_accuracy_difference, significance_verdict
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny problems on a shared 2-core CPU: one thread avoids OpenMP spin contention."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        import faiss
+
+        faiss_threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+    except ImportError:
+        faiss = None
+    yield
+    torch.set_num_threads(threads)
+    if faiss is not None:
+        faiss.omp_set_num_threads(faiss_threads)
+
+
+
+def simulate(rng, n, p_a, p_b, classes=10):
+    labels = rng.integers(0, classes, n)
+    wrong = (labels + 1) % classes
+    pred_a = np.where(rng.random(n) < p_a, labels, wrong)
+    pred_b = np.where(rng.random(n) < p_b, labels, wrong)
+    return pred_a, pred_b, labels
+
+
+def test_difference_is_accuracy_difference_and_deterministic():
+    rng = np.random.default_rng(0)
+    a, b, y = simulate(rng, 500, 0.8, 0.7)
+    diff, low, high = bootstrap_accuracy_difference(a, b, y, n_resamples=300, seed=1)
+    assert diff == pytest.approx((a == y).mean() - (b == y).mean())
+    assert low < diff < high
+    again = bootstrap_accuracy_difference(
+        torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(y), n_resamples=300, seed=1
+    )
+    assert again == (diff, low, high)
+
+
+def test_interval_covers_true_difference_in_simulation():
+    rng = np.random.default_rng(42)
+    true_diff = 0.80 - 0.75
+    covered = 0
+    for sim in range(100):
+        a, b, y = simulate(rng, 400, 0.80, 0.75)
+        _, low, high = bootstrap_accuracy_difference(a, b, y, n_resamples=200, seed=sim)
+        covered += low <= true_diff <= high
+    assert covered >= 88  # nominal 95%; binomial sd about 2.2 simulations
+
+
+def test_width_matches_normal_approximation():
+    rng = np.random.default_rng(7)
+    a, b, y = simulate(rng, 2000, 0.7, 0.7)
+    d = (a == y).astype(float) - (b == y).astype(float)
+    _, low, high = bootstrap_accuracy_difference(a, b, y, n_resamples=2000, seed=0)
+    expected = 2 * 1.96 * d.std() / np.sqrt(len(d))
+    assert high - low == pytest.approx(expected, rel=0.1)
+    _, low90, high90 = bootstrap_accuracy_difference(
+        a, b, y, n_resamples=2000, confidence=0.9, seed=0
+    )
+    assert high90 - low90 < high - low
+
+
+def test_paired_resampling_identical_models_give_zero_width():
+    rng = np.random.default_rng(1)
+    a, _, y = simulate(rng, 300, 0.6, 0.6)
+    assert bootstrap_accuracy_difference(a, a.copy(), y, n_resamples=100) == (0.0, 0.0, 0.0)
+
+
+def test_blocked_resampling_matches_unblocked(monkeypatch):
+    import contrastkit.eval.bootstrap as bootstrap
+
+    rng = np.random.default_rng(2)
+    a, b, y = simulate(rng, 100, 0.7, 0.6)
+    full = bootstrap.bootstrap_accuracy_difference(a, b, y, n_resamples=50, seed=3)
+    monkeypatch.setattr(bootstrap, "_BLOCK_ENTRIES", 700)  # 7 resamples per block
+    assert bootstrap.bootstrap_accuracy_difference(a, b, y, n_resamples=50, seed=3) == full
+
+
+def test_significance_verdict():
+    assert significance_verdict(0.01, 0.03) == "significant"
+    assert significance_verdict(-0.03, -0.001) == "significant"
+    assert significance_verdict(-0.01, 0.02) == "not significant"
+    assert significance_verdict(0.0, 0.02) == "not significant"
+    with pytest.raises(ValueError, match="low"):
+        significance_verdict(0.2, 0.1)
+
+
+def test_bad_inputs():
+    y = np.arange(5)
+    with pytest.raises(ValueError, match="same length"):
+        bootstrap_accuracy_difference(y, y[:4], y)
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_accuracy_difference(y, y, y, confidence=1.5)
+    with pytest.raises(ValueError, match="pred_a must hold integer"):
+        bootstrap_accuracy_difference(y.astype(float), y, y)
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_accuracy_difference(y, y, y, n_resamples=0)

@@ -1,0 +1,200 @@
+"""Linear probes (SCE appendix D), low-shot sampling (SCE Table 10) and per-class accuracy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.metrics import balanced_accuracy_score
+from sklearn.model_selection import train_test_split
+
+from contrastkit.eval import (
+    SCE_D1,
+    SCE_D2,
+    LinearProtocol,
+    linear_probe,
+    lowshot_linear,
+    mean_per_class_accuracy,
+    sample_per_class,
+    train_linear_on_images,
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny problems on a shared 2-core CPU: one thread avoids OpenMP spin contention."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        import faiss
+
+        faiss_threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+    except ImportError:
+        faiss = None
+    yield
+    torch.set_num_threads(threads)
+    if faiss is not None:
+        faiss.omp_set_num_threads(faiss_threads)
+
+
+
+@pytest.fixture(scope="module")
+def digits():
+    data = load_digits()
+    xtr, xte, ytr, yte = train_test_split(
+        data.data, data.target, test_size=0.3, random_state=0, stratify=data.target
+    )
+    as_t = lambda a, dt: torch.as_tensor(a, dtype=dt)  # noqa: E731
+    return (as_t(xtr, torch.float32), as_t(ytr, torch.long), as_t(xte, torch.float32),
+            as_t(yte, torch.long))
+
+
+def separable(n=300, dim=8, classes=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    centers = 10.0 * torch.eye(classes, dim)
+    y = torch.randint(0, classes, (n,), generator=g)
+    return centers[y] + 0.5 * torch.randn(n, dim, generator=g), y
+
+
+def test_probe_separable_reaches_100_percent():
+    x, y = separable()
+    out = linear_probe(x[:200], y[:200], x[200:], y[200:], epochs=20, lr=0.1)
+    assert out["top1"] == 1.0
+    assert out["mean_per_class"] == 1.0
+    assert out["top5"] == 1.0
+    assert len(out["loss_curve"]) == 20
+    assert out["loss_curve"][-1] < out["loss_curve"][0]
+
+
+def test_probe_on_digits_pixels_above_90_percent(digits):
+    xtr, ytr, xte, yte = digits
+    out = linear_probe(xtr, ytr, xte, yte, epochs=60, lr=0.1, batch_size=128)
+    assert out["top1"] > 0.9
+    # the classifier works on RAW features: the standardisation is folded into it
+    pred = out["classifier"](xte).argmax(dim=1)
+    assert float((pred == yte).double().mean()) == pytest.approx(out["top1"])
+    assert out["mean_per_class"] == pytest.approx(
+        balanced_accuracy_score(yte.numpy(), pred.numpy())
+    )
+
+
+def test_probe_step_schedule_and_protocol_kwargs(digits):
+    xtr, ytr, xte, yte = digits
+    protocol = LinearProtocol(epochs=10, lr=0.05, batch_size=64, schedule="step",
+                              milestones=(6, 8))
+    out = linear_probe(xtr, ytr, xte, yte, **protocol.probe_kwargs())
+    assert out["top1"] > 0.85
+    again = linear_probe(xtr, ytr, xte, yte, **protocol.probe_kwargs())
+    assert again["top1"] == out["top1"]  # deterministic given the seed
+
+
+def test_protocol_schedules():
+    assert SCE_D1.lr_at(0) == 30.0
+    assert SCE_D1.lr_at(59.9) == 30.0
+    assert SCE_D1.lr_at(60) == pytest.approx(3.0)
+    assert SCE_D1.lr_at(85) == pytest.approx(0.3)
+    assert (SCE_D1.epochs, SCE_D1.momentum, SCE_D1.weight_decay) == (100, 0.9, 0.0)
+    assert SCE_D2.scaled_lr == pytest.approx(0.1 * 1024 / 256)
+    assert SCE_D2.lr_at(0) == pytest.approx(0.4)
+    assert SCE_D2.lr_at(45) == pytest.approx(0.2)
+    assert SCE_D2.lr_at(89.99) < 1e-3
+    warm = LinearProtocol(epochs=10, lr=1.0, warmup_epochs=2)
+    assert warm.lr_at(1) == pytest.approx(0.5)
+    assert warm.lr_at(6) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+    with pytest.raises(ValueError, match="schedule"):
+        LinearProtocol(schedule="linear")
+
+
+def test_mean_per_class_accuracy_hand_case():
+    labels = torch.tensor([0, 0, 0, 0, 1, 2, 2])
+    pred = torch.tensor([0, 0, 0, 1, 1, 0, 2])
+    # recalls: 3/4, 1/1, 1/2
+    assert mean_per_class_accuracy(pred, labels) == pytest.approx((0.75 + 1 + 0.5) / 3)
+    assert mean_per_class_accuracy(pred, labels) == pytest.approx(
+        balanced_accuracy_score(labels.numpy(), pred.numpy())
+    )
+    with pytest.raises(ValueError, match="labels has 6 labels"):
+        mean_per_class_accuracy(pred, labels[:6])
+
+
+def test_sample_per_class_draws_k_per_class():
+    labels = torch.arange(100) % 4
+    idx = sample_per_class(labels, 7, seed=0)
+    assert idx.unique().numel() == 28
+    assert torch.bincount(labels[idx], minlength=4).tolist() == [7, 7, 7, 7]
+    assert not torch.equal(idx, sample_per_class(labels, 7, seed=1))
+    assert torch.equal(idx, sample_per_class(labels, 7, seed=0))
+    with pytest.raises(ValueError, match="fewer than shots=26"):
+        sample_per_class(labels, 26)
+
+
+def test_lowshot_linear(digits, monkeypatch):
+    import contrastkit.eval.linear as linear
+
+    seen = []
+    original = linear.linear_probe
+
+    def spy(feats, labels, *args, **kwargs):
+        seen.append(torch.bincount(labels, minlength=10).tolist())
+        return original(feats, labels, *args, **kwargs)
+
+    monkeypatch.setattr(linear, "linear_probe", spy)
+    xtr, ytr, xte, yte = digits
+    out = lowshot_linear(xtr, ytr, xte, yte, shots=(2, 16, None), seeds=(0, 1), epochs=15)
+    assert list(out) == [2, 16, None]
+    assert seen[:2] == [[2] * 10, [2] * 10]
+    assert seen[2:4] == [[16] * 10, [16] * 10]
+    assert sum(seen[4]) == len(ytr)
+    assert out[2]["num_train"] == 20 and out[16]["num_train"] == 160
+    assert out[None]["num_train"] == len(ytr)
+    for res in out.values():
+        assert res["mean"] == pytest.approx(np.mean(res["top1"]))
+        assert res["std"] == pytest.approx(np.std(res["top1"], ddof=1))
+    assert out[2]["mean"] < out[None]["mean"]
+    assert out[None]["mean"] > 0.9
+
+
+def test_train_linear_on_images_frozen_backbone(digits):
+    xtr, ytr, xte, yte = digits
+    images_tr, images_te = xtr.view(-1, 1, 8, 8) / 16, xte.view(-1, 1, 8, 8) / 16
+    backbone = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 64))
+    torch.nn.init.eye_(backbone[1].weight)
+    torch.nn.init.zeros_(backbone[1].bias)
+    calls = {"train": 0, "test": 0}
+
+    def augment(images):
+        calls["train"] += 1
+        return images + 0.05 * torch.randn_like(images)
+
+    def center(images):
+        calls["test"] += 1
+        return images
+
+    batches = lambda x, y, b: [(x[i : i + b], y[i : i + b]) for i in range(0, len(y), b)]  # noqa: E731
+    train_loader, test_loader = batches(images_tr, ytr, 64), batches(images_te, yte, 100)
+    protocol = LinearProtocol(epochs=15, lr=0.5, batch_size=64, schedule="cosine")
+    out = train_linear_on_images(backbone, train_loader, test_loader, protocol, augment, center,
+                                 num_classes=10)
+    assert out["top1"] > 0.9
+    assert calls == {"train": 15 * len(train_loader), "test": len(test_loader)}
+    assert backbone[1].weight.grad is None  # frozen: no gradient reached the backbone
+    assert torch.equal(backbone[1].weight, torch.eye(64))
+    assert len(out["loss_curve"]) == 15
+
+
+def test_probe_bad_inputs(digits):
+    xtr, ytr, xte, yte = digits
+    with pytest.raises(ValueError, match="train_labels has 10 labels"):
+        linear_probe(xtr, ytr[:10], xte, yte)
+    bad = xte.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="test_features contains NaN"):
+        linear_probe(xtr, ytr, bad, yte)
+    with pytest.raises(ValueError, match="num_classes"):
+        linear_probe(xtr, ytr, xte, yte, num_classes=5)
+    with pytest.raises(ValueError, match="batch_size"):
+        linear_probe(xtr, ytr, xte, yte, batch_size=0)
