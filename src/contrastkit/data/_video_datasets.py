@@ -1,0 +1,491 @@
+"""Annotation readers (UCF101, HMDB51, Kinetics, class folders) and the readers' datasets.
+
+Each ``read_*`` function returns ``(samples, classes)`` with ``samples`` a list of
+``(path, label)`` pairs (``label`` an index into ``classes``). They only parse files and list
+folders: existence of the videos is checked by :class:`ClipDataset`, except for Kinetics whose
+reader also returns the rows whose file is absent (YouTube videos disappear; they are counted
+and reported, not fatal). The datasets (:class:`UCF101`, :class:`HMDB51`, :class:`Kinetics`,
+:class:`VideoFolder`) are a reader plus :class:`ClipDataset`, which samples clips as in SCE
+appendix D.3 (see :mod:`contrastkit.data._clip_sampling`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from ._clip_sampling import clip_length, eval_clip_starts, sample_clip_indices
+from ._video_decode import VideoDecodeError, VideoInfo, VideoReader
+from .video_augment import ThreeCrop
+
+__all__ = [
+    "HMDB51",
+    "UCF101",
+    "VIDEO_EXTENSIONS",
+    "ClipDataset",
+    "Kinetics",
+    "VideoFolder",
+    "read_hmdb51",
+    "read_kinetics",
+    "read_ucf101",
+    "read_video_folder",
+]
+
+#: File name endings recognised as videos by folder scans.
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".webm", ".mkv", ".mov", ".m4v", ".mpg", ".mpeg")
+
+Samples = list[tuple[Path, int]]
+
+
+def _check_split(split: str, fold: int) -> None:
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if fold not in (1, 2, 3):
+        raise ValueError(f"fold must be 1, 2 or 3, got {fold!r}")
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"annotation file not found: {path}")
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_ucf101(
+    root: str | os.PathLike[str],
+    annotations: str | os.PathLike[str],
+    split: str = "train",
+    fold: int = 1,
+) -> tuple[Samples, list[str]]:
+    """Parse UCF101's ``ucfTrainTestlist`` folder (Soomro et al., 2012).
+
+    ``classInd.txt`` has lines ``"1 ApplyEyeMakeup"`` (1-based; label = index - 1);
+    ``trainlist0{fold}.txt`` has ``"ApplyEyeMakeup/v_ApplyEyeMakeup_g08_c01.avi 1"`` and
+    ``testlist0{fold}.txt`` only the path, whose folder gives the class (matched case
+    insensitively: the official lists spell ``HandstandPushups`` both ways). Videos are
+    ``root/<Class>/<file>.avi``.
+
+    Args:
+        root: Folder with one sub-folder of videos per class.
+        annotations: The ``ucfTrainTestlist`` folder.
+        split: ``"train"`` or ``"test"``.
+        fold: Official split 1, 2 or 3.
+
+    Returns:
+        ``(samples, classes)``.
+
+    Raises:
+        FileNotFoundError: If an annotation file is missing.
+        ValueError: On a malformed line (the file and line are named) or bad split/fold.
+    """
+    _check_split(split, fold)
+    root, annotations = Path(root), Path(annotations)
+    class_file = annotations / "classInd.txt"
+    classes: list[str] = []
+    for number, line in enumerate(_lines(class_file), 1):
+        parts = line.split()
+        if len(parts) != 2 or not parts[0].isdigit() or int(parts[0]) != len(classes) + 1:
+            raise ValueError(f"{class_file}:{number}: expected '<index> <ClassName>', got {line!r}")
+        classes.append(parts[1])
+    by_folder = {name.lower(): i for i, name in enumerate(classes)}
+    list_file = annotations / f"{split}list0{fold}.txt"
+    samples: Samples = []
+    for number, line in enumerate(_lines(list_file), 1):
+        parts = line.split()
+        folder = parts[0].replace("\\", "/").split("/")[0].lower()
+        if len(parts) == 2 and parts[1].isdigit():
+            label = int(parts[1]) - 1
+        elif len(parts) == 1 and folder in by_folder:
+            label = by_folder[folder]
+        else:
+            raise ValueError(f"{list_file}:{number}: cannot parse {line!r}")
+        if not 0 <= label < len(classes):
+            raise ValueError(f"{list_file}:{number}: label {label + 1} not in {class_file}")
+        samples.append((root / parts[0], label))
+    return samples, classes
+
+
+def read_hmdb51(
+    root: str | os.PathLike[str],
+    annotations: str | os.PathLike[str],
+    split: str = "train",
+    fold: int = 1,
+) -> tuple[Samples, list[str]]:
+    """Parse HMDB51's ``testTrainMulti_7030_splits`` folder (Kuehne et al., 2011).
+
+    One file per class and fold, ``<class>_test_split{fold}.txt``, with lines
+    ``"<video>.avi <id>"``: 1 = train, 2 = test, 0 = unused. Classes are the sorted class names;
+    videos are ``root/<class>/<video>.avi``.
+
+    Args:
+        root: Folder with one sub-folder of videos per class.
+        annotations: The ``testTrainMulti_7030_splits`` folder.
+        split: ``"train"`` (id 1) or ``"test"`` (id 2).
+        fold: Official split 1, 2 or 3.
+
+    Returns:
+        ``(samples, classes)``.
+
+    Raises:
+        FileNotFoundError: If the folder has no split file for ``fold``.
+        ValueError: On a malformed line (the file and line are named) or bad split/fold.
+    """
+    _check_split(split, fold)
+    root, annotations = Path(root), Path(annotations)
+    suffix = f"_test_split{fold}.txt"
+    files = sorted(annotations.glob(f"*{suffix}")) if annotations.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"no '*{suffix}' split files in {annotations}")
+    classes = [f.name[: -len(suffix)] for f in files]
+    wanted = "1" if split == "train" else "2"
+    samples: Samples = []
+    for label, split_file in enumerate(files):
+        for number, line in enumerate(_lines(split_file), 1):
+            parts = line.split()
+            if len(parts) != 2 or parts[1] not in ("0", "1", "2"):
+                raise ValueError(f"{split_file}:{number}: expected '<video> <0|1|2>', got {line!r}")
+            if parts[1] == wanted:
+                samples.append((root / classes[label] / parts[0], label))
+    return samples, classes
+
+
+def _scan_videos(root: Path, max_depth: int = 3) -> dict[str, Path]:
+    """Map file stem -> path for every video under ``root`` (up to ``max_depth`` levels)."""
+    found: dict[str, Path] = {}
+    base_depth = len(root.parts)
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        if len(Path(folder).parts) - base_depth >= max_depth - 1:
+            dirs.clear()
+        for name in sorted(files):
+            stem, ext = os.path.splitext(name)
+            if ext.lower() in VIDEO_EXTENSIONS:
+                found.setdefault(stem, Path(folder) / name)
+    return found
+
+
+def read_kinetics(
+    root: str | os.PathLike[str],
+    csv_file: str | os.PathLike[str],
+    split: str | None = None,
+    classes: list[str] | None = None,
+) -> tuple[Samples, list[str], list[Path]]:
+    """Parse a Kinetics-400 / Mini-Kinetics-200 annotation CSV (Kay et al., 2017).
+
+    Header ``label,youtube_id,time_start,time_end,split[,is_cc]``; the video of a row is named
+    ``<youtube_id>_<time_start:06d>_<time_end:06d>.mp4`` (any video extension is accepted) and
+    is looked up anywhere up to two folders under ``root``: flat ``root/<file>``,
+    ``root/<label>/<file>``, ``root/<split>/<file>`` or ``root/<split>/<label>/<file>`` (one scan
+    of ``root``, so label folders may use spaces or underscores).
+
+    Args:
+        root: Folder holding the videos.
+        csv_file: Annotation CSV.
+        split: Keep only rows whose ``split`` column equals this (``None``: all rows).
+        classes: Class names in label order; default: sorted labels of the whole CSV, so the
+            indices do not depend on which videos are present.
+
+    Returns:
+        ``(samples, classes, missing)`` where ``missing`` lists the expected paths
+        (``root/<label>/<file>.mp4``) of rows whose video was not found.
+
+    Raises:
+        FileNotFoundError: If ``csv_file`` or ``root`` is missing.
+        ValueError: On a missing column or an unknown label (file and line named).
+    """
+    root, csv_file = Path(root), Path(csv_file)
+    if not csv_file.is_file():
+        raise FileNotFoundError(f"Kinetics annotation CSV not found: {csv_file}")
+    if not root.is_dir():
+        raise FileNotFoundError(f"Kinetics video folder not found: {root}")
+    with csv_file.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        needed = {"label", "youtube_id", "time_start", "time_end"}
+        absent = needed - set(reader.fieldnames or [])
+        if absent:
+            raise ValueError(f"{csv_file}: missing column(s) {sorted(absent)}")
+        rows = list(reader)
+    if classes is None:
+        classes = sorted({row["label"] for row in rows})
+    index = {name: i for i, name in enumerate(classes)}
+    videos = _scan_videos(root)
+    samples: Samples = []
+    missing: list[Path] = []
+    for number, row in enumerate(rows, 2):
+        if split is not None and row.get("split") != split:
+            continue
+        if row["label"] not in index:
+            raise ValueError(f"{csv_file}:{number}: label {row['label']!r} not in classes")
+        try:
+            start, end = int(float(row["time_start"])), int(float(row["time_end"]))
+        except ValueError as err:
+            raise ValueError(f"{csv_file}:{number}: bad time_start/time_end") from err
+        stem = f"{row['youtube_id']}_{start:06d}_{end:06d}"
+        path = videos.get(stem)
+        if path is None:
+            missing.append(root / row["label"] / f"{stem}.mp4")
+        else:
+            samples.append((path, index[row["label"]]))
+    return samples, classes, missing
+
+
+_HIDDEN = re.compile(r"^[._]")
+
+
+def read_video_folder(root: str | os.PathLike[str]) -> tuple[Samples, list[str]]:
+    """List ``root/<class>/<video>`` files: classes are the sorted sub-folder names.
+
+    Raises:
+        FileNotFoundError: If ``root`` is not a folder.
+        ValueError: If it holds no video.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"video folder not found: {root}")
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and not _HIDDEN.match(d.name))
+    samples: Samples = []
+    for label, name in enumerate(classes):
+        for path in sorted((root / name).rglob("*")):
+            if path.suffix.lower() in VIDEO_EXTENSIONS and path.is_file():
+                samples.append((path, label))
+    if not samples:
+        raise ValueError(f"no video ({', '.join(VIDEO_EXTENSIONS)}) under {root}/<class>/")
+    return samples, classes
+
+
+Item = tuple[torch.Tensor | list[torch.Tensor], int]
+
+
+class ClipDataset(Dataset):
+    """Clips of a list of labelled videos, sampled as in SCE appendix D.3.
+
+    ``mode="train"``: each item is ``(clip, label)`` with ``clip`` uint8 ``(T, C, H, W)``, a
+    random clip of ``duration_s`` seconds (times a jitter factor) at the stream's real frame
+    rate from which ``frames`` frames are kept uniformly (:func:`sample_clip_indices`). With
+    ``num_clips=k > 1`` the item is ``([clip_1, ..., clip_k], label)``, clips sampled
+    independently from the same video (``num_clips=2``: the two pretraining views of SCE 4.2).
+
+    ``mode="eval"``: each item is ``(views, label)`` with ``views`` uint8
+    ``(eval_clips * 3, T, C, S, S)``: ``eval_clips`` (10) clips uniformly spaced in time
+    (:func:`eval_clip_starts`, no jitter, no reversal) times the 3 crops of :class:`ThreeCrop`
+    with ``S = crop_size`` or the frames' short side; view ``3 * clip + crop``. Average the 30
+    predictions with :func:`average_views`.
+
+    Frames are resized on the short side to ``short_side`` (bilinear, libswscale). Videos with
+    different aspect ratios give frames of different widths: set ``crop_size`` to cut, in
+    train mode, a random ``crop_size`` square (one position per clip, shared by its frames) so
+    that default batching works. Videos shorter than a clip loop (indices wrap around).
+
+    Unreadable, truncated or vanished videos: with ``skip_corrupt=False`` the error
+    (:class:`VideoDecodeError` or ``FileNotFoundError``) names the file. With
+    ``skip_corrupt=True`` a bad video is detected lazily when its item is loaded: it is added to
+    :attr:`corrupt` (per process, so per DataLoader worker), a ``RuntimeWarning`` naming it and
+    giving the running count is issued once for it, and the item is replaced by the next
+    readable one (index + 1, + 2, ... cyclically) with that video's label; later accesses
+    to it skip it silently (it is already counted). Files missing at construction are dropped
+    with a single warning counting them (:attr:`missing`) when ``skip_corrupt`` is true,
+    otherwise a ``FileNotFoundError`` names the first one and the count.
+
+    Args:
+        samples: ``(path, label)`` pairs.
+        classes: Class names, ``classes[label]``.
+        frames: Frames ``T`` kept per clip (8 or 16 in SCE).
+        duration_s: Clip duration in seconds (2.56 s = 64 frames at 25 fps).
+        jitter: Duration factor bounds, e.g. ``(0.8, 1.2)`` (SCE 4.2.1), or ``None``.
+        reverse_p: Probability of reversing a training clip (SCE 4.2.1 *reverse*).
+        num_clips: Clips per item in train mode.
+        mode: ``"train"`` or ``"eval"``.
+        short_side: Short side after resizing (``None``: original size).
+        crop_size: Train: random square crop side (``None``: no crop). Eval: ThreeCrop side
+            (``None``: the short side of the resized frames).
+        eval_clips: Temporal clips in eval mode (10 in SCE).
+        skip_corrupt: Skip bad videos (see above) instead of raising.
+        generator: Random generator for sampling; ``None`` (recommended with DataLoader
+            workers, which seed torch's global generator per worker) uses the global one.
+        threads: Decoder threads per video.
+
+    Raises:
+        ValueError: On bad options (the option is named) or an empty sample list.
+        FileNotFoundError: If videos are missing and ``skip_corrupt`` is false.
+    """
+
+    def __init__(
+        self,
+        samples: list[tuple[Path, int]],
+        classes: list[str],
+        *,
+        frames: int = 8,
+        duration_s: float = 2.56,
+        jitter: tuple[float, float] | None = None,
+        reverse_p: float = 0.0,
+        num_clips: int = 1,
+        mode: str = "train",
+        short_side: int | None = 128,
+        crop_size: int | None = None,
+        eval_clips: int = 10,
+        skip_corrupt: bool = False,
+        generator: torch.Generator | None = None,
+        threads: int = 1,
+        missing: list[Path] | None = None,
+    ) -> None:
+        if mode not in ("train", "eval"):
+            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}")
+        for name, value in (("frames", frames), ("num_clips", num_clips),
+                            ("eval_clips", eval_clips), ("threads", threads)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if crop_size is not None and crop_size < 1:
+            raise ValueError(f"crop_size must be >= 1 or None, got {crop_size}")
+        clip_length(25.0, duration_s)  # validates duration_s
+        self.classes = list(classes)
+        self.frames, self.duration_s, self.jitter = frames, duration_s, jitter
+        self.reverse_p, self.num_clips, self.mode = reverse_p, num_clips, mode
+        self.short_side, self.crop_size, self.eval_clips = short_side, crop_size, eval_clips
+        self.skip_corrupt, self.generator, self.threads = skip_corrupt, generator, threads
+        present: list[tuple[Path, int]] = []
+        absent: list[Path] = []
+        for path, label in samples:
+            if Path(path).is_file():
+                present.append((Path(path), label))
+            else:
+                absent.append(Path(path))
+        self.missing: list[Path] = [Path(p) for p in missing or []] + absent
+        if self.missing:
+            message = (f"{len(self.missing)} of {len(self.missing) + len(present)} videos are "
+                       f"missing (first: {self.missing[0]})")
+            if absent and not skip_corrupt:
+                raise FileNotFoundError(message + "; pass skip_corrupt=True to skip them")
+            warnings.warn(message + "; they are skipped (see .missing)", RuntimeWarning,
+                          stacklevel=3)
+        if not present:
+            raise ValueError("no video to load (the sample list is empty or all are missing)")
+        self.samples: list[tuple[Path, int]] = present
+        self.corrupt: list[Path] = []
+        self._infos: dict[int, VideoInfo] = {}
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> Item:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for {len(self)} videos")
+        for step in range(len(self)):
+            i = (index + step) % len(self)
+            path, label = self.samples[i]
+            if path in self.corrupt:
+                continue
+            try:
+                return self._load(i), label
+            except (VideoDecodeError, FileNotFoundError) as err:
+                if not self.skip_corrupt:
+                    raise
+                self.corrupt.append(path)
+                warnings.warn(
+                    f"skip_corrupt: skipped unreadable video {path} ({len(self.corrupt)} "
+                    f"skipped so far in this process): {err}", RuntimeWarning, stacklevel=2)
+        raise VideoDecodeError(self.samples[index][0], "no readable video left in the dataset")
+
+    def _load(self, i: int) -> torch.Tensor | list[torch.Tensor]:
+        path = self.samples[i][0]
+        with VideoReader(path, short_side=self.short_side, info=self._infos.get(i),
+                         threads=self.threads) as reader:
+            info = self._infos[i] = reader.info
+            fps = float(info.fps)
+            if self.mode == "eval":
+                length = clip_length(fps, self.duration_s)
+                starts = eval_clip_starts(info.num_frames, length, self.eval_clips)
+                indices = [sample_clip_indices(info.num_frames, fps, duration_s=self.duration_s,
+                                               frames=self.frames, jitter=None, start=s)
+                           for s in starts]
+                clips = [_tchw(c) for c in reader.read_clips(indices)]
+                three_crop = ThreeCrop(self.crop_size or min(clips[0].shape[-2:]))
+                return torch.cat([three_crop(c) for c in clips])
+            indices = [sample_clip_indices(info.num_frames, fps, duration_s=self.duration_s,
+                                           frames=self.frames, jitter=self.jitter,
+                                           generator=self.generator, reverse_p=self.reverse_p)
+                       for _ in range(self.num_clips)]
+            clips = [self._random_crop(_tchw(c)) for c in reader.read_clips(indices)]
+        return clips[0] if self.num_clips == 1 else clips
+
+    def _random_crop(self, clip: torch.Tensor) -> torch.Tensor:
+        if self.crop_size is None:
+            return clip
+        s = self.crop_size
+        height, width = clip.shape[-2:]
+        if height < s or width < s:
+            raise ValueError(f"crop_size={s} larger than the resized frames {height}x{width}")
+        top = int(torch.randint(0, height - s + 1, (), generator=self.generator))
+        left = int(torch.randint(0, width - s + 1, (), generator=self.generator))
+        return clip[..., top:top + s, left:left + s].contiguous()
+
+
+def _tchw(clip: torch.Tensor) -> torch.Tensor:
+    """``(T, H, W, C)`` -> contiguous ``(T, C, H, W)``."""
+    return clip.permute(0, 3, 1, 2).contiguous()
+
+
+class UCF101(ClipDataset):
+    """UCF101 clips (Soomro et al., 2012) from ``ucfTrainTestlist``; see :func:`read_ucf101`.
+
+    Args:
+        root: Folder ``<Class>/<video>.avi``.
+        annotations: The ``ucfTrainTestlist`` folder.
+        split: ``"train"`` or ``"test"``.
+        fold: Official split 1, 2 or 3 (SCE 4.2.1 uses fold 1 for ablations).
+        **options: :class:`ClipDataset` options (``frames``, ``mode``, ``num_clips``, ...).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], annotations: str | os.PathLike[str],
+                 split: str = "train", fold: int = 1, **options: Any) -> None:
+        samples, classes = read_ucf101(root, annotations, split, fold)
+        super().__init__(samples, classes, **options)
+
+
+class HMDB51(ClipDataset):
+    """HMDB51 clips (Kuehne et al., 2011) from ``testTrainMulti_7030_splits``.
+
+    See :func:`read_hmdb51`; ``options`` as for :class:`ClipDataset`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], annotations: str | os.PathLike[str],
+                 split: str = "train", fold: int = 1, **options: Any) -> None:
+        samples, classes = read_hmdb51(root, annotations, split, fold)
+        super().__init__(samples, classes, **options)
+
+
+class Kinetics(ClipDataset):
+    """Kinetics-400 or Mini-Kinetics-200 clips from an annotation CSV (Kay et al., 2017).
+
+    See :func:`read_kinetics` for the CSV and folder layouts. Rows whose video is absent are
+    counted, reported in one warning and listed in :attr:`missing`; they are never fatal.
+
+    Args:
+        root: Video folder (flat or ``<label>/`` sub-folders, optionally under ``<split>/``).
+        csv: Annotation CSV (``label,youtube_id,time_start,time_end,split[,is_cc]``).
+        split: Keep only rows of this ``split`` value (``None``: all).
+        classes: Class names in label order (default: sorted labels of the CSV).
+        **options: :class:`ClipDataset` options.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], csv: str | os.PathLike[str],
+                 split: str | None = None, classes: list[str] | None = None,
+                 **options: Any) -> None:
+        samples, names, missing = read_kinetics(root, csv, split, classes)
+        super().__init__(samples, names, missing=missing, **options)
+
+
+class VideoFolder(ClipDataset):
+    """Clips of ``root/<class>/<video>`` files; classes are the sorted folder names.
+
+    See :func:`read_video_folder`; ``options`` as for :class:`ClipDataset`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], **options: Any) -> None:
+        samples, classes = read_video_folder(root)
+        super().__init__(samples, classes, **options)

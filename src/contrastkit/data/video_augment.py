@@ -1,0 +1,226 @@
+"""Video augmentations: RGB difference, three spatial crops and clip-consistent image presets.
+
+* :func:`rgb_difference` / :class:`RandomRGBDifference`: the *diff* temporal augmentation of
+  SCE section 4.2.1 (grayscale frames subtracted over time, an approximation of the optical
+  flow magnitude), applied with probability 0.2 during pretraining only.
+* :class:`ThreeCrop`: the 3 spatial crops of the 30-view evaluation (SCE appendix D.3).
+* :class:`VideoAugment` / :func:`video_preset`: the image presets of
+  :mod:`contrastkit.data.augment` (``strong_alpha``, ``strong_beta``, ... with
+  ``jitter_strength``; SCE Tab. 15 finds strength 1.0 best for video) applied with the *same*
+  random parameters on every frame of a clip (the presets' own batched torch ops replayed per
+  frame, or kornia ``VideoSequential(same_on_frame=True)`` with ``backend="kornia"``).
+
+Everything works batched on the tensors' device; kornia is imported only when asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = [
+    "LUMA_WEIGHTS",
+    "RandomRGBDifference",
+    "ThreeCrop",
+    "VideoAugment",
+    "rgb_difference",
+    "video_preset",
+]
+
+#: ITU-R BT.601 luma weights of R, G, B.
+LUMA_WEIGHTS = (0.299, 0.587, 0.114)
+
+
+def rgb_difference(clip: torch.Tensor) -> torch.Tensor:
+    """RGB difference of a float clip (SCE section 4.2.1, *diff*).
+
+    With the grayscale frames ``g_t = 0.299 R_t + 0.587 G_t + 0.114 B_t`` (ITU-R BT.601 luma),
+    the difference is ``d_t = g_{t+1} - g_t`` for ``t < T - 1``; the last frame, which has no
+    successor, repeats the previous difference, ``d_{T-1} = d_{T-2}`` (so every frame carries
+    motion; a single-frame clip gives zeros). ``d_t`` is broadcast to the 3 channels so the
+    result has the input's shape and can replace the RGB clip. Values lie in ``[-r, r]`` for an
+    input in ``[0, r]``; no rescaling is done.
+
+    Args:
+        clip: Float tensor ``(..., T, C=3, H, W)``.
+
+    Returns:
+        Tensor of the same shape and dtype.
+
+    Raises:
+        ValueError: If ``clip`` is not floating point or has no ``(T, 3, H, W)`` trailing dims.
+    """
+    if not clip.is_floating_point():
+        raise ValueError(f"clip must be a float tensor, got dtype {clip.dtype}")
+    if clip.dim() < 4 or clip.shape[-3] != 3:
+        raise ValueError(f"clip must have shape (..., T, 3, H, W), got {tuple(clip.shape)}")
+    weights = torch.tensor(LUMA_WEIGHTS, dtype=clip.dtype, device=clip.device)
+    gray = torch.einsum("...tchw,c->...thw", clip, weights)
+    if gray.shape[-3] < 2:
+        diff = torch.zeros_like(gray)
+    else:
+        forward = gray[..., 1:, :, :] - gray[..., :-1, :, :]
+        diff = torch.cat([forward, forward[..., -1:, :, :]], dim=-3)
+    return diff.unsqueeze(-3).expand_as(clip).contiguous()
+
+
+class RandomRGBDifference(nn.Module):
+    """Replace each clip of a batch by its :func:`rgb_difference` with probability ``p``.
+
+    SCE section 4.2.1 applies it with ``p = 0.2`` to pretraining views only (evaluation sees
+    RGB frames). The Bernoulli draws are made on the batch's device, one per clip.
+
+    Args:
+        p: Probability per clip, in ``[0, 1]``.
+        generator: Optional generator (on the batch's device) for reproducible draws.
+
+    Raises:
+        ValueError: If ``p`` is outside ``[0, 1]``.
+    """
+
+    def __init__(self, p: float = 0.2, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        self.p = p
+        self.generator = generator
+
+    def forward(self, clips: torch.Tensor) -> torch.Tensor:
+        """Apply to float ``clips`` ``(B, T, 3, H, W)``; returns the same shape."""
+        if clips.dim() != 5:
+            raise ValueError(f"clips must have shape (B, T, 3, H, W), got {tuple(clips.shape)}")
+        draws = torch.rand(clips.shape[0], device=clips.device, generator=self.generator)
+        chosen = (draws < self.p).view(-1, 1, 1, 1, 1)
+        if not bool(chosen.any()):
+            return clips
+        return torch.where(chosen, rgb_difference(clips), clips)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class ThreeCrop(nn.Module):
+    """Three ``size x size`` crops along the long side (SCE appendix D.3, 30-view evaluation).
+
+    The crops are centred on the short side and placed at the start, centre and end of the long
+    side: left / centre / right for landscape frames, top / centre / bottom for portrait ones
+    (three identical crops for square frames of side ``size``). With frames short-side resized
+    to ``size`` the three crops cover the whole frame, as in Feichtenhofer et al. (2019).
+
+    Args:
+        size: Crop side in pixels.
+
+    Raises:
+        ValueError: If ``size < 1``; at call time if a frame side is smaller than ``size``.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+
+    def forward(self, clip: torch.Tensor) -> torch.Tensor:
+        """Crop ``clip`` ``(..., H, W)`` (e.g. ``(T, C, H, W)``) into ``(3, ..., size, size)``."""
+        height, width = clip.shape[-2:]
+        s = self.size
+        if height < s or width < s:
+            raise ValueError(f"ThreeCrop size={s} larger than the frame {height}x{width}")
+        if width >= height:
+            top = (height - s) // 2
+            lefts = (0, (width - s) // 2, width - s)
+            crops = [clip[..., top:top + s, x:x + s] for x in lefts]
+        else:
+            left = (width - s) // 2
+            tops = (0, (height - s) // 2, height - s)
+            crops = [clip[..., y:y + s, left:left + s] for y in tops]
+        return torch.stack(crops)
+
+    def extra_repr(self) -> str:
+        return f"size={self.size}"
+
+
+def video_preset(name: str, size: int, *, backend: str = "torch", **options: Any) -> VideoAugment:
+    """The image preset ``name`` of :mod:`contrastkit.data.augment` for clips.
+
+    Shorthand for :class:`VideoAugment`; e.g. ``video_preset("strong_alpha", 112,
+    jitter_strength=1.0)`` (SCE 4.2.1, Tab. 15: colour strength 1.0 is best for video).
+    """
+    return VideoAugment(name, size, backend=backend, **options)
+
+
+class VideoAugment(nn.Module):
+    """Apply an image augmentation preset to clips with parameters shared by a clip's frames.
+
+    Input uint8 (or float in [0, 1]) ``(B, T, C, H, W)`` on any device; output float
+    ``(B, T, 3, size, size)`` on the same device. Each clip draws its own random parameters
+    (crop box, flip, jitter factors and order, grayscale, blur sigma, solarize); all ``T``
+    frames of the clip use the same ones, so a static video stays static.
+
+    ``backend="torch"`` (default) reuses :func:`contrastkit.data.augment.preset` as is: its
+    ops draw every parameter on the CPU from their generator, independently of the pixel
+    values, so the preset is run frame by frame with the generator reset to the same state
+    before each frame (seeded once per call from ``generator`` or torch's global RNG).
+    ``backend="kornia"`` wraps the ops of :func:`contrastkit.data.augment.kornia_preset` in
+    ``kornia.augmentation.VideoSequential(data_format="BTCHW", same_on_frame=True)`` (only the
+    ``jitter_strength`` option; kornia draws one colour-jitter order per batch).
+
+    Args:
+        name: Preset name (``weak``, ``strong``, ``strong_alpha``, ``strong_beta``, ...).
+        size: Output side in pixels.
+        backend: ``"torch"`` or ``"kornia"``.
+        **options: Options of :func:`contrastkit.data.augment.preset` (``jitter_strength``,
+            ``crop_scale``, ``normalize``, ``generator``).
+
+    Raises:
+        ValueError: On an unknown backend, or as raised by the preset for a bad name/option.
+    """
+
+    def __init__(self, name: str, size: int, *, backend: str = "torch", **options: Any) -> None:
+        super().__init__()
+        from . import augment
+
+        self.name, self.size, self.backend = name, size, backend
+        if backend == "torch":
+            self.seed_generator = options.pop("generator", None)
+            self._frame_generator = torch.Generator()
+            self.image = augment.preset(name, size, generator=self._frame_generator, **options)
+        elif backend == "kornia":
+            unknown = set(options) - {"jitter_strength"}
+            if unknown:
+                raise ValueError(f"backend='kornia' supports only jitter_strength, got "
+                                 f"{sorted(unknown)}")
+            try:
+                import kornia.augmentation as K
+            except ImportError as err:  # pragma: no cover - depends on the environment
+                raise ImportError("backend='kornia' needs kornia: pip install "
+                                  "'contrastkit[data]'") from err
+            ops = augment.kornia_preset(name, size, options.get("jitter_strength"))
+            self.image = K.VideoSequential(*ops.children(), data_format="BTCHW",
+                                           same_on_frame=True)
+        else:
+            raise ValueError(f"backend must be 'torch' or 'kornia', got {backend!r}")
+
+    def forward(self, clips: torch.Tensor) -> torch.Tensor:
+        """Augment ``clips`` ``(B, T, C, H, W)``; returns float ``(B, T, 3, size, size)``."""
+        if clips.dim() != 5 or clips.shape[2] not in (1, 3):
+            raise ValueError(f"clips must have shape (B, T, 1|3, H, W), got {tuple(clips.shape)}")
+        if clips.dtype == torch.uint8:
+            clips = clips.float().div_(255.0)
+        elif not clips.is_floating_point():
+            raise ValueError(f"clips must be uint8 or float in [0, 1], got {clips.dtype}")
+        if self.backend == "kornia":
+            return self.image(clips.expand(-1, -1, 3, -1, -1).contiguous())
+        seed = int(torch.randint(0, 2**62, (), generator=self.seed_generator))
+        self._frame_generator.manual_seed(seed)
+        state = self._frame_generator.get_state()
+        frames = []
+        for t in range(clips.shape[1]):
+            self._frame_generator.set_state(state)
+            frames.append(self.image(clips[:, t]))
+        return torch.stack(frames, dim=1)
+
+    def extra_repr(self) -> str:
+        return f"name={self.name!r}, size={self.size}, backend={self.backend!r}"
