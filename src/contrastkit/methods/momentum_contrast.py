@@ -1,0 +1,169 @@
+"""Query/key methods with a momentum target branch and a memory queue: MoCo v2, ReSSL, SCE.
+
+They share everything but the loss (and their default views):
+
+* the online branch embeds the *query* views, the momentum branch the *key* views
+  (``views[0]`` online, ``views[1]`` target: SCE's default is strong online, weak target);
+* ``symmetric``: both global views also go the other way and the two losses are averaged;
+  both keys are enqueued;
+* multi-crop: views after the first two are local crops, used only as queries against the
+  key(s) of the global view(s) (SCE appendix D.2);
+* keys are gathered from every process and staged into the queue, committed after the
+  optimiser step (``ContrastiveMethod.after_optimizer_step``).
+
+The loss over several (query, key) pairs is the mean of the pair losses.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from contrastkit.losses import info_nce, ressl, sce, sce_terms
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.schedules import Schedule, ScheduleState
+
+
+class MomentumContrast(ContrastiveMethod):
+    """Shared machinery of MoCo, ReSSL and SCE; subclasses define :meth:`pair_loss`.
+
+    Args:
+        symmetric: also use view 1 as query and view 0 as key, averaging both losses.
+        momentum: initial EMA momentum (cosine schedule to 1).
+        queue_size: memory queue rows (0: in-batch negatives).
+        **kwargs: other :class:`ContrastiveMethod` arguments.
+    """
+
+    requires_target = True
+    supports_queue = True
+    supports_multicrop = True
+
+    def __init__(
+        self, symmetric: bool = False, momentum: float = 0.99, queue_size: int = 4096, **kwargs
+    ) -> None:
+        super().__init__(momentum=momentum, queue_size=queue_size, **kwargs)
+        self.symmetric = symmetric
+
+    def pair_loss(
+        self, query: Tensor, key: Tensor, negatives: Tensor | None, state: ScheduleState
+    ) -> tuple[Tensor, dict[str, float]]:
+        """Loss of one (query, key) pairing against the negatives."""
+        raise NotImplementedError(f"{type(self).__name__} must implement pair_loss()")
+
+    def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
+        key_views = [0, 1] if self.symmetric else [1]
+        query_views = [i for i in range(len(views)) if self.symmetric or i != 1]
+        keys = {i: self.encode_target(views[i]) for i in key_views}
+        encoded = {i: self.encode(views[i]) for i in query_views}
+        negatives = self.queue_negatives()
+        losses, logs = [], {}
+        for qi, (_, query) in encoded.items():
+            for ki, key in keys.items():
+                if qi != ki:
+                    loss, logs = self.pair_loss(query, key, negatives, state)
+                    losses.append(loss)
+        if self.queue is not None:
+            self.queue.stage(torch.cat([keys[i] for i in key_views]))
+        features, query0 = encoded[0]
+        logs["positive_similarity"] = cosine_of_pairs(query0, keys[1]).mean()
+        return StepOutput(loss=torch.stack(losses).mean(), features=features.detach(), logs=logs)
+
+
+class MoCo(MomentumContrast):
+    """MoCo v2 (Chen et al., 2020): InfoNCE of the query against its key and the queue.
+
+    Args:
+        temperature: InfoNCE temperature (0.2 in MoCo v2 and in SCE's CIFAR baseline).
+        **kwargs: :class:`MomentumContrast` arguments.
+    """
+
+    default_views = ("strong", "strong")
+
+    def __init__(self, temperature: float = 0.2, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.temperature = temperature
+
+    def pair_loss(self, query, key, negatives, state):
+        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
+        return info_nce(query, key, negatives, temperature=t), {"temperature": t}
+
+
+class ReSSL(MomentumContrast):
+    """ReSSL (Zheng et al., 2021; SCE eqs. 4-6): relational target of the weak key.
+
+    Args:
+        temperature: online temperature tau.
+        target_temperature: sharper target temperature tau_m.
+        **kwargs: :class:`MomentumContrast` arguments.
+    """
+
+    default_views = ("strong", "weak")
+
+    def __init__(
+        self, temperature: float = 0.1, target_temperature: float = 0.04, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self.temperature = temperature
+        self.target_temperature = target_temperature
+
+    def pair_loss(self, query, key, negatives, state):
+        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
+        loss = ressl(query, key, negatives, temperature=t,
+                     target_temperature=self.target_temperature)
+        return loss, {"temperature": t}
+
+
+class SCE(MomentumContrast):
+    """Similarity Contrastive Estimation (Denize et al., eqs. 8-10).
+
+    Target ``w = coeff * one_hot + (1 - coeff) * s2`` (s2: the key's sharpened similarity
+    distribution over the negatives) against the query's softmax over positive + negatives.
+
+    Args:
+        coeff: lambda, the weight of the one-hot term.
+        temperature: online temperature tau.
+        target_temperature: target temperature tau_m.
+        coeff_schedule: optional schedule of lambda (the paper's open improvement).
+        target_temperature_schedule: optional schedule of tau_m (e.g. a warm-up).
+        free_coefficients: ``(lambda, mu, eta)`` weighting the three terms of Proposition 1
+            (``lambda * InfoNCE + mu * ReSSL + eta * Ceil``, SCE Table 3) instead of ``sce``.
+        **kwargs: :class:`MomentumContrast` arguments.
+    """
+
+    default_views = ("strong", "weak")
+
+    def __init__(
+        self,
+        coeff: float = 0.5,
+        temperature: float = 0.1,
+        target_temperature: float = 0.07,
+        coeff_schedule: Schedule | None = None,
+        target_temperature_schedule: Schedule | None = None,
+        free_coefficients: tuple[float, float, float] | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not 0.0 <= coeff <= 1.0:
+            raise ValueError(f"coeff must lie in [0, 1], got {coeff}")
+        self.coeff = coeff
+        self.temperature = temperature
+        self.target_temperature = target_temperature
+        self.coeff_schedule = coeff_schedule
+        self.target_temperature_schedule = target_temperature_schedule
+        self.free_coefficients = free_coefficients
+
+    def pair_loss(self, query, key, negatives, state):
+        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
+        tm = (float(self.target_temperature_schedule(state))
+              if self.target_temperature_schedule else self.target_temperature)
+        coeff = float(self.coeff_schedule(state)) if self.coeff_schedule else self.coeff
+        logs = {"temperature": t, "target_temperature": tm, "coeff": coeff}
+        if self.free_coefficients is None:
+            return sce(query, key, negatives, temperature=t, target_temperature=tm,
+                       coeff=coeff), logs
+        lam, mu, eta = self.free_coefficients
+        terms = sce_terms(query, key, negatives, temperature=t, target_temperature=tm)
+        loss = lam * terms["info_nce"] + mu * terms["ressl"] + eta * terms["ceil"]
+        return loss, logs
+
+

@@ -1,0 +1,80 @@
+"""SimCLR and its in-batch variants: NT-Xent, DCL, the hard contrastive loss, DySTreSS.
+
+SimCLR (Chen et al., 2020): both views go through the same online encoder; every view is an
+anchor whose positive is its other view and whose negatives are the other 2N-2 views of the
+whole (multi-process) batch. DySTreSS (Manna et al., Alg. 3) keeps this and only changes the
+temperature into a function of each pair's cosine similarity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from torch import Tensor
+
+from contrastkit.distributed import gather_with_grad
+from contrastkit.losses import dcl, hard_contrastive, nt_xent
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.schedules import ScheduleState
+
+
+class SimCLR(ContrastiveMethod):
+    """In-batch contrastive learning with a choice of loss.
+
+    Args:
+        loss: ``nt_xent`` (SimCLR), ``dcl`` (decoupled: positive removed from the
+            denominator) or ``hard_contrastive`` (Wang & Liu: only the ``num_hard`` most
+            similar negatives; symmetrised over the two views).
+        temperature: constant temperature (used when ``dynamic_temperature`` is unset).
+        dynamic_temperature: a function of the cosine similarity returning a temperature per
+            pair, e.g. ``contrastkit.losses.temperature.DySTreSSTemperature`` (DySTreSS Alg. 1).
+        num_hard: negatives kept by ``hard_contrastive``.
+        **kwargs: :class:`~contrastkit.methods.base.ContrastiveMethod` arguments (backbone,
+            projector, predictor, temperature_schedule); no momentum and no queue.
+
+    Distributed: the projections are gathered with gradient from every process and each
+    process computes the loss of the whole global batch, so the gradient equals the
+    single-process one on the combined batch (``gather_with_grad`` sums the slices'
+    gradients, DDP averages them).
+    """
+
+    default_views = ("simclr", "simclr")
+
+    def __init__(
+        self,
+        loss: Literal["nt_xent", "dcl", "hard_contrastive"] = "nt_xent",
+        temperature: float = 0.5,
+        dynamic_temperature: Callable[[Tensor], Tensor] | None = None,
+        num_hard: int = 4096,
+        **kwargs,
+    ) -> None:
+        super().__init__(**kwargs)
+        if loss not in ("nt_xent", "dcl", "hard_contrastive"):
+            raise ValueError(f"loss must be nt_xent, dcl or hard_contrastive, got {loss!r}")
+        if dynamic_temperature is not None and self.temperature_schedule is not None:
+            raise ValueError("set either dynamic_temperature or temperature_schedule, not both")
+        self.loss_name = loss
+        self.temperature = temperature
+        self.dynamic_temperature = dynamic_temperature
+        self.num_hard = num_hard
+
+    def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
+        f1, z1 = self.encode(views[0])
+        _, z2 = self.encode(views[1])
+        z1, z2 = gather_with_grad(z1), gather_with_grad(z2)
+        positive = cosine_of_pairs(z1, z2)
+        t = self.dynamic_temperature or self.current_temperature(self.temperature, state, positive)
+        if self.loss_name == "nt_xent":
+            loss = nt_xent(z1, z2, temperature=t)
+        elif self.loss_name == "dcl":
+            loss = dcl(z1, z2, temperature=t)
+        else:
+            loss = 0.5 * (
+                hard_contrastive(z1, z2, temperature=t, num_hard=self.num_hard)
+                + hard_contrastive(z2, z1, temperature=t, num_hard=self.num_hard)
+            )
+        logs = {"positive_similarity": positive.mean()}
+        if isinstance(t, float):
+            logs["temperature"] = t
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs)

@@ -1,0 +1,84 @@
+"""Config-level descriptions of a backbone and its heads, and the functions that build them.
+
+Configs (YAML through LightningCLI/jsonargparse) name a network with these small dataclasses,
+so every option is validated against a signature before training starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from torch import nn
+
+from contrastkit.models.convnet import small_convnet
+from contrastkit.models.heads import MLPHead
+from contrastkit.models.resnet import resnet18, resnet34, resnet50
+from contrastkit.models.resnet3d import resnet3d_18, resnet3d_50
+
+BackboneName = Literal[
+    "resnet18", "resnet34", "resnet50", "small_convnet", "resnet3d_18", "resnet3d_50"
+]
+BACKBONES: tuple[str, ...] = BackboneName.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class BackboneSpec:
+    """Which backbone to build.
+
+    Attributes:
+        name: ``resnet18|resnet34|resnet50`` (2-D, torchvision key layout),
+            ``small_convnet`` (8x8-32x32 inputs, the offline default) or
+            ``resnet3d_18|resnet3d_50`` (video, SCE Table 23).
+        cifar_stem: 3x3 stride-1 stem without max-pool (SCE appendix D.1); 2-D ResNets only.
+        width: base width (64 = standard ResNet; 32 = the small convnet's default).
+        out_dim: feature size of ``small_convnet`` (ignored by the ResNets, whose size follows
+            from the width).
+    """
+
+    name: BackboneName = "resnet18"
+    cifar_stem: bool = False
+    width: int = 64
+    out_dim: int = 128
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """An MLP projector or predictor (SCE Tables 21 and 24).
+
+    Attributes:
+        hidden_dim: size of the hidden layers.
+        out_dim: output size.
+        num_layers: number of linear layers.
+        batch_norm: ``none`` | ``hidden`` (after hidden layers) | ``all`` (also after the output).
+    """
+
+    hidden_dim: int = 512
+    out_dim: int = 128
+    num_layers: int = 2
+    batch_norm: Literal["none", "hidden", "all"] = "hidden"
+
+
+def build_backbone(spec: BackboneSpec) -> nn.Module:
+    """Build the backbone a :class:`BackboneSpec` names; the result has an ``out_dim``.
+
+    Raises:
+        ValueError: for an unknown name or an option the backbone does not take.
+    """
+    if spec.name not in BACKBONES:
+        raise ValueError(f"backbone.name must be one of {BACKBONES}, got {spec.name!r}")
+    if spec.cifar_stem and spec.name not in ("resnet18", "resnet34", "resnet50"):
+        raise ValueError(f"backbone.cifar_stem applies to 2-D ResNets only, not {spec.name!r}")
+    if spec.name == "small_convnet":
+        return small_convnet(in_channels=3, width=spec.width, out_dim=spec.out_dim)
+    if spec.name == "resnet3d_18":
+        return resnet3d_18(width=spec.width)
+    if spec.name == "resnet3d_50":
+        return resnet3d_50(width=spec.width)
+    builder = {"resnet18": resnet18, "resnet34": resnet34, "resnet50": resnet50}[spec.name]
+    return builder(cifar_stem=spec.cifar_stem, width=spec.width)
+
+
+def build_head(spec: HeadSpec, in_dim: int) -> MLPHead:
+    """Build an :class:`~contrastkit.models.heads.MLPHead` from a :class:`HeadSpec`."""
+    return MLPHead(in_dim, spec.hidden_dim, spec.out_dim, spec.num_layers, spec.batch_norm)

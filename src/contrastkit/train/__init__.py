@@ -1,0 +1,1 @@
+"""Pretraining engine: Lightning module, data module, callbacks and the pretrain command."""

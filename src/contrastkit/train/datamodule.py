@@ -1,0 +1,225 @@
+"""Lightning data module for pretraining: uint8 batches, augmentation happens on the device.
+
+Loaders only decode and stack uint8 images; views are made by the
+:class:`~contrastkit.train.module.PretrainModule` on whatever device the batch lands on.
+
+Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, or
+``DistributedSampler`` with the same seed when several processes train), so a resumed run
+sees exactly the batches an uninterrupted run would. Validation loaders (the kNN bank and
+the queries) are not split across processes: every process evaluates the whole split.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
+
+from contrastkit.data import datasets
+
+DatasetName = Literal[
+    "digits", "cifar10", "cifar100", "stl10", "svhn", "tinyimagenet", "imagenet100",
+    "folder", "image_archive",
+]
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A permutation of ``range(n)`` drawn from ``seed + epoch``; Lightning calls ``set_epoch``."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n = n
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the permutation of ``epoch``."""
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.n, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def build_dataset(
+    name: str, root: str | None, split: str, *, cache_dir: str | None = None,
+    image_size: int | None = None, skip_corrupt: bool = False,
+) -> Dataset:
+    """Open split ``split`` of dataset ``name`` (see :data:`DatasetName`).
+
+    ``folder`` reads ``root/<split>/<class>/*`` (or ``root/<class>/*`` when ``root/<split>``
+    does not exist); ``image_archive`` reads a ``.tar.gz`` of such folders (for example
+    ``cifar10-jpg.tar.gz``) through the array cache. File datasets with a ``cache_dir`` are
+    decoded once into the uint8 array cache, resized to ``image_size`` if given.
+
+    Raises:
+        ValueError: for an unknown name or a missing ``root``.
+    """
+    if name != "digits" and root is None:
+        raise ValueError(f"data.root is required for dataset {name!r}")
+    size = (image_size, image_size) if image_size else None
+    if name == "digits":
+        return datasets.Digits(split=split)
+    if name == "cifar10":
+        return datasets.CIFAR10(root, split=split)
+    if name == "cifar100":
+        return datasets.CIFAR100(root, split=split)
+    if name == "stl10":
+        return datasets.STL10(root, split=split)
+    if name == "svhn":
+        return datasets.SVHN(root, split=split)
+    if name == "image_archive":
+        if cache_dir is None:
+            raise ValueError("dataset 'image_archive' needs data.cache_dir (it is decoded once)")
+        return datasets.ArrayCache.build_or_load(root, cache_dir, subdir=split, size=size,
+                                                 skip_corrupt=skip_corrupt)
+    if name == "tinyimagenet":
+        files: Dataset = datasets.TinyImageNet(root, split=split, skip_corrupt=skip_corrupt)
+    elif name == "imagenet100":
+        files = datasets.ImageNet100(root, split=split, skip_corrupt=skip_corrupt)
+    elif name == "folder":
+        base = Path(root) / split if (Path(root) / split).is_dir() else Path(root)
+        files = datasets.ImageFolder(base, skip_corrupt=skip_corrupt)
+    else:
+        raise ValueError(f"data.dataset must be one of {DatasetName.__args__}, got {name!r}")  # type: ignore[attr-defined]
+    if cache_dir is not None:
+        return datasets.ArrayCache.build_or_load(files, cache_dir, size=size,
+                                                 skip_corrupt=skip_corrupt)
+    return files
+
+
+class PretrainDataModule(L.LightningDataModule):
+    """Datasets and loaders for pretraining and the online kNN monitor.
+
+    Args:
+        dataset: dataset name (:data:`DatasetName`); ``digits`` needs no files.
+        root: dataset folder or archive.
+        train_split: split used for pretraining (e.g. ``train+unlabeled`` for STL-10).
+        bank_split: labelled split for the kNN bank (default: ``train``).
+        val_split: split whose kNN accuracy is monitored (``None``: no monitor).
+        batch_size: images per process per step (>= 2).
+        num_workers: loader processes.
+        cache_dir: folder of the uint8 array cache for file datasets.
+        image_size: resize file images to this size when caching (required for folders of
+            images of different sizes).
+        subset: keep only the first ``subset`` images of a fixed shuffle of the training split
+            (CPU-scale studies).
+        long_tail_ratio: keep a long-tailed subset (``n_max * ratio^(c/(C-1))`` per class).
+        monitor_bank_size: cap on the number of bank images for the kNN monitor.
+        seed: shuffling seed.
+        skip_corrupt: skip unreadable image files with one warning that counts them.
+    """
+
+    def __init__(
+        self,
+        dataset: DatasetName = "digits",
+        root: str | None = None,
+        train_split: str = "train",
+        bank_split: str = "train",
+        val_split: str | None = "test",
+        batch_size: int = 256,
+        num_workers: int = 0,
+        cache_dir: str | None = None,
+        image_size: int | None = None,
+        subset: int | None = None,
+        long_tail_ratio: float | None = None,
+        monitor_bank_size: int | None = 10000,
+        seed: int = 0,
+        skip_corrupt: bool = False,
+    ) -> None:
+        super().__init__()
+        if batch_size < 2:
+            raise ValueError(
+                f"data.batch_size is {batch_size}: contrastive losses need at least 2 images "
+                "per process"
+            )
+        if num_workers < 0:
+            raise ValueError(f"data.num_workers must be >= 0, got {num_workers}")
+        self.dataset_name = dataset
+        self.root = os.path.expanduser(root) if root else None
+        self.train_split, self.bank_split, self.val_split = train_split, bank_split, val_split
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.cache_dir = cache_dir
+        self.image_size = image_size
+        self.subset = subset
+        self.long_tail_ratio = long_tail_ratio
+        self.monitor_bank_size = monitor_bank_size
+        self.seed = seed
+        self.skip_corrupt = skip_corrupt
+        self.train_set: Dataset | None = None
+        self.bank_set: Dataset | None = None
+        self.val_set: Dataset | None = None
+
+    def _open(self, split: str) -> Dataset:
+        return build_dataset(self.dataset_name, self.root, split, cache_dir=self.cache_dir,
+                             image_size=self.image_size, skip_corrupt=self.skip_corrupt)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes of the bank split (0 when unlabelled)."""
+        self.setup("fit")
+        return len(getattr(self.bank_set or self.train_set, "classes", []))
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        train = self._open(self.train_split)
+        if self.long_tail_ratio is not None:
+            train = datasets.long_tailed(train, self.long_tail_ratio, seed=self.seed)
+        if self.subset is not None:
+            train = _fixed_subset(train, self.subset, self.seed)
+        if len(train) < self.batch_size:
+            raise ValueError(
+                f"the training split has {len(train)} images, fewer than data.batch_size "
+                f"({self.batch_size}): no full batch can be formed"
+            )
+        self.train_set = train
+        if self.val_split is not None:
+            bank = train if self.bank_split == self.train_split else self._open(self.bank_split)
+            if self.monitor_bank_size is not None and len(bank) > self.monitor_bank_size:
+                bank = _fixed_subset(bank, self.monitor_bank_size, self.seed)
+            self.bank_set = bank
+            self.val_set = self._open(self.val_split)
+
+    def _loader(self, dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
+        return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler,
+                          num_workers=self.num_workers, drop_last=drop_last,
+                          pin_memory=torch.cuda.is_available(),
+                          persistent_workers=self.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None
+        trainer = self.trainer
+        if trainer is not None and trainer.world_size > 1:
+            sampler: Sampler = DistributedSampler(
+                self.train_set, num_replicas=trainer.world_size, rank=trainer.global_rank,
+                shuffle=True, seed=self.seed, drop_last=True)
+        else:
+            sampler = EpochShuffleSampler(len(self.train_set), self.seed)
+        return self._loader(self.train_set, sampler, drop_last=True)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        if self.val_set is None or self.bank_set is None:
+            return []
+        return [self._loader(self.bank_set, None, False), self._loader(self.val_set, None, False)]
+
+
+def _fixed_subset(dataset: Dataset, n: int, seed: int) -> Subset:
+    """The first ``n`` items of a seeded permutation, keeping ``classes`` and ``targets``."""
+    if n < 1:
+        raise ValueError(f"subset size must be >= 1, got {n}")
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    indices = sorted(order[: min(n, len(dataset))].tolist())
+    subset = Subset(dataset, indices)
+    targets = getattr(dataset, "targets", None)
+    subset.classes = getattr(dataset, "classes", [])  # type: ignore[attr-defined]
+    subset.targets = [targets[i] for i in indices] if targets is not None else []  # type: ignore[attr-defined]
+    return subset

@@ -1,0 +1,156 @@
+"""End-to-end checks of `contrastkit pretrain` on tiny digits runs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+
+from contrastkit.train.callbacks import check_output_dir
+from contrastkit.train.cli import build, pretrain
+from contrastkit.train.module import NonFiniteLossError
+
+from pretrain_args import TINY, method_args
+
+
+def _run(tmp_path: Path, name: str, *extra: str, method: str = "SCE", **method_kw) -> object:
+    args = [*TINY, *method_args(method, **method_kw), "--output", str(tmp_path / name), *extra]
+    return pretrain(args)
+
+
+def _state(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+@pytest.mark.parametrize(
+    ("method", "kw"),
+    [
+        ("SimCLR", {}),
+        ("SimCLR", {"loss": "dcl"}),
+        ("SimCLR", {"loss": "hard_contrastive", "num_hard": 4}),
+        ("MoCo", {"queue_size": 64}),
+        ("ReSSL", {"queue_size": 64}),
+        ("SCE", {"queue_size": 64, "symmetric": "true"}),
+        ("SupervisedContrastive", {"loss": "sincere"}),
+        ("SupervisedContrastive", {"loss": "supcon"}),
+    ],
+)
+def test_every_method_trains_one_epoch(tmp_path, method, kw):
+    cli = _run(tmp_path, "run", "--trainer.max_epochs", "1", method=method, **kw)
+    metrics = cli.trainer.callback_metrics
+    assert torch.isfinite(metrics["train/loss"])
+    assert "val/knn_top1" in metrics
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert ckpt.is_file()
+    assert _state(ckpt)["contrastkit"]["backbone"]["name"] == "small_convnet"
+
+
+class _StopAfterEpochs(L.Callback):
+    """Simulate an interruption: stop once ``n`` epochs are done (their checkpoint written)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch + 1 >= self.n:
+            trainer.should_stop = True
+
+
+def test_resume_is_exact(tmp_path):
+    """3 epochs straight == 1 epoch, interruption, resume: weights, EMA target, queue,
+    optimiser and scheduler state all agree."""
+    kw = {"queue_size": 48}
+    _run(tmp_path, "straight", "--trainer.max_epochs", "3", **kw)
+    args = [*TINY, *method_args("SCE", **kw), "--output", str(tmp_path / "split"),
+            "--trainer.max_epochs", "3"]
+    cli, _ = build(args)
+    cli.trainer.callbacks.append(_StopAfterEpochs(1))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 4
+    pretrain([*args, "--resume", "last"])
+
+    a = _state(tmp_path / "straight" / "checkpoints" / "last.ckpt")
+    b = _state(tmp_path / "split" / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == 12
+    assert any(k.startswith("method.target.") for k in a["state_dict"])
+    assert "method.queue.keys" in a["state_dict"]
+    for key, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][key], value, rtol=1e-5, atol=1e-6, msg=key)
+    opt_a, opt_b = a["optimizer_states"][0]["state"], b["optimizer_states"][0]["state"]
+    assert opt_a.keys() == opt_b.keys()
+    for idx, st in opt_a.items():
+        torch.testing.assert_close(opt_b[idx]["momentum_buffer"], st["momentum_buffer"],
+                                   rtol=1e-5, atol=1e-6)
+    assert a["lr_schedulers"][0]["last_epoch"] == b["lr_schedulers"][0]["last_epoch"]
+    torch.testing.assert_close(b["rng_states"]["torch"], a["rng_states"]["torch"])
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path):
+    args = [*TINY, *method_args("SimCLR"), "--output", str(tmp_path / "nan"),
+            "--trainer.max_epochs", "3"]
+    cli, _ = build(args)
+    method = cli.model.method
+    original = method.forward
+
+    def poisoned(views, labels, state):
+        out = original(views, labels, state)
+        if state.step >= 5:
+            out.loss = out.loss * float("nan")
+        return out
+
+    method.forward = poisoned
+    with pytest.raises(NonFiniteLossError, match="at step 5"):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    last = _state(tmp_path / "nan" / "checkpoints" / "last.ckpt")
+    assert last["global_step"] == 4  # written at the end of epoch 1, intact
+    assert all(torch.isfinite(v).all() for v in last["state_dict"].values()
+               if v.is_floating_point())
+
+
+def test_unknown_config_key_lists_what_is_allowed(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  views:\n    sise: 32\n")
+    with pytest.raises(SystemExit):
+        build([*TINY, *method_args("SimCLR"), "--config", str(bad)])
+    err = capsys.readouterr().err
+    assert "sise" in err and "size" in err
+
+
+def test_wrong_type_is_reported(capsys):
+    with pytest.raises(SystemExit):
+        build([*TINY, *method_args("SCE", queue_size="many")])
+    assert "queue_size" in capsys.readouterr().err
+
+
+def test_incompatible_choice_is_explained_before_training(capsys):
+    with pytest.raises((SystemExit, ValueError)) as info:
+        build([*TINY, *method_args("SimCLR", queue_size=64)])
+    message = str(info.value) + capsys.readouterr().err
+    assert "in-batch negatives" in message
+
+
+def test_unwritable_output_is_reported_before_training(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        with pytest.raises(PermissionError, match="not writable"):
+            _run(tmp_path, "locked/run", "--trainer.max_epochs", "1", method="SimCLR")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_output_dir_check_reports_too_little_space(tmp_path):
+    with pytest.raises(OSError, match="MiB free"):
+        check_output_dir(tmp_path, required_bytes=1 << 62)
+
+
+def test_existing_run_is_not_overwritten(tmp_path):
+    _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
+    with pytest.raises(SystemExit, match="already holds a run"):
+        _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
