@@ -1,0 +1,169 @@
+"""View generators: turn one decoded uint8 batch into the list of augmented views of a method.
+
+The views are made on the batch's device by :mod:`contrastkit.data.augment` presets:
+
+* :class:`TwoViews` -- two views from two (possibly different) presets. SCE's default (SCE,
+  Denize et al., section 4.1 and appendix D.1) is *strong* for the online branch and *weak* for
+  the target branch (as ReSSL); its ImageNet study (appendix D.2) uses *strong-alpha* and
+  *strong-beta*; SimCLR uses its own preset twice.
+* :class:`MultiCrop` -- SCE appendix D.2 (after Hu et al., 2021): 2 global 224x224 views with
+  crop scale (0.2, 1.0) and 4 local views of 192, 160, 128, 96 pixels with scales (0.172, 0.86),
+  (0.143, 0.715), (0.114, 0.571), (0.086, 0.429), under *strong-gamma*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from torch import Tensor, nn
+
+from . import augment
+
+__all__ = [
+    "MULTICROP_LOCAL_SCALES",
+    "MULTICROP_LOCAL_SIZES",
+    "VIEW_KINDS",
+    "MultiCrop",
+    "TwoViews",
+    "make_views",
+]
+
+#: Local crops of SCE appendix D.2 for 224x224 global views.
+MULTICROP_LOCAL_SIZES: tuple[int, ...] = (192, 160, 128, 96)
+MULTICROP_LOCAL_SCALES: tuple[tuple[float, float], ...] = (
+    (0.172, 0.86), (0.143, 0.715), (0.114, 0.571), (0.086, 0.429),
+)
+
+
+def _as_module(p: str | nn.Module, size: int | None, options: dict) -> nn.Module:
+    if isinstance(p, nn.Module):
+        return p
+    if size is None:
+        raise ValueError("size is required when a view is given by preset name")
+    return augment.preset(p, size, **options)
+
+
+class TwoViews(nn.Module):
+    """Two augmented views of the same batch: ``[online(x), target(x)]``.
+
+    Args:
+        online: preset name or module for the first (online-branch) view.
+        target: preset name or module for the second (target-branch) view.
+        size: output side, required when a view is given by name.
+        **options: passed to :func:`contrastkit.data.augment.preset` for named views.
+    """
+
+    def __init__(
+        self, online: str | nn.Module, target: str | nn.Module, size: int | None = None,
+        **options: object,
+    ) -> None:
+        super().__init__()
+        self.online = _as_module(online, size, options)
+        self.target = _as_module(target, size, options)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        return [self.online(x), self.target(x)]
+
+
+class MultiCrop(nn.Module):
+    """Global and local views (SCE appendix D.2): ``[global_1, ..., global_G, local_1, ...]``.
+
+    Args:
+        global_size: side of the global views (224 in SCE).
+        global_scale: crop scale range of the global views ((0.2, 1.0) in SCE).
+        local_sizes: side of each local view (192, 160, 128, 96 in SCE).
+        local_scales: crop scale range of each local view (same length as ``local_sizes``).
+        num_global: number of global views (2 in SCE).
+        preset: preset name of every view (``strong_gamma`` in SCE).
+        global_presets: optional names for the global views, one each (e.g.
+            ``("strong_alpha", "strong_beta")`` to keep the views of SCE without multi-crop);
+            default: ``preset`` for all.
+        **options: other options of :func:`contrastkit.data.augment.preset` (e.g. normalize).
+
+    Raises:
+        ValueError: mismatched ``local_sizes``/``local_scales`` or ``global_presets`` lengths,
+            or ``num_global < 1``.
+    """
+
+    def __init__(
+        self,
+        global_size: int = 224,
+        global_scale: tuple[float, float] = (0.2, 1.0),
+        local_sizes: Sequence[int] = MULTICROP_LOCAL_SIZES,
+        local_scales: Sequence[tuple[float, float]] = MULTICROP_LOCAL_SCALES,
+        num_global: int = 2,
+        preset: str = "strong_gamma",
+        global_presets: Sequence[str] | None = None,
+        **options: object,
+    ) -> None:
+        super().__init__()
+        if isinstance(num_global, bool) or not isinstance(num_global, int) or num_global < 1:
+            raise ValueError(f"num_global must be an int >= 1, got {num_global!r}")
+        if len(local_sizes) != len(local_scales):
+            raise ValueError(
+                f"local_sizes ({len(local_sizes)}) and local_scales ({len(local_scales)}) "
+                "must have the same length"
+            )
+        names = [preset] * num_global if global_presets is None else list(global_presets)
+        if len(names) != num_global:
+            raise ValueError(f"global_presets needs {num_global} names, got {len(names)}")
+        if "crop_scale" in options:
+            raise ValueError("crop_scale: use global_scale and local_scales for MultiCrop")
+        self.global_views = nn.ModuleList(
+            augment.preset(n, global_size, crop_scale=global_scale, **options) for n in names
+        )
+        self.local_views = nn.ModuleList(
+            augment.preset(preset, s, crop_scale=sc, **options)
+            for s, sc in zip(local_sizes, local_scales, strict=True)
+        )
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        return [v(x) for v in self.global_views] + [v(x) for v in self.local_views]
+
+
+def _two(online: str, target: str) -> Callable[..., TwoViews]:
+    return lambda size, **opts: TwoViews(online, target, size, **opts)
+
+
+def _multicrop(size: int, **opts: object) -> MultiCrop:
+    """SCE multi-crop scaled to ``size``: local sides ``round(l * size / 224)`` (min 8)."""
+    locals_ = opts.pop("local_sizes", None)
+    if locals_ is None:
+        locals_ = tuple(max(8, round(s * size / 224)) for s in MULTICROP_LOCAL_SIZES)
+    return MultiCrop(global_size=size, local_sizes=locals_, **opts)  # type: ignore[arg-type]
+
+
+#: Kinds accepted by :func:`make_views`.
+VIEW_KINDS = {
+    "sce": _two("strong", "weak"),
+    "ressl": _two("strong", "weak"),
+    "sce_imagenet": _two("strong_alpha", "strong_beta"),
+    "byol": _two("strong_alpha", "strong_beta"),
+    "simclr": _two("simclr", "simclr"),
+    "simclr_cifar": _two("simclr_cifar", "simclr_cifar"),
+    "multicrop": _multicrop,
+}
+
+
+def make_views(kind: str, size: int, **opts: object) -> nn.Module:
+    """Build the view generator ``kind`` for ``size x size`` (global) views.
+
+    Args:
+        kind: ``sce`` / ``ressl`` (strong online, weak target), ``sce_imagenet`` / ``byol``
+            (strong-alpha, strong-beta), ``simclr``, ``simclr_cifar`` (the same preset twice),
+            ``multicrop`` (SCE appendix D.2 with local sides scaled by ``size / 224``; pass
+            ``local_sizes``, ``local_scales``, ``num_global``, ``preset``, ``global_presets``
+            to change them).
+        size: side of the (global) views.
+        **opts: forwarded to :class:`TwoViews` / :class:`MultiCrop` (preset options such as
+            ``normalize``, ``jitter_strength``, ``generator``).
+
+    Returns:
+        A module mapping a batch to a list of float view batches.
+
+    Raises:
+        ValueError: unknown ``kind`` (the message lists the allowed kinds) or bad options.
+    """
+    if kind not in VIEW_KINDS:
+        raise ValueError(f"unknown view kind {kind!r}; allowed: {sorted(VIEW_KINDS)}")
+    return VIEW_KINDS[kind](size, **opts)
