@@ -11,7 +11,10 @@ They share everything but the loss (and their default views):
 * keys are gathered from every process and staged into the queue, committed after the
   optimiser step (``ContrastiveMethod.after_optimizer_step``).
 
-The loss over several (query, key) pairs is the mean of the pair losses.
+The loss over several (query, key) pairs is the mean of the pair losses. With a queue, each
+process computes the mean over its own queries (DDP averages the gradients); without a ready
+queue the in-batch negatives are gathered from every process and each process computes the
+loss of the whole global batch.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from contrastkit.distributed import gather_no_grad, gather_with_grad, is_distributed
 from contrastkit.losses import info_nce, ressl, sce, sce_terms
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
 from contrastkit.schedules import Schedule, ScheduleState
@@ -56,10 +60,17 @@ class MomentumContrast(ContrastiveMethod):
         keys = {i: self.encode_target(views[i]) for i in key_views}
         encoded = {i: self.encode(views[i]) for i in query_views}
         negatives = self.queue_negatives()
+        # In-batch negatives (no queue, or an empty one) must come from the whole
+        # multi-process batch: every process then computes the loss of the global batch, as
+        # SimCLR does, and the gradients equal those of one process on the combined batch.
+        in_batch_global = negatives is None and is_distributed()
         losses, logs = [], {}
         for qi, (_, query) in encoded.items():
+            if in_batch_global:
+                query = gather_with_grad(query)
             for ki, key in keys.items():
                 if qi != ki:
+                    key = gather_no_grad(key) if in_batch_global else key
                     loss, logs = self.pair_loss(query, key, negatives, state)
                     losses.append(loss)
         if self.queue is not None:
