@@ -9,6 +9,10 @@ USAGE = """usage: contrastkit COMMAND [options]
 
 commands:
   pretrain   pretrain a method from a YAML config (contrastkit pretrain --config FILE)
+  eval       evaluate a checkpoint: contrastkit eval {knn,linear,retrieval,lowshot} --checkpoint
+             PATH --data NAME [--output DIR]
+  analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
+  compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
   export     write a checkpoint's backbone as a torchvision-layout state_dict
 """
 
@@ -42,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if command == "export":
         return _export(rest)
+    if command in ("eval", "analyze", "compare"):
+        from contrastkit.eval import cli as eval_cli
+
+        run = {"eval": eval_cli.eval_command, "analyze": eval_cli.analyze_command,
+               "compare": eval_cli.compare_command}[command]
+        return run(rest)
     print(f"contrastkit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -1,0 +1,691 @@
+"""``contrastkit eval | analyze | compare``: evaluate frozen checkpoints from the command line.
+
+* ``eval {knn,linear,retrieval,lowshot}``: features of the train and test splits (cached, see
+  :mod:`contrastkit.eval.features`), one protocol, ``results.json`` / ``results.md`` /
+  ``predictions.npz`` (+ figures) in ``--output``.
+* ``analyze``: embedding diagnostics and figures (alignment, uniformity, tolerance, margins,
+  local separation, hardness weights, temperature functions, 2-D map, SINCERE bound).
+* ``compare RUN_A RUN_B``: paired bootstrap of the accuracy difference of two ``eval`` folders.
+
+Bad input (unreadable checkpoint, wrong architecture, ``k`` larger than the bank, NaN features,
+...) prints ``contrastkit <command>: error: <message>`` on stderr and returns 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from contrastkit.eval import report
+from contrastkit.eval.features import extract_features, feature_cache_key
+
+PROTOCOLS = ("knn", "linear", "retrieval", "lowshot")
+DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
+
+
+# --- argument parsing ---------------------------------------------------------------------------
+def _common_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("checkpoint and data")
+    g.add_argument("--checkpoint", required=True,
+                   help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
+    g.add_argument("--data", required=True, help="dataset name (digits needs no --root)")
+    g.add_argument("--root", default=None, help="dataset folder or archive")
+    g.add_argument("--train-split", default="train", help="bank / training split")
+    g.add_argument("--test-split", default="test", help="query / test split")
+    g.add_argument("--size", type=int, default=None,
+                   help="evaluation image size (default: the pretraining run's, else 32)")
+    size = g.add_mutually_exclusive_group()
+    size.add_argument("--small", dest="small", action="store_const", const=True, default=None,
+                      help="small-dataset transform: resize to --size (default)")
+    size.add_argument("--large", dest="small", action="store_const", const=False,
+                      help="large-dataset transform: resize to size*256/224, centre crop")
+    g.add_argument("--normalize", default=None,
+                   help="normalisation name (cifar10, imagenet, ...) or 'none'")
+    g.add_argument("--image-size", type=int, default=None,
+                   help="resize file images when decoding them into --data-cache-dir")
+    g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets")
+    r = p.add_argument_group("run")
+    r.add_argument("--output", default=None, help="output folder (results.json, results.md, ...)")
+    r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
+    r.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    r.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
+    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _linear_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--epochs", type=int, default=None, help="training epochs")
+    p.add_argument("--lr", type=float, default=None, help="base learning rate")
+    p.add_argument("--linear-batch-size", type=int, default=None, help="probe batch size")
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    """Parser of ``contrastkit eval PROTOCOL ...``."""
+    parser = argparse.ArgumentParser(
+        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol.")
+    sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
+    common = _common_parser()
+    knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
+    knn.add_argument("--k", type=int, default=200, help="neighbours (DySTreSS: 200)")
+    knn.add_argument("--temperature", type=float, default=0.1, help="vote temperature")
+    knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine")
+    knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
+    lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)")
+    lin.add_argument("--protocol", dest="linear_protocol", default="fast",
+                     choices=("fast", "sce_d1", "sce_d2"),
+                     help="fast: cached features; sce_d1/sce_d2: augmented images")
+    _linear_options(lin)
+    ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)")
+    ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10])
+    ret.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
+    low = sub.add_parser("lowshot", parents=[common], help="low-shot linear (SCE Table 10)")
+    low.add_argument("--shots", nargs="+", default=["16", "32", "64", "all"],
+                     help="images per class (integers or 'all')")
+    low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    _linear_options(low)
+    return parser
+
+
+def analyze_parser() -> argparse.ArgumentParser:
+    """Parser of ``contrastkit analyze ...``."""
+    parser = argparse.ArgumentParser(
+        prog="contrastkit analyze", parents=[_common_parser()],
+        description="Embedding diagnostics and figures of a frozen backbone.")
+    parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
+                        help="augmentation preset(s) of the two views (default: the "
+                        "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5])
+    parser.add_argument("--dystress", type=float, nargs="+", default=None,
+                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE]")
+    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none")
+    parser.add_argument("--embedding-samples", type=int, default=2000)
+    parser.add_argument("--max-samples", type=int, default=10000,
+                        help="test samples used (a seeded random subset when larger)")
+    parser.add_argument("--neighbors", type=int, default=10, help="negatives in local separation")
+    parser.add_argument("--loss-value", type=float, default=None,
+                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise)")
+    parser.add_argument("--num-noise", type=int, default=None, help="|N| of SINCERE Thm. 11")
+    return parser
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    """Parser of ``contrastkit compare RUN_A RUN_B``."""
+    parser = argparse.ArgumentParser(
+        prog="contrastkit compare",
+        description="Compare two `contrastkit eval` folders with a paired bootstrap interval.")
+    parser.add_argument("run_a", help="eval output folder of model A")
+    parser.add_argument("run_b", help="eval output folder of model B")
+    parser.add_argument("--output", default=None, help="folder for comparison.json/.md")
+    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+# --- checkpoint, data and features -------------------------------------------------------------
+@dataclass
+class Setup:
+    """Everything resolved from the common options."""
+
+    args: argparse.Namespace
+    backbone: nn.Module
+    spec: dict
+    checkpoint: Path
+    sha256: str
+    size: int
+    small: bool
+    normalize: str | None
+    device: torch.device
+    run_views: tuple[str, str] | None = None
+    defaults_from: Path | None = None
+    datasets: dict = field(default_factory=dict)
+
+    def record(self) -> dict:
+        """``checkpoint`` and ``data`` sections of ``results.json``."""
+        a = self.args
+        return {
+            "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
+                           "backbone": self.spec},
+            "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
+                     "test_split": a.test_split, "size": self.size, "small": self.small,
+                     "normalize": self.normalize, "image_size": a.image_size},
+            "defaults_from": str(self.defaults_from) if self.defaults_from else None,
+        }
+
+
+def _run_config(checkpoint: Path) -> tuple[dict, Path | None]:
+    """``model`` section of the run's ``config.yaml`` for ``RUN/checkpoints/*.ckpt``, and its path.
+
+    Only contrastkit checkpoints (``.ckpt``) inside a pretraining run folder have one; the view
+    size, normalisation, eval resize and view presets default to the pretraining ones.
+    """
+    path = checkpoint.parent.parent / "config.yaml"
+    if checkpoint.suffix != ".ckpt" or checkpoint.parent.name != "checkpoints" or \
+            not path.is_file():
+        return {}, None
+    try:
+        import yaml
+
+        model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
+    except Exception:  # a config we cannot read only loses the defaults
+        return {}, None
+    return (model, path) if isinstance(model, dict) else ({}, None)
+
+
+def _run_views(model: dict) -> tuple[str, str] | None:
+    views = model.get("views") or {}
+    online, target = views.get("online"), views.get("target")
+    if online is None or target is None:
+        try:
+            module, _, name = str(model["method"]["class_path"]).rpartition(".")
+            defaults = getattr(importlib.import_module(module), name).default_views
+        except Exception:
+            return None
+        online, target = online or defaults[0], target or defaults[1]
+    return str(online), str(target)
+
+
+def _load_checkpoint(path: Path) -> tuple[nn.Module, dict]:
+    from contrastkit.checkpoints import load_backbone
+
+    try:
+        backbone, spec = load_backbone(path)
+    except FileNotFoundError:
+        raise
+    except ValueError as err:
+        if str(path) in str(err):
+            raise
+        raise ValueError(f"checkpoint {path}: {err}") from err
+    except Exception as err:
+        raise ValueError(f"checkpoint {path} could not be loaded as a contrastkit checkpoint or "
+                         f"a torchvision ResNet state_dict ({type(err).__name__}: {err})") from err
+    return backbone, asdict(spec)
+
+
+def setup(args: argparse.Namespace) -> Setup:
+    """Load the checkpoint and resolve size / transform / device defaults."""
+    from contrastkit.checkpoints import file_hash
+
+    path = Path(args.checkpoint).expanduser().resolve()
+    backbone, spec = _load_checkpoint(path)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {args.device}: CUDA is not available")
+    for name in ("batch_size", "size", "image_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    model, config_path = _run_config(path)
+    views = model.get("views") or {}
+    size = args.size or int(views.get("size") or 32)
+    small = args.small if args.small is not None else views.get("eval_resize", "small") == "small"
+    normalize = args.normalize if args.normalize is not None else views.get("normalize")
+    normalize = None if normalize in (None, "none") else normalize
+    return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
+                 _run_views(model), config_path)
+
+
+def open_split(s: Setup, split: str) -> object:
+    """The dataset of ``split`` (opened once per setup)."""
+    if split not in s.datasets:
+        from contrastkit.train.datamodule import build_dataset
+
+        if s.args.root is None and s.args.data != "digits":
+            raise ValueError(f"--root is required for --data {s.args.data} (only digits is "
+                             "built in)")
+
+        s.datasets[split] = build_dataset(s.args.data, s.args.root, split,
+                                          cache_dir=s.args.data_cache_dir,
+                                          image_size=s.args.image_size)
+    return s.datasets[split]
+
+
+def eval_transform(s: Setup, name: str = "eval") -> nn.Module:
+    """The SCE appendix D evaluation transform (``eval``) or its training variant."""
+    from contrastkit.data import augment
+
+    return augment.preset(name, s.size, small=s.small, normalize=s.normalize)
+
+
+def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
+    """Cached eval-transform features and labels of ``split``."""
+    dataset = open_split(s, split)
+    fingerprint = getattr(dataset, "fingerprint", None)
+    root = str(Path(s.args.root).expanduser().resolve()) if s.args.root else None
+    key = feature_cache_key(
+        checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
+        fingerprint=fingerprint() if callable(fingerprint) else
+        getattr(dataset, "source_fingerprint", None),
+        transform={"preset": "eval", "size": s.size, "small": s.small,
+                   "normalize": s.normalize},
+        image_size=s.args.image_size,
+    )
+    cache = None if s.args.no_cache else s.args.cache_dir
+    return extract_features(s.backbone, dataset, batch_size=s.args.batch_size,  # type: ignore[arg-type]
+                            transform=eval_transform(s), device=s.device, cache_dir=cache,
+                            cache_key=key, progress=not s.args.quiet,
+                            desc=f"{s.args.data}:{split}")
+
+
+# --- eval protocols ----------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """What a protocol produced: numbers, options, predictions and figures."""
+
+    metrics: dict
+    config: dict
+    pred: Tensor
+    labels: Tensor
+    figures: list[str] = field(default_factory=list)
+    curves: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _features(s: Setup) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return (*split_features(s, s.args.train_split), *split_features(s, s.args.test_split))
+
+
+def run_knn(s: Setup, out: Path | None) -> Outcome:
+    """Weighted kNN (Wu et al. 2018 eq. 8) with top-1/top-5/mean-per-class accuracy."""
+    from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
+
+    a = s.args
+    xtr, ytr, xte, yte = _features(s)
+    pred, scores = knn_predict(xtr, ytr, xte, k=a.k, temperature=a.temperature, metric=a.metric,
+                               backend=a.backend)
+    metrics = topk_accuracy(scores, yte, (1, 5))
+    metrics["mean_per_class"] = mean_per_class_accuracy(pred, yte)
+    config = {"k": a.k, "temperature": a.temperature, "metric": a.metric, "backend": a.backend}
+    return Outcome(metrics, config, pred, yte)
+
+
+def _probe_kwargs(a: argparse.Namespace) -> dict:
+    """linear_probe options from --epochs/--lr/--linear-batch-size (defaults 100, 0.1, 256)."""
+    def pick(value: object, default: object) -> object:
+        return default if value is None else value
+
+    return {"epochs": pick(a.epochs, 100), "lr": pick(a.lr, 0.1),
+            "batch_size": pick(a.linear_batch_size, 256)}
+
+
+def run_linear(s: Setup, out: Path | None) -> Outcome:
+    """Linear probe: fast (cached features) or SCE D.1/D.2 on augmented images."""
+    from contrastkit.eval import linear_probe
+
+    a = s.args
+    if a.linear_protocol == "fast":
+        xtr, ytr, xte, yte = _features(s)
+        kwargs = _probe_kwargs(a)
+        result = linear_probe(xtr, ytr, xte, yte, seed=a.seed, **kwargs)  # type: ignore[arg-type]
+        config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed}
+    else:
+        xte, yte = split_features(s, a.test_split)
+        result, config = _linear_on_images(s, int(yte.max()) + 1)
+    classifier = result["classifier"]
+    with torch.no_grad():
+        pred = classifier(xte.to(classifier.weight.device)).argmax(dim=1).cpu()  # type: ignore[operator, union-attr]
+    curve = [float(v) for v in result["loss_curve"]]  # type: ignore[union-attr]
+    if not all(np.isfinite(curve)):
+        raise ValueError(f"the linear probe diverged (training loss {curve}); lower --lr")
+    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class")}
+    outcome = Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
+    if out is not None:
+        from contrastkit.eval.plots import plot_curve
+
+        plot_curve(curve, out / "loss_curve.png", xlabel="epoch",  # type: ignore[arg-type]
+                   ylabel="training loss", title="Linear probe")
+        outcome.figures.append("loss_curve.png")
+    return outcome
+
+
+def _linear_on_images(s: Setup, test_classes: int) -> tuple[dict, dict]:
+    from torch.utils.data import DataLoader
+
+    from contrastkit.eval import SCE_D1, SCE_D2, train_linear_on_images
+
+    a = s.args
+    protocol = SCE_D1 if a.linear_protocol == "sce_d1" else SCE_D2
+    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
+                                 ("batch_size", a.linear_batch_size)) if v is not None}
+    protocol = replace(protocol, **changes)
+    train, test = open_split(s, a.train_split), open_split(s, a.test_split)
+    classes = max(max(train.targets), test_classes - 1) + 1  # type: ignore[attr-defined]
+    generator = torch.Generator().manual_seed(a.seed)
+    train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,  # type: ignore[arg-type]
+                              generator=generator)
+    test_loader = DataLoader(test, batch_size=a.batch_size)  # type: ignore[arg-type]
+    backbone = s.backbone.to(s.device).eval()
+    train_tf, test_tf = eval_transform(s, "eval_train").to(s.device), eval_transform(s)
+    test_tf = test_tf.to(s.device)
+    result = train_linear_on_images(
+        backbone, train_loader, test_loader, protocol,
+        lambda x: train_tf(x.to(s.device)), lambda x: test_tf(x.to(s.device)), classes,
+        device=s.device, seed=a.seed,
+    )
+    return result, {"protocol": a.linear_protocol, **asdict(protocol), "seed": a.seed}
+
+
+def run_retrieval(s: Setup, out: Path | None) -> Outcome:
+    """Recall@k of cosine retrieval (SCE Table 19); predictions are the 1-NN labels."""
+    from contrastkit.eval import nearest_neighbors, retrieval_recall
+
+    a = s.args
+    xtr, ytr, xte, yte = _features(s)
+    metrics = retrieval_recall(xtr, ytr, xte, yte, a.ks, backend=a.backend)
+    _, idx = nearest_neighbors(xtr, xte, 1, metric="cosine", backend=a.backend)
+    pred = ytr[idx[:, 0].cpu()]
+    return Outcome(metrics, {"ks": list(a.ks), "backend": a.backend}, pred, yte)
+
+
+def _parse_shots(values: Sequence[str]) -> list[int | None]:
+    shots: list[int | None] = []
+    for v in values:
+        if v == "all":
+            shots.append(None)
+        elif v.isdigit() and int(v) > 0:
+            shots.append(int(v))
+        else:
+            raise ValueError(f"--shots values must be positive integers or 'all', got {v!r}")
+    return shots
+
+
+def run_lowshot(s: Setup, out: Path | None) -> Outcome:
+    """Low-shot linear probes (SCE Table 10); predictions are those of the last shot, 1st seed."""
+    from contrastkit.eval import linear_probe, lowshot_linear, sample_per_class
+
+    a = s.args
+    shots = _parse_shots(a.shots)
+    xtr, ytr, xte, yte = _features(s)
+    kwargs = _probe_kwargs(a)
+    kwargs["num_classes"] = max(int(ytr.max()), int(yte.max())) + 1
+    table = lowshot_linear(xtr, ytr, xte, yte, shots=shots, seeds=a.seeds, **kwargs)
+    last, seed = shots[-1], a.seeds[0]
+    idx = torch.arange(len(ytr)) if last is None else sample_per_class(ytr, last, seed)
+    probe = linear_probe(xtr[idx], ytr[idx], xte, yte, seed=seed, **kwargs)  # type: ignore[arg-type]
+    with torch.no_grad():
+        pred = probe["classifier"](xte).argmax(dim=1)  # type: ignore[operator]
+    metrics = {"shots": {("all" if k is None else str(k)): v for k, v in table.items()}}
+    config = {**kwargs, "shots": list(a.shots), "seeds": list(a.seeds),
+              "predictions_from": {"shots": "all" if last is None else last, "seed": seed}}
+    return Outcome(metrics, config, pred, yte)
+
+
+RUNNERS: dict[str, Callable[[Setup, Path | None], Outcome]] = {
+    "knn": run_knn, "linear": run_linear, "retrieval": run_retrieval, "lowshot": run_lowshot,
+}
+
+
+def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
+    context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16],
+               "backbone": s.spec.get("name"), "data": s.args.data,
+               "splits": f"{s.args.train_split} -> {s.args.test_split}",
+               "size": s.size, **{k: v for k, v in outcome.config.items()
+                                  if not isinstance(v, (dict, list))}}
+    if "shots" not in outcome.metrics:
+        return report.metrics_markdown(title, outcome.metrics, context)
+    rows = [[shot, r["mean"], r["std"], r["top1"], r["num_train"]]
+            for shot, r in outcome.metrics["shots"].items()]
+    return (f"# {title}\n\n" + report.markdown_table(["setting", "value"], list(context.items()))
+            + "\n" + report.markdown_table(["shots", "top1 mean", "top1 std", "per seed",
+                                            "train images"], rows))
+
+
+def _header(command: str, argv: Sequence[str]) -> dict:
+    from contrastkit import __version__
+
+    return {"command": f"contrastkit {command} " + " ".join(argv), "argv": list(argv),
+            "contrastkit_version": __version__,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def eval_command(argv: Sequence[str]) -> int:
+    """``contrastkit eval PROTOCOL ...``; returns the exit status."""
+    args = eval_parser().parse_args(list(argv))
+    return _guard("contrastkit eval", lambda: _eval(args, argv))
+
+
+def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    if getattr(args, "k", 1) < 1:
+        raise ValueError(f"--k must be >= 1, got {args.k}")
+    s = setup(args)
+    out = Path(args.output) if args.output else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    outcome = RUNNERS[args.protocol](s, out)
+    results = {**_header("eval", argv), **s.record(), "protocol": args.protocol,
+               "config": outcome.config, "metrics": outcome.metrics,
+               "num_test": int(outcome.labels.shape[0]), "figures": outcome.figures,
+               "curves": outcome.curves,
+               "predictions": report.PREDICTIONS if out else None}
+    text = _markdown(f"contrastkit eval {args.protocol}", s, outcome)
+    if out is not None:
+        report.write_predictions(out / report.PREDICTIONS, outcome.pred, outcome.labels)
+        report.write_json(out / report.RESULTS_JSON, results)
+        report.write_text(out / report.RESULTS_MD, text)
+    print(text)
+    return 0
+
+
+def _guard(prog: str, body: Callable[[], int]) -> int:
+    """Run ``body``; expected failures become ``prog: error: message`` and exit status 2."""
+    try:
+        return body()
+    except (ValueError, OSError, ImportError) as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+
+
+# --- analyze -----------------------------------------------------------------------------------
+def _analysis_subset(n: int, limit: int, seed: int) -> Tensor:
+    if limit < 2:
+        raise ValueError(f"--max-samples must be >= 2, got {limit}")
+    if n <= limit:
+        return torch.arange(n)
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit].sort().values
+
+
+def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str]) -> tuple[
+        Tensor, Tensor]:
+    """Backbone features of two augmented views of the samples ``idx`` (seeded by --seed)."""
+    from contrastkit.data import augment
+
+    online, target = (presets[0], presets[-1])
+    make = [augment.preset(p, s.size, normalize=s.normalize).to(s.device) for p in (online, target)]
+    backbone = s.backbone.to(s.device).eval()
+    z1, z2 = [], []
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        torch.manual_seed(s.args.seed)
+        for start in range(0, len(idx), s.args.batch_size):
+            chunk = idx[start : start + s.args.batch_size].tolist()
+            images = torch.stack([dataset[i][0] for i in chunk]).to(s.device)  # type: ignore[index]
+            z1.append(backbone(make[0](images)).float().cpu())
+            z2.append(backbone(make[1](images)).float().cpu())
+    return torch.cat(z1), torch.cat(z2)
+
+
+def _temperature_functions(a: argparse.Namespace) -> dict[str, object]:
+    """``{label: float or callable}`` of --temperatures and --dystress."""
+    temps: dict[str, object] = {f"t={t:g}": t for t in a.temperatures}
+    if a.dystress is not None:
+        from contrastkit.losses.temperature import DySTreSSTemperature
+
+        if len(a.dystress) not in (2, 4):
+            raise ValueError("--dystress takes T_MIN T_MAX or T_MIN T_MAX SHIFT SCALE, got "
+                             f"{len(a.dystress)} values")
+        fn = DySTreSSTemperature(*a.dystress)
+        temps["DySTreSS(" + ", ".join(f"{v:g}" for v in a.dystress) + ")"] = fn
+    return temps
+
+
+def _constant(t: float) -> Callable[[Tensor], Tensor]:
+    return lambda s: torch.full_like(s, t)
+
+
+def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
+    """Compute the diagnostics of ``contrastkit analyze`` and write its figures to ``out``.
+
+    Returns:
+        ``(metrics, config, figure file names)``.
+    """
+    from contrastkit.eval import metrics as m
+
+    a = s.args
+    for t in a.temperatures:
+        if not t > 0:
+            raise ValueError(f"--temperatures must be > 0, got {t}")
+    if (a.loss_value is None) != (a.num_noise is None):
+        raise ValueError("--loss-value and --num-noise must be given together (SINCERE Thm. 11)")
+    temps = _temperature_functions(a)
+    presets = tuple(a.views or s.run_views or ("simclr",))
+    if len(presets) > 2:
+        raise ValueError(f"--views takes one or two presets, got {len(presets)}")
+    xtr, ytr = split_features(s, a.train_split)
+    xte_all, yte_all = split_features(s, a.test_split)
+    idx = _analysis_subset(len(yte_all), a.max_samples, a.seed)
+    xte, yte = xte_all[idx], yte_all[idx]
+    z1, z2 = _view_features(s, open_split(s, a.test_split), idx, presets)
+    k = min(a.neighbors, 2 * len(idx) - 2)
+    separation = m.local_separation(z1, z2, k=k)
+    margin, target_sims, noise_sims = m.target_noise_margin(xtr, ytr, xte, yte)
+    metrics: dict = {
+        "alignment": float(m.alignment(z1, z2)),
+        "uniformity": float(m.uniformity(xte)),
+        "tolerance": float(m.tolerance(xte, yte)),
+        "interclass_uniformity": float(m.interclass_uniformity(xte, yte)),
+        "target_noise_margin": float(margin),
+        "target_similarity_median": float(target_sims.median()),
+        "noise_similarity_median": float(noise_sims.median()),
+        "positive_similarity_mean": float(separation["positive"].mean()),
+        "nearest_negative_similarity_mean": float(separation["negatives"][:, 0].mean()),
+    }
+    if a.loss_value is not None:
+        metrics["sincere_kl_bound"] = float(m.sincere_kl_bound(a.loss_value, a.num_noise))
+    config = {"views": list(presets), "num_samples": len(idx), "neighbors": k,
+              "temperatures": list(temps), "embedding": a.embedding, "seed": a.seed,
+              "loss_value": a.loss_value, "num_noise": a.num_noise}
+    figures = [] if out is None else _analysis_figures(out, a, separation, target_sims,
+                                                        noise_sims, temps, xte, yte)
+    return metrics, config, figures
+
+
+def _analysis_figures(out: Path, a: argparse.Namespace, separation: dict, target_sims: Tensor,
+                      noise_sims: Tensor, temps: dict, xte: Tensor, yte: Tensor) -> list[str]:
+    from contrastkit.eval import plots
+
+    plots.plot_local_separation(separation, out / "local_separation.png")
+    plots.plot_similarity_histograms(target_sims, noise_sims, out / "similarity_histograms.png")
+    plots.plot_hardness_weights(temps, out / "hardness_weights.png")  # type: ignore[arg-type]
+    functions = {k: (v if callable(v) else _constant(float(v)))  # type: ignore[arg-type]
+                 for k, v in temps.items()}
+    plots.plot_temperature_functions(functions, out / "temperature_functions.png")
+    names = ["local_separation.png", "similarity_histograms.png", "hardness_weights.png",
+             "temperature_functions.png"]
+    if a.embedding != "none":
+        n = min(len(yte), a.embedding_samples)
+        name = f"embedding_{a.embedding}.png"
+        plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=a.seed)
+        names.append(name)
+    return names
+
+
+def analyze_command(argv: Sequence[str]) -> int:
+    """``contrastkit analyze ...``; returns the exit status."""
+    args = analyze_parser().parse_args(list(argv))
+    return _guard("contrastkit analyze", lambda: _analyze(args, argv))
+
+
+def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    s = setup(args)
+    out = Path(args.output) if args.output else None
+    metrics, config, figures = analyze(s, out)
+    results = {**_header("analyze", argv), **s.record(), "config": config, "metrics": metrics,
+               "figures": figures}
+    context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
+               "split": args.test_split, "views": " ".join(config["views"])}
+    text = report.metrics_markdown("contrastkit analyze", metrics, context)
+    if out is not None:
+        report.write_json(out / report.RESULTS_JSON, results)
+        report.write_text(out / report.RESULTS_MD, text)
+    print(text)
+    return 0
+
+
+# --- compare -----------------------------------------------------------------------------------
+def compare_command(argv: Sequence[str]) -> int:
+    """``contrastkit compare RUN_A RUN_B``; returns the exit status."""
+    args = compare_parser().parse_args(list(argv))
+    return _guard("contrastkit compare", lambda: _compare(args, argv))
+
+
+def _numeric(flat: dict) -> dict[str, float]:
+    return {k: v for k, v in flat.items() if isinstance(v, (int, float))
+            and not isinstance(v, bool)}
+
+
+def _compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from contrastkit.eval import bootstrap_accuracy_difference, significance_verdict
+
+    res_a, pred_a = report.load_run(args.run_a)
+    res_b, pred_b = report.load_run(args.run_b)
+    labels = pred_a["labels"]
+    if pred_a["labels"].shape != pred_b["labels"].shape:
+        raise ValueError(f"test labels differ: {args.run_a} has {pred_a['labels'].shape[0]} test "
+                         f"samples, {args.run_b} has {pred_b['labels'].shape[0]}")
+    mismatched = int((pred_a["labels"] != pred_b["labels"]).sum())
+    if mismatched:
+        raise ValueError(f"test labels differ between {args.run_a} and {args.run_b} at "
+                         f"{mismatched} of {labels.shape[0]} samples: not the same test set")
+    diff, low, high = bootstrap_accuracy_difference(
+        pred_a["pred"], pred_b["pred"], labels, n_resamples=args.resamples,
+        confidence=args.confidence, seed=args.seed)
+    verdict = significance_verdict(low, high)
+    flat_a = _numeric(report.flatten_metrics(res_a.get("metrics", {})))
+    flat_b = _numeric(report.flatten_metrics(res_b.get("metrics", {})))
+    keys = [k for k in flat_a if k in flat_b] + [k for k in flat_a if k not in flat_b] + \
+        [k for k in flat_b if k not in flat_a]
+    side = {k: [flat_a.get(k), flat_b.get(k)] for k in keys}
+    summary = {
+        **_header("compare", argv),
+        "a": {"folder": str(args.run_a), "protocol": res_a.get("protocol"),
+              "checkpoint": res_a.get("checkpoint", {}).get("sha256")},
+        "b": {"folder": str(args.run_b), "protocol": res_b.get("protocol"),
+              "checkpoint": res_b.get("checkpoint", {}).get("sha256")},
+        "num_test": int(labels.shape[0]),
+        "accuracy_a": float(np.mean(pred_a["pred"] == labels)),
+        "accuracy_b": float(np.mean(pred_b["pred"] == labels)),
+        "difference": diff, "ci_low": low, "ci_high": high, "confidence": args.confidence,
+        "n_resamples": args.resamples, "verdict": verdict, "metrics": side,
+    }
+    text = _compare_markdown(summary)
+    if args.output:
+        out = Path(args.output)
+        report.write_json(out / "comparison.json", summary)
+        report.write_text(out / "comparison.md", text)
+    print(text)
+    return 0
+
+
+def _compare_markdown(c: dict) -> str:
+    a, b = c["a"], c["b"]
+    rows = [["folder", a["folder"], b["folder"]], ["protocol", a["protocol"], b["protocol"]],
+            ["checkpoint sha256", (a["checkpoint"] or "-")[:16], (b["checkpoint"] or "-")[:16]],
+            ["accuracy of predictions", c["accuracy_a"], c["accuracy_b"]]]
+    rows += [[k, *v] for k, v in c["metrics"].items()]
+    pct = 100.0
+    line = (f"A - B accuracy: {pct * c['difference']:+.2f} points, "
+            f"{100 * c['confidence']:g}% bootstrap CI [{pct * c['ci_low']:+.2f}, "
+            f"{pct * c['ci_high']:+.2f}] over {c['num_test']} test samples "
+            f"({c['n_resamples']} resamples): {c['verdict']}")
+    return ("# contrastkit compare\n\n" + report.markdown_table(["", "A", "B"], rows)
+            + f"\n{line}\n")
