@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean-venv
+.PHONY: demo demo-losses test lint bench clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 demo: $(STAMP)
+	$(PY) -m contrastkit.train.demo --trainer.enable_progress_bar false
+
+demo-losses: $(STAMP)
 	$(PY) -m contrastkit.demo
 
 test: $(STAMP)

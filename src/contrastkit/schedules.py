@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "AnySchedule",
     "ConstantSchedule",
     "CosineSchedule",
     "KuklevaCosineTemperature",
@@ -226,3 +227,10 @@ class MACLTemperature:
             )
         tau_f = self.t0 * (1.0 + self.alpha * (float(sim) - self.a0))
         return max(tau_f, self.min_value)
+
+
+#: The schedules a YAML config may name (``class_path: contrastkit.schedules.X``).
+AnySchedule = (
+    ConstantSchedule | LinearSchedule | CosineSchedule | WarmupSchedule
+    | KuklevaCosineTemperature | MACLTemperature
+)

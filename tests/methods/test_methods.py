@@ -144,7 +144,7 @@ def test_target_branch_follows_cosine_momentum():
         (SimCLR, {"momentum": 0.99}, "no momentum target branch"),
         (SCE, {"momentum": None}, "needs a momentum target branch"),
         (SCE, {"coeff": 1.5}, "coeff"),
-        (SimCLR, {"loss": "triplet"}, "loss must be"),
+        (SimCLR, {"loss": "triplet"}, "loss must be one of"),
         (SCE, {"predictor": HeadSpec(out_dim=5)}, "predictor.out_dim"),
     ],
 )
@@ -159,3 +159,18 @@ def test_multicrop_without_target_and_tiny_batches_are_refused():
         method(_views(k=3), _labels(), STATE)
     with pytest.raises(ValueError, match="at least 2"):
         method(_views(n=1), _labels(1), STATE)
+
+
+def test_simclr_info_nce_and_hard_share_candidates():
+    """With num_hard >= N-1, the hard loss keeps every negative and equals info_nce."""
+    v = [x.double() for x in _views()]
+    torch.manual_seed(3)
+    soft = SimCLR(loss="info_nce", temperature=0.2, **TINY).double()
+    torch.manual_seed(3)
+    hard = SimCLR(loss="hard_contrastive", num_hard=5, temperature=0.2, **TINY).double()
+    a, b = soft(v, _labels(), STATE).loss, hard(v, _labels(), STATE).loss
+    torch.testing.assert_close(a, b)
+    z1, z2 = soft.encode(v[0])[1], soft.encode(v[1])[1]
+    expected = 0.5 * (losses.info_nce(z1, z2, temperature=0.2)
+                      + losses.info_nce(z2, z1, temperature=0.2))
+    torch.testing.assert_close(a, expected)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from contrastkit.methods.queue import MemoryQueue
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 from contrastkit.models.momentum import MomentumBranch, cosine_momentum
-from contrastkit.schedules import Schedule, ScheduleState
+from contrastkit.schedules import AnySchedule, ScheduleState
 
 
 @dataclass
@@ -78,7 +78,7 @@ class ContrastiveMethod(nn.Module):
         momentum: float | None = None,
         queue_size: int = 0,
         queue_init: str = "random",
-        temperature_schedule: Schedule | None = None,
+        temperature_schedule: AnySchedule | None = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__

@@ -25,7 +25,7 @@ from torch import Tensor
 from contrastkit.distributed import gather_no_grad, gather_with_grad, is_distributed
 from contrastkit.losses import info_nce, ressl, sce, sce_terms
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
-from contrastkit.schedules import Schedule, ScheduleState
+from contrastkit.schedules import AnySchedule, ScheduleState
 
 
 class MomentumContrast(ContrastiveMethod):
@@ -148,8 +148,8 @@ class SCE(MomentumContrast):
         coeff: float = 0.5,
         temperature: float = 0.1,
         target_temperature: float = 0.07,
-        coeff_schedule: Schedule | None = None,
-        target_temperature_schedule: Schedule | None = None,
+        coeff_schedule: AnySchedule | None = None,
+        target_temperature_schedule: AnySchedule | None = None,
         free_coefficients: tuple[float, float, float] | None = None,
         **kwargs,
     ) -> None:

@@ -8,24 +8,41 @@ temperature into a function of each pair's cosine similarity.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 from torch import Tensor
 
 from contrastkit.distributed import gather_with_grad
-from contrastkit.losses import dcl, hard_contrastive, nt_xent
+from contrastkit.losses import dcl, hard_contrastive, info_nce, nt_xent
+from contrastkit.losses.temperature import (
+    DySTreSSTemperature,
+    ExponentialTemperature,
+    LinearTemperature,
+    MonotonicCosineTemperature,
+    PairTemperature,
+)
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
 from contrastkit.schedules import ScheduleState
+
+
+#: Temperature functions a YAML config may name for ``dynamic_temperature``.
+TemperatureFunction = (
+    DySTreSSTemperature | MonotonicCosineTemperature | LinearTemperature
+    | ExponentialTemperature | PairTemperature
+)
+_LOSSES = ("nt_xent", "dcl", "hard_contrastive", "info_nce")
 
 
 class SimCLR(ContrastiveMethod):
     """In-batch contrastive learning with a choice of loss.
 
     Args:
-        loss: ``nt_xent`` (SimCLR), ``dcl`` (decoupled: positive removed from the
-            denominator) or ``hard_contrastive`` (Wang & Liu: only the ``num_hard`` most
-            similar negatives; symmetrised over the two views).
+        loss: ``nt_xent`` (SimCLR: 2N-2 negatives per anchor), ``dcl`` (decoupled: positive
+            removed from the denominator), ``info_nce`` (each view against the other view's
+            N keys, N-1 negatives, symmetrised) or ``hard_contrastive`` (Wang & Liu: the same
+            candidates as ``info_nce`` but only the ``num_hard`` most similar negatives;
+            symmetrised). Compare ``hard_contrastive`` with ``info_nce``: identical candidate
+            sets, only the hard-negative selection differs.
         temperature: constant temperature (used when ``dynamic_temperature`` is unset).
         dynamic_temperature: a function of the cosine similarity returning a temperature per
             pair, e.g. ``contrastkit.losses.temperature.DySTreSSTemperature`` (DySTreSS Alg. 1).
@@ -43,15 +60,15 @@ class SimCLR(ContrastiveMethod):
 
     def __init__(
         self,
-        loss: Literal["nt_xent", "dcl", "hard_contrastive"] = "nt_xent",
+        loss: Literal["nt_xent", "dcl", "hard_contrastive", "info_nce"] = "nt_xent",
         temperature: float = 0.5,
-        dynamic_temperature: Callable[[Tensor], Tensor] | None = None,
+        dynamic_temperature: TemperatureFunction | None = None,
         num_hard: int = 4096,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
-        if loss not in ("nt_xent", "dcl", "hard_contrastive"):
-            raise ValueError(f"loss must be nt_xent, dcl or hard_contrastive, got {loss!r}")
+        if loss not in _LOSSES:
+            raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
         if dynamic_temperature is not None and self.temperature_schedule is not None:
             raise ValueError("set either dynamic_temperature or temperature_schedule, not both")
         self.loss_name = loss
@@ -69,6 +86,8 @@ class SimCLR(ContrastiveMethod):
             loss = nt_xent(z1, z2, temperature=t)
         elif self.loss_name == "dcl":
             loss = dcl(z1, z2, temperature=t)
+        elif self.loss_name == "info_nce":
+            loss = 0.5 * (info_nce(z1, z2, temperature=t) + info_nce(z2, z1, temperature=t))
         else:
             loss = 0.5 * (
                 hard_contrastive(z1, z2, temperature=t, num_hard=self.num_hard)

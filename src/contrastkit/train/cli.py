@@ -8,6 +8,9 @@ key or a wrong type is an error that lists what is allowed. ``--resume PATH`` (o
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -27,11 +30,53 @@ from contrastkit.train.module import PretrainModule
 
 
 class PretrainCLI(LightningCLI):
-    """LightningCLI with the data module's class count linked into the model."""
+    """LightningCLI with the data module's class count linked into the model, and errors
+    about a class's unknown option that list the options it accepts."""
+
+    def init_parser(self, **kwargs):
+        parser = super().init_parser(**kwargs)
+        original = parser.error
+
+        def error(message: str, *args, **kw):
+            return original(explain_unknown_option(message), *args, **kw)
+
+        parser.error = error  # type: ignore[method-assign]
+        return parser
 
     def add_arguments_to_parser(self, parser) -> None:
         parser.link_arguments("data", "model.num_classes", compute_fn=_num_classes,
                               apply_on="instantiate")
+
+
+_UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", re.S)
+
+
+def accepted_options(cls: type) -> list[str]:
+    """Constructor arguments of ``cls``, following ``**kwargs`` up its base classes."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = inspect.signature(klass.__init__).parameters.values()
+        names += [p.name for p in params if p.name != "self" and p.kind not in
+                  (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names]
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names
+
+
+def explain_unknown_option(message: str) -> str:
+    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors."""
+    match = _UNKNOWN.search(message)
+    if not match:
+        return message
+    module, _, name = match.group(1).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return message
+    allowed = ", ".join(accepted_options(cls))
+    return f"{message}\n  {name} accepts: {allowed}"
 
 
 def _num_classes(data: PretrainDataModule) -> int:
@@ -121,6 +166,7 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
         args=argv,
         run=False,
         seed_everything_default=0,
+        auto_configure_optimizers=False,
         trainer_defaults=trainer_defaults(output_dir),
         save_config_kwargs={"overwrite": True},
         parser_kwargs={"prog": "contrastkit pretrain", "default_env": False},

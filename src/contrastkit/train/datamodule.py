@@ -107,8 +107,13 @@ class PretrainDataModule(L.LightningDataModule):
         batch_size: images per process per step (>= 2).
         num_workers: loader processes.
         cache_dir: folder of the uint8 array cache for file datasets.
-        image_size: resize file images to this size when caching (required for folders of
-            images of different sizes).
+        image_size: resize file images to this size when caching.
+        load_size: resize each decoded image in the loader workers so its shorter side is
+            ``load_size``, then centre-crop it to ``load_size`` x ``load_size`` (for folders
+            of images of different sizes, e.g. ImageNet with 256: the views' random crops are
+            then taken within that centre square, an approximation of cropping the full image).
+        classes: keep only these classes (names from the dataset's ``classes``), relabelled
+            0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
             (CPU-scale studies).
         long_tail_ratio: keep a long-tailed subset (``n_max * ratio^(c/(C-1))`` per class).
@@ -128,6 +133,8 @@ class PretrainDataModule(L.LightningDataModule):
         num_workers: int = 0,
         cache_dir: str | None = None,
         image_size: int | None = None,
+        load_size: int | None = None,
+        classes: list[str] | None = None,
         subset: int | None = None,
         long_tail_ratio: float | None = None,
         monitor_bank_size: int | None = 10000,
@@ -149,6 +156,10 @@ class PretrainDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.cache_dir = cache_dir
         self.image_size = image_size
+        if load_size is not None and load_size < 1:
+            raise ValueError(f"data.load_size must be >= 1, got {load_size}")
+        self.load_size = load_size
+        self.classes = list(classes) if classes is not None else None
         self.subset = subset
         self.long_tail_ratio = long_tail_ratio
         self.monitor_bank_size = monitor_bank_size
@@ -159,8 +170,11 @@ class PretrainDataModule(L.LightningDataModule):
         self.val_set: Dataset | None = None
 
     def _open(self, split: str) -> Dataset:
-        return build_dataset(self.dataset_name, self.root, split, cache_dir=self.cache_dir,
-                             image_size=self.image_size, skip_corrupt=self.skip_corrupt)
+        dataset = build_dataset(self.dataset_name, self.root, split, cache_dir=self.cache_dir,
+                                image_size=self.image_size, skip_corrupt=self.skip_corrupt)
+        if self.load_size is not None:
+            dataset = ResizedSquare(dataset, self.load_size)
+        return select_classes(dataset, self.classes) if self.classes is not None else dataset
 
     @property
     def num_classes(self) -> int:
@@ -210,6 +224,66 @@ class PretrainDataModule(L.LightningDataModule):
         if self.val_set is None or self.bank_set is None:
             return []
         return [self._loader(self.bank_set, None, False), self._loader(self.val_set, None, False)]
+
+
+class ResizedSquare(Dataset):
+    """Resize each image so its shorter side is ``size`` (antialiased), then centre-crop it
+    to ``size`` x ``size``; keeps ``classes`` and ``targets``."""
+
+    def __init__(self, dataset: Dataset, size: int) -> None:
+        self.dataset, self.size = dataset, size
+        self.classes = getattr(dataset, "classes", [])
+        self.targets = getattr(dataset, "targets", [])
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int):
+        image, label = self.dataset[i][:2]
+        h, w = image.shape[-2:]
+        scale = self.size / min(h, w)
+        new_h, new_w = max(self.size, round(h * scale)), max(self.size, round(w * scale))
+        resized = torch.nn.functional.interpolate(
+            image[None].float(), size=(new_h, new_w), mode="bilinear", antialias=True,
+            align_corners=False)[0]
+        top, left = (new_h - self.size) // 2, (new_w - self.size) // 2
+        crop = resized[:, top : top + self.size, left : left + self.size]
+        return crop.round().clamp(0, 255).to(torch.uint8), label
+
+
+class _Relabelled(Dataset):
+    """Items of ``dataset`` at ``indices`` with labels mapped through ``mapping``."""
+
+    def __init__(self, dataset: Dataset, indices: list[int], mapping: dict[int, int],
+                 classes: list[str]) -> None:
+        self.dataset, self.indices, self.mapping = dataset, indices, mapping
+        self.classes = classes
+        targets = dataset.targets  # type: ignore[attr-defined]
+        self.targets = [mapping[int(targets[i])] for i in indices]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int):
+        image, label = self.dataset[self.indices[i]][:2]
+        return image, self.mapping[int(label)]
+
+
+def select_classes(dataset: Dataset, classes: list[str]) -> Dataset:
+    """Keep the samples of ``classes`` (by name), relabelled ``0..len(classes)-1`` in order.
+
+    Raises:
+        ValueError: when a name is not among the dataset's classes, or none is given.
+    """
+    names = list(getattr(dataset, "classes", []))
+    missing = [c for c in classes if c not in names]
+    if not classes or missing:
+        raise ValueError(f"data.classes: {missing or 'empty list'} not among the dataset's "
+                         f"classes {names}")
+    mapping = {names.index(c): i for i, c in enumerate(classes)}
+    targets = dataset.targets  # type: ignore[attr-defined]
+    indices = [i for i, y in enumerate(targets) if int(y) in mapping]
+    return _Relabelled(dataset, indices, mapping, list(classes))
 
 
 def _fixed_subset(dataset: Dataset, n: int, seed: int) -> Subset:

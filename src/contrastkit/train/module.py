@@ -137,7 +137,8 @@ class PretrainModule(L.LightningModule):
         total = self._total_steps()
         max_epochs = self._max_epochs()
         warmup = round(spec.warmup_epochs * total / max_epochs)
-        factor = warmup_cosine_lambda(total, min(warmup, total), spec.final_lr_ratio)
+        factor = warmup_cosine_lambda(total, min(warmup, total), spec.final_lr_ratio,
+                                      spec.warmup_start_ratio)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}

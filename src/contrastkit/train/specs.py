@@ -34,6 +34,8 @@ class ViewsSpec:
         target: preset of view 1 (target branch, or the second online view); ``None``: default.
         size: output size of the global views.
         jitter_strength: colour-jitter strength multiplier (``None``: the preset's default).
+        crop_scale: random-resized-crop scale range of the pretraining views (``None``: the
+            preset's default, (0.2, 1.0) for SCE's presets, (0.08, 1.0) for SimCLR's).
         normalize: per-dataset normalisation name (``cifar10``, ``imagenet``...) or ``None``.
         eval_resize: evaluation views (kNN monitor): resize to ``size`` (small datasets) or
             resize to ``size * 256 / 224`` and centre-crop (large datasets).
@@ -44,6 +46,7 @@ class ViewsSpec:
     target: str | None = None
     size: int = 32
     jitter_strength: float | None = None
+    crop_scale: tuple[float, float] | None = None
     normalize: str | None = None
     eval_resize: Literal["small", "large"] = "small"
     multicrop: MultiCropSpec | None = None
@@ -61,6 +64,7 @@ class OptimizerSpec:
         momentum: SGD/LARS momentum.
         warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
         final_lr_ratio: final learning rate as a fraction of the peak.
+        warmup_start_ratio: learning rate at step 0 as a fraction of the peak (warm-up start).
         scale_lr: apply the linear scaling rule.
         online_lr: learning rate of the online linear classifier (SGD, no decay).
     """
@@ -71,6 +75,7 @@ class OptimizerSpec:
     momentum: float = 0.9
     warmup_epochs: float = 5.0
     final_lr_ratio: float = 0.0
+    warmup_start_ratio: float = 0.0
     scale_lr: bool = True
     online_lr: float = 0.1
 

@@ -34,11 +34,16 @@ def build_train_views(spec: ViewsSpec, default_presets: tuple[str, str]) -> View
     target = spec.target or default_presets[1]
     options = _options(spec)
     if spec.multicrop is None:
+        if spec.crop_scale is not None:
+            options["crop_scale"] = tuple(spec.crop_scale)
         return views.TwoViews(
             online=augment.preset(online, spec.size, **options),
             target=augment.preset(target, spec.size, **options),
         )
     mc = spec.multicrop
+    if spec.crop_scale is not None:
+        raise ValueError("views.crop_scale does not apply with multi-crop: set "
+                         "views.multicrop.global_scale and local_scales instead")
     if len(mc.local_sizes) != len(mc.local_scales):
         raise ValueError(
             f"views.multicrop.local_sizes ({len(mc.local_sizes)} entries) and local_scales "
