@@ -14,6 +14,13 @@ online branch, *weak* for the target branch, crop scale (0.2, 1.0)):
 
 Run: ``python benchmarks/data_views.py [--iters N] [--sizes 32 224]``. Prints images/s (one image
 = its two views).
+
+``--ops``: per-op micro-benchmark instead (one torch thread, 64x3x224x224 and 256x3x32x32, all
+samples selected): each plain-torch op of contrastkit (or the formula it replaced) against
+kornia's functional op of the same semantics, timed in alternation in the same run (process CPU
+time, which a busy shared CPU disturbs far less than the wall clock); prints the best time of
+each and the median of the per-pair ratios kornia / torch. These figures decide
+which pixel ops :mod:`contrastkit.data.augment` takes from kornia (threshold: 1.25x).
 """
 
 from __future__ import annotations
@@ -26,8 +33,11 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
+from contrastkit.data import _augment_color as color
+from contrastkit.data import _augment_geometry as geometry
 from contrastkit.data.augment import kornia_preset
 from contrastkit.data.views import make_views
 
@@ -178,12 +188,131 @@ def bench_size(size: int, iters: int) -> dict[str, float]:
     }
 
 
-def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
-    """Run the benchmark; ``argv=None`` uses the defaults (does not read ``sys.argv``)."""
+# ---------------------------------------------------------------- per op: torch vs kornia
+def _former_gray(x: torch.Tensor) -> torch.Tensor:
+    r, g, b = x.unbind(1)
+    return (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)
+
+
+def _former_blur(x: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor:
+    """Grouped separable conv2d with float64 kernels, reflect padding."""
+    n, ch, height, width = x.shape
+    pos = torch.arange(k, dtype=torch.float64) - (k - 1) / 2
+    ker = torch.exp(-0.5 * (pos[None, :] / sigma[:, None]) ** 2)
+    ker = (ker / ker.sum(dim=1, keepdim=True)).to(x.dtype).repeat_interleave(ch, dim=0)
+    flat, p, grp = x.reshape(1, n * ch, height, width), k // 2, n * ch
+    flat = F.conv2d(F.pad(flat, (p, p, 0, 0), mode="reflect"), ker[:, None, None, :], groups=grp)
+    flat = F.conv2d(F.pad(flat, (0, 0, p, p), mode="reflect"), ker[:, None, :, None], groups=grp)
+    return flat.view(n, ch, height, width)
+
+
+def _former_crop_pad_flip(x: torch.Tensor, prm: dict, size: int, pad: int) -> torch.Tensor:
+    """Zero padding + one advanced-indexing gather."""
+    padded = F.pad(x, (pad, pad, pad, pad))
+    offsets, flip = prm["offsets"], prm["flip"]
+    ar = torch.arange(size)
+    cols = offsets[:, :1] + ar[None, :]
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    rows = offsets[:, 1:] + ar[None, :]
+    b = torch.arange(x.shape[0])[:, None, None]
+    out = padded[b, :, rows[:, :, None], cols[:, None, :]]
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def _warp_boxes(x: torch.Tensor, boxes: torch.Tensor, flip: torch.Tensor, size: int):
+    """resample_boxes through kornia's warp_affine (half-pixel map, border padding)."""
+    from kornia.geometry.transform import warp_affine
+
+    x0, y0, w, h = boxes.unbind(1)
+    sx, sy = size / w, size / h
+    tx = (0.5 - x0) * sx - 0.5
+    m = torch.zeros(x.shape[0], 2, 3, dtype=torch.float64)
+    m[:, 0, 0] = torch.where(flip, -sx, sx)
+    m[:, 0, 2] = torch.where(flip, size - 1 - tx, tx)
+    m[:, 1, 1] = sy
+    m[:, 1, 2] = (0.5 - y0) * sy - 0.5
+    return warp_affine(x, m.to(x.dtype), (size, size), padding_mode="border", align_corners=False)
+
+
+def _op_cases(batch: int, size: int) -> list[tuple[str, Callable, Callable]]:
+    """(name, torch op, kornia op) on one random batch."""
+    import kornia
+
+    ke, kg = kornia.enhance, kornia.geometry.transform
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(batch, 3, size, size, generator=g)
+    f = 0.6 + 0.8 * torch.rand(batch, generator=g, dtype=torch.float64)
+    shift = 0.2 * torch.rand(batch, generator=g, dtype=torch.float64) - 0.1
+    sigma = 0.1 + 1.9 * torch.rand(batch, generator=g, dtype=torch.float64)
+    k = max(3, int(0.1 * size) | 1)
+    boxes = geometry.sample_crop_boxes(batch, size, size, (0.2, 1.0), (3 / 4, 4 / 3), g)
+    flip = torch.rand(batch, generator=g) < 0.5
+    pcf = geometry.RandomCropPadFlip(size, 4, generator=g)
+    prm = pcf.sample(batch, size, size)
+    big = torch.rand(batch, 3, size + 32, size + 32, generator=g)
+    return [
+        ("rgb_to_grayscale", lambda: _former_gray(x), lambda: kornia.color.rgb_to_grayscale(x)),
+        ("gaussian_blur2d", lambda: _former_blur(x, sigma, k), lambda: color.blur(x, sigma, k)),
+        ("solarize", lambda: torch.where(x >= 0.5, 1.0 - x, x), lambda: ke.solarize(x, 0.5)),
+        ("warp_affine (pad-crop-flip)", lambda: _former_crop_pad_flip(x, prm, size, 4),
+         lambda: pcf.apply(x, prm)),
+        ("brightness_accumulative", lambda: color.adjust_brightness(x, f),
+         lambda: ke.adjust_brightness_accumulative(x, f)),
+        ("contrast_with_mean_sub", lambda: color.adjust_contrast(x, f),
+         lambda: ke.adjust_contrast_with_mean_subtraction(x, f)),
+        ("saturation_with_gray_sub", lambda: color.adjust_saturation(x, f),
+         lambda: ke.adjust_saturation_with_gray_subtraction(x, f)),
+        ("adjust_hue", lambda: color.adjust_hue(x, shift),
+         lambda: ke.adjust_hue(x, shift * (2 * math.pi))),
+        ("warp_affine (crop-resize)", lambda: geometry.resample_boxes(x, boxes, size, flip),
+         lambda: _warp_boxes(x, boxes, flip, size)),
+        ("center_crop", lambda: geometry.center_crop(big, size).contiguous(),
+         lambda: kg.center_crop(big, (size, size))),
+    ]
+
+
+def bench_ops(shapes: tuple[tuple[int, int], ...] = ((64, 224), (256, 32)), pairs: int = 8):
+    """Best ms of the torch and kornia op, and the median per-pair ratio kornia / torch."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    results: dict[tuple[int, int, str], tuple[float, float, float]] = {}
+    try:
+        print("per op, 1 thread, CPU ms (best of alternated pairs); ratio: median kornia/torch")
+        for batch, size in shapes:
+            print(f"--- {batch}x3x{size}x{size}")
+            for name, ours, theirs in _op_cases(batch, size):
+                ours(), theirs()
+                t_ours, t_kornia, ratios = [], [], []
+                for i in range(pairs):  # alternate which op runs first
+                    pair = []
+                    for fn in ((ours, theirs) if i % 2 == 0 else (theirs, ours)):
+                        start = time.process_time()  # CPU time: robust to a shared, busy CPU
+                        fn()
+                        pair.append(time.process_time() - start)
+                    a, b = pair if i % 2 == 0 else pair[::-1]
+                    t_ours.append(a)
+                    t_kornia.append(b)
+                    ratios.append(b / a)
+                row = (1e3 * min(t_ours), 1e3 * min(t_kornia), float(np.median(ratios)))
+                results[(batch, size, name)] = row
+                print(f"{name:<28} torch {row[0]:9.2f}  kornia {row[1]:9.2f}  ratio {row[2]:5.2f}")
+    finally:
+        torch.set_num_threads(old)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark; ``argv=None`` uses the defaults (does not read ``sys.argv``).
+
+    Returns ``{size: {column: images/s}}``, or with ``--ops`` :func:`bench_ops`'s results.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 224])
+    parser.add_argument("--ops", action="store_true", help="per-op torch vs kornia instead")
     args = parser.parse_args([] if argv is None else argv)
+    if args.ops:
+        return bench_ops(pairs=max(2, args.iters))
     torch.set_num_threads(2)
     print("SCE two views (strong + weak) on CPU, images/s (higher is better); _1/_2: threads,")
     print("pillow_0: per-image in the main process, pillow_2: DataLoader with 2 worker processes")

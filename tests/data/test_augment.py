@@ -16,9 +16,10 @@ from contrastkit.data._augment_color import (
     RandomGrayscale,
     RandomSolarize,
     adjust_hue,
-    gaussian_kernels,
+    blur,
+    gray,
 )
-from contrastkit.data._augment_geometry import RandomCropPadFlip, RandomResizedCropFlip
+from contrastkit.data._augment_geometry import RandomCropPadFlip, RandomResizedCropFlip, resize
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -307,7 +308,6 @@ def test_blur_matches_loop_and_only_selected() -> None:
             continue
         k = [math.exp(-0.5 * ((i - 2) / sigma[b].item()) ** 2) for i in range(5)]
         k = torch.tensor(k, dtype=torch.float64) / sum(k)
-        assert torch.allclose(gaussian_kernels(sigma[b : b + 1], 5)[0], k)
         padded = F.pad(x[b : b + 1], (2, 2, 2, 2), mode="reflect")[0]
         ref = torch.zeros(3, 9, 9, dtype=torch.float64)
         for i in range(9):
@@ -335,6 +335,101 @@ def test_grayscale_luma() -> None:
     out = op(x.clone())
     luma = 0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]
     assert torch.allclose(out, luma[:, None].expand_as(x), atol=1e-6)
+
+
+# ---------------------------------------------------------------- kornia ops vs the former formulas
+# The pixel ops on kornia's functional API are checked against the plain-torch formulas they
+# replaced (written out again here), on random inputs, in float64 and float32.
+TOL = {torch.float64: 1e-9, torch.float32: 1e-5}
+
+
+def former_gray(x: torch.Tensor) -> torch.Tensor:
+    r, g, b = x.unbind(1)
+    return (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)
+
+
+def former_blur(x: torch.Tensor, sigma: torch.Tensor, k: int) -> torch.Tensor:
+    """Grouped separable conv2d, float64 kernels, reflect padding (the former implementation)."""
+    n, ch, height, width = x.shape
+    pos = torch.arange(k, dtype=torch.float64) - (k - 1) / 2
+    ker = torch.exp(-0.5 * (pos[None, :] / sigma[:, None]) ** 2)
+    ker = (ker / ker.sum(dim=1, keepdim=True)).to(x.dtype).repeat_interleave(ch, dim=0)
+    flat, p, grp = x.reshape(1, n * ch, height, width), k // 2, n * ch
+    flat = F.conv2d(F.pad(flat, (p, p, 0, 0), mode="reflect"), ker[:, None, None, :], groups=grp)
+    flat = F.conv2d(F.pad(flat, (0, 0, p, p), mode="reflect"), ker[:, None, :, None], groups=grp)
+    return flat.view(n, ch, height, width)
+
+
+def former_crop_pad_flip(x: torch.Tensor, offsets: torch.Tensor, flip: torch.Tensor, size: int,
+                         pad: int) -> torch.Tensor:
+    """Zero padding + one advanced-indexing gather (the former implementation)."""
+    padded = F.pad(x, (pad, pad, pad, pad))
+    ar = torch.arange(size)
+    cols = offsets[:, :1] + ar[None, :]
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    rows = offsets[:, 1:] + ar[None, :]
+    b = torch.arange(x.shape[0])[:, None, None]
+    return padded[b, :, rows[:, :, None], cols[:, None, :]].permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_kornia_gray_matches_former_formula(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(11)
+    x = torch.rand(7, 3, 9, 11, generator=g, dtype=torch.float64).to(dtype)
+    out = gray(x)
+    assert out.shape == (7, 1, 9, 11) and out.dtype == dtype
+    torch.testing.assert_close(out, former_gray(x), atol=TOL[dtype], rtol=0)
+    op = RandomGrayscale(p=0.5, generator=torch.Generator().manual_seed(0))
+    got = op(x.clone())
+    applied = op.last_params["applied"]
+    assert 0 < applied.sum() < 7
+    ref = torch.where(applied[:, None, None, None], former_gray(x).expand_as(x), x)
+    torch.testing.assert_close(got, ref, atol=TOL[dtype], rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize(("k", "size"), [(3, 8), (5, 9), (7, 16), (23, 24)])
+def test_kornia_blur_matches_former_formula(dtype: torch.dtype, k: int, size: int) -> None:
+    g = torch.Generator().manual_seed(k)
+    x = torch.rand(6, 3, size, size + 3, generator=g, dtype=torch.float64).to(dtype)
+    sigma = 0.1 + 1.9 * torch.rand(6, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(blur(x, sigma, k), former_blur(x, sigma, k), atol=TOL[dtype], rtol=0)
+    op = RandomGaussianBlur(k, p=0.5, generator=torch.Generator().manual_seed(1))
+    got = op(x.clone())
+    applied, sig = op.last_params["applied"], op.last_params["sigma"]
+    assert 0 < applied.sum() < 6
+    ref = torch.where(applied[:, None, None, None], former_blur(x, sig, k), x)
+    torch.testing.assert_close(got, ref, atol=TOL[dtype], rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_kornia_solarize_matches_former_formula(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(12)
+    x = torch.rand(64, 3, 5, 5, generator=g, dtype=torch.float64).to(dtype)
+    x[:, :, 0, 0] = 0.5  # on the threshold: solarized
+    for thr in (0.5, 0.3):
+        op = RandomSolarize(p=0.5, threshold=thr, generator=torch.Generator().manual_seed(2))
+        got = op(x.clone())
+        applied = op.last_params["applied"]
+        ref = torch.where(applied[:, None, None, None] & (x >= thr), 1.0 - x, x)
+        assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize(("shape", "size", "pad"), [((12, 12), 12, 4), ((20, 15), 15, 4),
+                                                     ((32, 40), 16, 3), ((9, 9), 9, 6)])
+def test_kornia_crop_pad_flip_matches_former_gather(
+    dtype: torch.dtype, shape: tuple[int, int], size: int, pad: int
+) -> None:
+    g = torch.Generator().manual_seed(13)
+    x = torch.rand(40, 3, *shape, generator=g, dtype=torch.float64).to(dtype)
+    op = RandomCropPadFlip(size, padding=pad, generator=torch.Generator().manual_seed(3))
+    got = op(x)
+    offsets, flip = op.last_params["offsets"], op.last_params["flip"]
+    assert 0 < flip.sum() < 40 and offsets.min() == 0 and offsets.max() == 2 * pad
+    resized = x if min(shape) == size else resize(x, size)
+    assert got.shape == (40, 3, size, size) and got.dtype == dtype
+    assert torch.equal(got, former_crop_pad_flip(resized, offsets, flip, size, pad))
 
 
 # ---------------------------------------------------------------- reproducibility and devices

@@ -35,7 +35,7 @@ def test_batch_size_checks():
     with pytest.raises(ValueError, match="at least 2"):
         PretrainDataModule(batch_size=1)
     dm = PretrainDataModule(subset=10, batch_size=16)
-    with pytest.raises(ValueError, match="fewer than data.batch_size"):
+    with pytest.raises(ValueError, match=r"fewer than data\.batch_size"):
         dm.setup("fit")
 
 

@@ -8,12 +8,11 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from pretrain_args import TINY, method_args
 
 from contrastkit.train.callbacks import check_output_dir
 from contrastkit.train.cli import build, pretrain
 from contrastkit.train.module import NonFiniteLossError
-
-from pretrain_args import TINY, method_args
 
 
 def _run(tmp_path: Path, name: str, *extra: str, method: str = "SCE", **method_kw) -> object:

@@ -44,13 +44,17 @@ resizes to ``size`` for ``small=True``; ``eval_train`` is a random resized crop 
 
 Implementation choices:
 
-* The ops are plain batched torch (``grid_sample``, grouped ``conv2d``, elementwise), not
-  ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws one order per *batch* (not per
-  sample) and computes every op on the whole batch before blending by probability; on the 2-core
-  CPU here it was 10-25x slower than the equivalent torch expressions (see
-  ``benchmarks/README.md``). :func:`kornia_preset` builds the same pipeline from
-  ``kornia.augmentation`` ops for comparison (``RandomSolarize(thresholds=0.0, additions=0.0)``
-  gives exactly threshold 0.5 and no addition).
+* Parameters are contrastkit's own (drawn per sample, colour-jitter order included) and only the
+  selected samples of each op are computed; the pixel work uses kornia's *functional* API where
+  it has the same semantics and is not slower (grayscale, Gaussian blur, solarize, the
+  pad-crop-flip warp), and batched torch elsewhere (crop-resize ``grid_sample``, brightness /
+  contrast / saturation blends, hue, resize, centre crop): each private module lists, op by op,
+  why and the measured times. Not ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws
+  one order per *batch* (not per sample) and computes every op on the whole batch before
+  blending by probability; on the 2-core CPU here its modules were 10-25x slower than the
+  equivalent torch expressions (see ``benchmarks/README.md``). :func:`kornia_preset` builds the
+  same pipeline from ``kornia.augmentation`` ops for comparison
+  (``RandomSolarize(thresholds=0.0, additions=0.0)`` gives exactly threshold 0.5, no addition).
 * Reproducibility: parameters are drawn on the CPU from ``generator`` (option) or, when None,
   from torch's global CPU RNG, so ``torch.manual_seed(s)`` before a call reproduces the views
   exactly on CPU, and the same parameters are drawn whatever the batch's device.

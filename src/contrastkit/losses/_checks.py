@@ -85,3 +85,22 @@ def check_batch_has_negatives(name: str, x: Tensor, minimum: int = 2) -> None:
             f"{name} has batch size {x.shape[0]}: this loss needs at least {minimum} samples "
             "so that every anchor has a negative"
         )
+
+
+def check_embedding_layout(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -> None:
+    """``check_embeddings`` without the NaN/Inf scan.
+
+    For callers that detect non-finite values more cheaply, e.g. from the row norms they
+    compute anyway (a NaN or Inf entry makes its row norm non-finite); on a non-finite norm
+    they should call :func:`check_embeddings` to report it.
+    """
+    if not isinstance(x, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    ndims = (ndim,) if isinstance(ndim, int) else ndim
+    if x.dim() not in ndims:
+        want = " or ".join(str(n) for n in ndims)
+        raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
+    if x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating point tensor, got dtype {x.dtype}")

@@ -24,7 +24,6 @@ from contrastkit.losses.temperature import (
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
 from contrastkit.schedules import ScheduleState
 
-
 #: Temperature functions a YAML config may name for ``dynamic_temperature``.
 TemperatureFunction = (
     DySTreSSTemperature | MonotonicCosineTemperature | LinearTemperature

@@ -25,7 +25,7 @@ class ResumableCSVLogger(CSVLogger):
     """``CSVLogger`` whose ``metrics.csv`` survives a resume (rows are appended)."""
 
     @property
-    def experiment(self) -> ExperimentWriter:  # noqa: D102 - same as CSVLogger.experiment
+    def experiment(self) -> ExperimentWriter:
         if self._experiment is None:
             self._fs.makedirs(self.root_dir, exist_ok=True)
             self._experiment = _AppendingWriter(log_dir=self.log_dir)
