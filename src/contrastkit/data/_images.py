@@ -1,0 +1,144 @@
+"""Decoding of image files (JPEG, PNG, WebP) into uint8 ``(C, H, W)`` arrays with Pillow."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+import numpy as np
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
+
+
+class UnreadableImageError(ValueError):
+    """An image file could not be decoded; the message names the file."""
+
+
+def pillow() -> Any:
+    """Import Pillow's ``Image`` module or explain which extra provides it."""
+    try:
+        from PIL import Image
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "reading image files needs Pillow: pip install 'contrastkit[data]'"
+        ) from err
+    return Image
+
+
+def is_image_file(name: str, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> bool:
+    """Whether ``name`` ends with one of ``extensions``, ignoring case."""
+    return name.lower().endswith(extensions)
+
+
+# Start-of-frame markers of the JPEG processes libjpeg decodes: baseline, extended, progressive.
+_SOF = frozenset((0xC0, 0xC1, 0xC2))
+_STANDALONE = frozenset((0x01, *range(0xD0, 0xD8)))
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """``(height, width, components)`` from a JPEG's start-of-frame marker, else ``None``.
+
+    Walks the marker segments (ITU-T T.81, annex B) up to the frame header; returns ``None``
+    for non-JPEG data, unusual processes (lossless, arithmetic) or a malformed header, so that
+    the caller falls back to Pillow's own parser.
+    """
+    if data[:2] != b"\xff\xd8":
+        return None
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _STANDALONE:
+            i += 2
+            continue
+        if marker in _SOF:
+            if i + 10 > n:
+                return None
+            height = int.from_bytes(data[i + 5 : i + 7], "big")
+            width = int.from_bytes(data[i + 7 : i + 9], "big")
+            return height, width, data[i + 9]
+        if marker == 0xDA or (0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC)):
+            return None  # scan data or an unsupported frame type
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _decode_jpeg_fast(data: bytes, image_mod: Any) -> np.ndarray | None:
+    """Decode a plain gray or 3-component JPEG with libjpeg directly, skipping Pillow's
+    Python-level header parsing (about 3x faster on 32x32 images); ``None`` if not applicable
+    or on any error, in which case the caller uses the general path (and its error message).
+    """
+    header = jpeg_header(data)
+    if header is None or header[2] not in (1, 3) or 0 in header[:2]:
+        return None
+    height, width, components = header
+    mode = "L" if components == 1 else "RGB"
+    try:
+        img = image_mod.frombytes(mode, (width, height), data, "jpeg", mode, "")
+    except (OSError, ValueError, SyntaxError):
+        return None
+    array = np.asarray(img, dtype=np.uint8)
+    if components == 1:
+        return np.ascontiguousarray(np.broadcast_to(array, (3, height, width)))
+    return np.ascontiguousarray(array.transpose(2, 0, 1))
+
+
+def decode_image(
+    source: str | os.PathLike[str] | bytes,
+    name: str | None = None,
+    size: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """Decode an image file to an RGB uint8 array of shape ``(3, H, W)``.
+
+    The whole image is decoded (not only its header), so truncated files are detected.
+    Grayscale, palette, CMYK and alpha images are converted to RGB (alpha dropped). Plain
+    gray or 3-component JPEGs (the usual case) are handed to libjpeg directly through
+    ``PIL.Image.frombytes`` (same pixels, less Python overhead); anything else, and any JPEG
+    the fast path rejects, goes through ``PIL.Image.open``.
+
+    Args:
+        source: file path, or the encoded bytes.
+        name: how to name the file in error messages (defaults to the path).
+        size: optional ``(H, W)``: resize to it (bilinear). For JPEG, Pillow's draft mode
+            first decodes at the smallest scale (1/2, 1/4, 1/8) still at least ``size``.
+
+    Returns:
+        ``np.ndarray`` uint8 ``(3, H, W)``, C-contiguous.
+
+    Raises:
+        UnreadableImageError: (a ``ValueError``) when the file cannot be decoded.
+        FileNotFoundError: when the path does not exist.
+    """
+    image_mod = pillow()
+    if name is None:
+        name = "<bytes>" if isinstance(source, bytes) else str(source)
+    if isinstance(source, bytes):
+        data = source
+    else:
+        with open(source, "rb") as f:
+            data = f.read()
+    if size is None or jpeg_header(data) in ((size[0], size[1], 1), (size[0], size[1], 3)):
+        fast = _decode_jpeg_fast(data, image_mod)
+        if fast is not None:
+            return fast
+    fp = io.BytesIO(data)
+    try:
+        with image_mod.open(fp) as img:
+            if size is not None and img.format == "JPEG":
+                img.draft("RGB", (size[1], size[0]))
+            rgb = img.convert("RGB")
+        if size is not None and rgb.size != (size[1], size[0]):
+            rgb = rgb.resize((size[1], size[0]), image_mod.Resampling.BILINEAR)
+        array = np.asarray(rgb, dtype=np.uint8)
+    except FileNotFoundError:
+        raise
+    except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
+        raise UnreadableImageError(
+            f"{name}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
+        ) from err
+    return np.ascontiguousarray(array.transpose(2, 0, 1))
