@@ -252,7 +252,9 @@ def _op_cases(batch: int, size: int) -> list[tuple[str, Callable, Callable]]:
     big = torch.rand(batch, 3, size + 32, size + 32, generator=g)
     return [
         ("rgb_to_grayscale", lambda: _former_gray(x), lambda: kornia.color.rgb_to_grayscale(x)),
-        ("gaussian_blur2d", lambda: _former_blur(x, sigma, k), lambda: color.blur(x, sigma, k)),
+        ("gaussian_blur2d", lambda: _former_blur(x, sigma, k),
+         lambda: kornia.filters.gaussian_blur2d(x, k, sigma.float()[:, None].repeat(1, 2))),
+        ("filter2d_separable", lambda: _former_blur(x, sigma, k), lambda: color.blur(x, sigma, k)),
         ("solarize", lambda: torch.where(x >= 0.5, 1.0 - x, x), lambda: ke.solarize(x, 0.5)),
         ("warp_affine (pad-crop-flip)", lambda: _former_crop_pad_flip(x, prm, size, 4),
          lambda: pcf.apply(x, prm)),

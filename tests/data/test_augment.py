@@ -17,6 +17,7 @@ from contrastkit.data._augment_color import (
     RandomSolarize,
     adjust_hue,
     blur,
+    gaussian_kernels,
     gray,
 )
 from contrastkit.data._augment_geometry import RandomCropPadFlip, RandomResizedCropFlip, resize
@@ -308,6 +309,7 @@ def test_blur_matches_loop_and_only_selected() -> None:
             continue
         k = [math.exp(-0.5 * ((i - 2) / sigma[b].item()) ** 2) for i in range(5)]
         k = torch.tensor(k, dtype=torch.float64) / sum(k)
+        assert torch.allclose(gaussian_kernels(sigma[b : b + 1], 5)[0], k)
         padded = F.pad(x[b : b + 1], (2, 2, 2, 2), mode="reflect")[0]
         ref = torch.zeros(3, 9, 9, dtype=torch.float64)
         for i in range(9):

@@ -6,27 +6,30 @@ samples are computed, gathered by indexing and written with ``index_copy_``).
 Parameters are drawn on the CPU (``generator`` or torch's global CPU RNG), so they do not depend
 on the device; ``last_params`` keeps the last draw.
 
-kornia's functional API, op by op (kornia 0.9 vs the plain-torch formula, one thread, same run,
-``benchmarks/data_views.py --ops``; 64x3x224x224 / 256x3x32x32; figures in benchmarks/README.md):
+kornia's functional API, op by op. Measured: kornia vs plain torch, CPU ms, one thread, same
+run, all samples selected, 64x3x224x224 then 256x3x32x32 (``benchmarks/data_views.py --ops``,
+2026-11-21, shared 2-core EPYC; rule: used if same semantics and at most 1.25x the torch op):
 
-* kornia.color.rgb_to_grayscale: used (grayscale, and the luma that contrast and saturation blend
-  with; measured 13.8 ms vs 28.6 ms and 0.30 ms vs 0.34 ms).
-* kornia.filters.gaussian_blur2d: used, one sigma per sample as a ``(B, 2)`` tensor, reflect
-  border (718 ms vs 724 ms and 25.5 ms vs 23.4 ms: within noise).
-* kornia.enhance.solarize: used, ``thresholds=0.5``, no addition (113 ms vs 109 ms and 4.4 ms
-  vs 4.2 ms).
+* kornia.color.rgb_to_grayscale: used for grayscale and for the luma that contrast and saturation
+  blend with (measured 4.97 vs 7.63 ms, 0.24 vs 0.25 ms).
+* kornia.filters.filter2d_separable: used for the blur, with the float64 kernels of
+  :func:`gaussian_kernels` (measured 223 vs 224 ms, 2.39 vs 2.04 ms: median ratio 1.11).
+* kornia.filters.gaussian_blur2d: not used because its per-call kernel building and checks cost
+  ~0.5 ms of CPU (measured 203 vs 219 ms, but 2.84 vs 2.21 ms: median ratio 1.31 at 32x32).
+* kornia.enhance.solarize: used, ``thresholds=threshold``, no addition (measured 101 vs 101 ms,
+  3.96 vs 3.92 ms).
 * kornia.enhance.adjust_brightness: not used because it adds ``f`` (torchvision multiplies);
-  kornia.enhance.adjust_brightness_accumulative (``clamp(f x)``) is equivalent but slower
-  (55 ms vs 11.5 ms and 0.33 ms vs 0.22 ms: a second full-size tensor for the clamp).
+  its multiplicative twin adjust_brightness_accumulative is slower (measured 55.1 vs 29.1 ms,
+  0.21 vs 0.17 ms: a second full-size tensor for the clamp).
 * kornia.enhance.adjust_contrast: not used because it is ``f x`` (a brightness);
-  kornia.enhance.adjust_contrast_with_mean_subtraction is equivalent but slower (70 ms vs 39 ms
-  and 0.76 ms vs 0.61 ms), so the blend is kept, around kornia's grayscale.
+  adjust_contrast_with_mean_subtraction has torchvision's semantics but is slower (measured
+  91.3 vs 19.0 ms, 0.64 vs 0.51 ms), so the in-place blend stays, around kornia's grayscale.
 * kornia.enhance.adjust_saturation: not used because it scales the HSV saturation (factor 0
-  gives ``max(R, G, B)``, not the luma); kornia.enhance.adjust_saturation_with_gray_subtraction is
-  equivalent but slower (140 ms vs 57 ms and 0.92 ms vs 0.67 ms), so the blend is kept.
-* kornia.enhance.adjust_hue: not used because slower (measured 600-1645 ms vs 560-1070 ms, median
-  ratio 2.2, and 34.6 ms vs 16.0 ms: RGB -> HSV -> RGB with stacked planes); same result with
-  ``factor = 2 pi shift`` (radians, where ``shift`` here is in turns).
+  gives ``max(R, G, B)``, not the luma); adjust_saturation_with_gray_subtraction has
+  torchvision's semantics but is slower (measured 69.5 vs 16.7 ms, 0.62 vs 0.53 ms).
+* kornia.enhance.adjust_hue (rgb_to_hsv / hsv_to_rgb): not used because slower (measured 356 vs
+  179 ms, 19.3 vs 9.8 ms); same result with ``factor = 2 pi shift`` (radians; ``shift`` here is
+  in turns).
 """
 
 from __future__ import annotations
@@ -175,16 +178,22 @@ class RandomGrayscale(BatchOp):
         return apply_to(x, params["applied"], lambda t: gray(t).expand_as(t))
 
 
+def gaussian_kernels(sigma: Tensor, kernel_size: int) -> Tensor:
+    """Normalised 1-D Gaussian kernels ``(n, kernel_size)`` for ``n`` sigmas (float64, CPU)."""
+    half = (kernel_size - 1) / 2.0
+    pos = torch.arange(kernel_size, dtype=torch.float64) - half
+    k = torch.exp(-0.5 * (pos[None, :] / sigma.cpu().to(torch.float64)[:, None]) ** 2)
+    return k / k.sum(dim=1, keepdim=True)
+
+
 def blur(x: Tensor, sigma: Tensor, kernel_size: int) -> Tensor:
     """Separable Gaussian blur, one sigma per sample, reflect padding (torchvision semantics).
 
-    kornia's ``gaussian_blur2d``: taps ``exp(-n^2 / (2 sigma^2))``, ``n = -K//2 .. K//2``,
-    normalised to sum 1, along W then H; ``sigma`` ``(n,)`` on any device.
+    Taps ``exp(-n^2 / (2 sigma^2))``, ``n = -K//2 .. K//2``, normalised to sum 1
+    (:func:`gaussian_kernels`), correlated along W then H by kornia's ``filter2d_separable``.
     """
-    sig = sigma.to(dtype=x.dtype).view(-1, 1).repeat(1, 2)  # (sigma_y, sigma_x) per sample
-    return kornia_module("filters").gaussian_blur2d(
-        x, (kernel_size, kernel_size), sig, border_type="reflect"
-    )
+    k = gaussian_kernels(sigma, kernel_size).to(device=x.device, dtype=x.dtype)
+    return kornia_module("filters").filter2d_separable(x, k, k, border_type="reflect")
 
 
 class RandomGaussianBlur(BatchOp):

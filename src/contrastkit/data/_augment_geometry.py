@@ -5,23 +5,23 @@ CPU (from ``generator`` when given, else from torch's global CPU RNG) and moves 
 batch's device, so a fixed seed gives the same parameters, hence the same views, on any device.
 Each op keeps its last draw in ``last_params`` (tensors on the CPU) for inspection and tests.
 
-kornia's functional geometry, op by op (kornia 0.9 vs the plain-torch op, one thread, same run,
-``benchmarks/data_views.py --ops``; 64x3x224x224 / 256x3x32x32; figures in benchmarks/README.md):
+kornia's functional geometry, op by op. Measured: kornia vs plain torch, CPU ms, one thread,
+same run, 64x3x224x224 then 256x3x32x32 (``benchmarks/data_views.py --ops``, 2026-11-21, shared
+2-core EPYC; rule: used if same semantics and at most 1.25x the torch op):
 
 * kornia.geometry.transform.warp_affine: used by :class:`RandomCropPadFlip` (nearest, zero
-  padding, flip folded into the matrix; bit-identical to the former pad + gather, and faster:
-  measured 309 ms vs 551 ms and 4.3 ms vs 7.2 ms).
-* kornia.geometry.transform.warp_affine / crop_and_resize for :func:`resample_boxes`: not used
-  because slower (warp_affine 329 ms vs 178 ms and 5.5 ms vs 3.0 ms; crop_and_resize, which also
-  solves a perspective system per box, 2-5x) and because kornia builds the grid in the image
-  dtype (matrix normalised and inverted in float32): samples move by up to 5e-5 versus the
-  float64 grid here.
+  padding, integer shifts, flip folded into the matrix: bit-identical to the former pad + gather;
+  measured 70.9 vs 115 ms, 3.14 vs 5.20 ms).
+* kornia.geometry.transform.warp_affine / crop_and_resize: not used for :func:`resample_boxes`
+  because slower (warp_affine measured 57.7 vs 36.0 ms, 5.14 vs 2.97 ms; crop_and_resize also
+  solves a perspective system per box) and kornia builds the grid in the image dtype (matrix
+  normalised and inverted in float32): samples move by up to 5e-5 versus the float64 grid here.
 * kornia.geometry.transform.resize: not used because its ``antialias`` is a Gaussian pre-blur,
   not the triangle filter of PIL / torch ``antialias=True`` that :func:`resize` reproduces, and it
   truncates the long side (``int``) where torchvision rounds.
 * kornia.geometry.transform.center_crop: not used because it warps bilinearly from the
-  fractional origin ``(src - dst) / 2`` where torchvision rounds the offset, and is 8-25x slower
-  than a slice (measured 388 ms vs 26 ms and 11.5 ms vs 0.48 ms).
+  fractional origin ``(src - dst) / 2`` where torchvision rounds the offset, and is slower than a
+  slice (measured 63.1 vs 4.30 ms, 5.95 vs 0.33 ms).
 """
 
 from __future__ import annotations

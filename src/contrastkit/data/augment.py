@@ -46,7 +46,7 @@ Implementation choices:
 
 * Parameters are contrastkit's own (drawn per sample, colour-jitter order included) and only the
   selected samples of each op are computed; the pixel work uses kornia's *functional* API where
-  it has the same semantics and is not slower (grayscale, Gaussian blur, solarize, the
+  it has the same semantics and is not slower (grayscale, the blur's filtering, solarize, the
   pad-crop-flip warp), and batched torch elsewhere (crop-resize ``grid_sample``, brightness /
   contrast / saturation blends, hue, resize, centre crop): each private module lists, op by op,
   why and the measured times. Not ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws
