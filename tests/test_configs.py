@@ -27,7 +27,8 @@ from contrastkit.train.module import PretrainModule
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").rglob("*.yaml"))
 CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100, "stl10": 10, "svhn": 10,
-           "tinyimagenet": 200, "imagenet100": 100, "folder": 1000, "image_archive": 10}
+           "tinyimagenet": 200, "imagenet100": 100, "folder": 1000, "image_archive": 10,
+           "ucf101": 101, "hmdb51": 51, "kinetics": 400, "video_folder": 4}
 
 
 
@@ -132,6 +133,44 @@ def test_sce_configs_match_table_21(row):
     assert model.views_spec.size == size
     assert config.trainer.max_epochs == 200
     assert not method.symmetric and method.predictor is None
+
+
+#: SCE Table 24 rows and appendix D.3 (LARS, wd 1e-6, peak lr 2.4 at batch 512, 200 epochs,
+#: momentum 0.99 -> 1, symmetric, 8 frames of 2.56 s, RGB difference 0.2, colour strength 1.0).
+#: (file, backbone, projector/predictor hidden, buffer)
+TABLE_24 = [
+    ("video/k200_r3d18_sce.yaml", "resnet3d_18", 1024, 32768),
+    ("video/k400_r3d18_sce.yaml", "resnet3d_18", 1024, 65536),
+    ("video/k400_r3d50_sce.yaml", "resnet3d_50", 4096, 65536),
+]
+
+
+@pytest.mark.parametrize("row", TABLE_24, ids=[r[0] for r in TABLE_24])
+def test_sce_video_configs_match_table_24(row):
+    name, backbone, hidden, queue = row
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    method = model.method
+    assert method.backbone_spec.name == backbone
+    proj = [m for m in method.projector.layers if m.__class__.__name__ == "Linear"]
+    pred = [m for m in method.predictor.layers if m.__class__.__name__ == "Linear"]
+    assert [m.out_features for m in proj] == [hidden, hidden, 256]
+    assert [m.out_features for m in pred] == [hidden, 256]
+    assert method.queue.size == queue and method.symmetric
+    assert method.base_momentum == pytest.approx(0.99)
+    assert (method.coeff, method.temperature, method.target_temperature) == (0.5, 0.1, 0.05)
+    opt = model.optimizer_spec
+    assert opt.name == "lars" and opt.weight_decay == pytest.approx(1e-6) and opt.scale_lr
+    devices = config.trainer.devices
+    global_batch = data.batch_size * devices
+    assert global_batch == 512
+    assert opt.base_lr * global_batch / 256 == pytest.approx(2.4)
+    assert config.trainer.max_epochs == 200
+    views = model.views_spec
+    assert (views.online, views.target, views.jitter_strength) == ("strong_alpha", "strong_beta",
+                                                                  1.0)
+    assert views.video.rgb_difference_p == 0.2 and views.size == 224
+    assert data.video.frames == 8 and data.video.duration_s == pytest.approx(2.56)
+    assert data.video.num_clips == 2
 
 
 @pytest.mark.parametrize("name", ["sce/cifar10_sce.yaml", "sce/imagenet_sce_multicrop.yaml"])

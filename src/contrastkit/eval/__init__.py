@@ -31,10 +31,12 @@ from contrastkit.eval.metrics import (
     uniformity,
 )
 from contrastkit.eval.retrieval import retrieval_recall
+from contrastkit.eval.video import SCE_D3
 
 __all__ = [
     "SCE_D1",
     "SCE_D2",
+    "SCE_D3",
     "LinearProtocol",
     "alignment",
     "bootstrap_accuracy_difference",

@@ -1,8 +1,11 @@
 """``contrastkit eval | analyze | compare``: evaluate frozen checkpoints from the command line.
 
-* ``eval {knn,linear,retrieval,lowshot}``: features of the train and test splits (cached, see
-  :mod:`contrastkit.eval.features`), one protocol, ``results.json`` / ``results.md`` /
-  ``predictions.npz`` (+ figures) in ``--output``.
+* ``eval {knn,linear,retrieval,lowshot,finetune}``: features of the train and test splits
+  (cached, see :mod:`contrastkit.eval.features`), one protocol, ``results.json`` /
+  ``results.md`` / ``predictions.npz`` (+ figures) in ``--output``. Video datasets
+  (``--data ucf101|hmdb51|kinetics|video_folder``) give one feature per video: the mean over its
+  30 views, 10 temporal clips x 3 spatial crops (SCE appendix D.3); ``finetune`` trains the
+  whole clip backbone (SCE D.3, :mod:`contrastkit.eval.finetune`).
 * ``analyze``: embedding diagnostics and figures (alignment, uniformity, tolerance, margins,
   local separation, hardness weights, temperature functions, 2-D map, SINCERE bound).
 * ``compare RUN_A RUN_B``: paired bootstrap of the accuracy difference of two ``eval`` folders.
@@ -28,7 +31,7 @@ from torch import Tensor, nn
 from contrastkit.eval import report
 from contrastkit.eval.features import extract_features, feature_cache_key
 
-PROTOCOLS = ("knn", "linear", "retrieval", "lowshot")
+PROTOCOLS = ("knn", "linear", "retrieval", "lowshot", "finetune")
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
 
 
@@ -54,6 +57,22 @@ def _common_parser() -> argparse.ArgumentParser:
     g.add_argument("--image-size", type=int, default=None,
                    help="resize file images when decoding them into --data-cache-dir")
     g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets")
+    v = p.add_argument_group("video datasets (ucf101, hmdb51, kinetics, video_folder)")
+    v.add_argument("--annotations", default=None,
+                   help="split files: ucfTrainTestlist / testTrainMulti_7030_splits folder, "
+                   "Kinetics CSV folder or CSV")
+    v.add_argument("--fold", type=int, default=1, help="UCF101 / HMDB51 official split")
+    v.add_argument("--frames", type=int, default=None,
+                   help="frames per clip (default: the pretraining run's, else 8)")
+    v.add_argument("--duration", type=float, default=None,
+                   help="clip duration in seconds (default: the pretraining run's, else 2.56)")
+    v.add_argument("--short-side", type=int, default=None,
+                   help="short side of the decoded frames (default: --size, or size*256/224 "
+                   "with --large)")
+    v.add_argument("--crop-size", type=int, default=None,
+                   help="side of the 3 spatial crops (default: the short side)")
+    v.add_argument("--eval-clips", type=int, default=10, help="temporal clips per video")
+    v.add_argument("--skip-corrupt", action="store_true", help="skip unreadable videos")
     r = p.add_argument_group("run")
     r.add_argument("--output", default=None, help="output folder (results.json, results.md, ...)")
     r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
@@ -84,8 +103,9 @@ def eval_parser() -> argparse.ArgumentParser:
     knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
     lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)")
     lin.add_argument("--protocol", dest="linear_protocol", default="fast",
-                     choices=("fast", "sce_d1", "sce_d2"),
-                     help="fast: cached features; sce_d1/sce_d2: augmented images")
+                     choices=("fast", "sce_d1", "sce_d2", "sce_d3"),
+                     help="fast: cached features; sce_d1/sce_d2: augmented images; sce_d3: "
+                     "augmented clips (video)")
     _linear_options(lin)
     ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)")
     ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10])
@@ -95,6 +115,12 @@ def eval_parser() -> argparse.ArgumentParser:
                      help="images per class (integers or 'all')")
     low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     _linear_options(low)
+    fin = sub.add_parser("finetune", parents=[common], help="fine-tune a clip backbone (SCE D.3)")
+    fin.add_argument("--epochs", type=int, default=None, help="epochs (SCE D.3: 200)")
+    fin.add_argument("--lr", type=float, default=None, help="lr for a batch of 64 (0.1)")
+    fin.add_argument("--finetune-batch-size", type=int, default=None, help="batch (64)")
+    fin.add_argument("--dropout", type=float, default=None, help="before the classifier (0.8)")
+    fin.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     return parser
 
 
@@ -150,6 +176,7 @@ class Setup:
     device: torch.device
     run_views: tuple[str, str] | None = None
     defaults_from: Path | None = None
+    run_video: dict | None = None
     datasets: dict = field(default_factory=dict)
 
     def record(self) -> dict:
@@ -160,7 +187,9 @@ class Setup:
                            "backbone": self.spec},
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
                      "test_split": a.test_split, "size": self.size, "small": self.small,
-                     "normalize": self.normalize, "image_size": a.image_size},
+                     "normalize": self.normalize, "image_size": a.image_size,
+                     **({"video": asdict(video_spec(self)), "eval_clips": a.eval_clips}
+                        if is_video(self) else {})},
             "defaults_from": str(self.defaults_from) if self.defaults_from else None,
         }
 
@@ -234,11 +263,31 @@ def setup(args: argparse.Namespace) -> Setup:
     normalize = args.normalize if args.normalize is not None else views.get("normalize")
     normalize = None if normalize in (None, "none") else normalize
     return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
-                 _run_views(model), config_path)
+                 _run_views(model), config_path, run_video=_run_video(config_path))
+
+
+def _run_video(config_path: Path | None) -> dict | None:
+    """``data.video`` of the pretraining run's config (clip sampling defaults), if any."""
+    if config_path is None:
+        return None
+    try:
+        import yaml
+
+        data = (yaml.safe_load(config_path.read_text()) or {}).get("data") or {}
+    except Exception:  # a config we cannot read only loses the defaults
+        return None
+    video = data.get("video") if isinstance(data, dict) else None
+    return video if isinstance(video, dict) else None
 
 
 def open_split(s: Setup, split: str) -> object:
     """The dataset of ``split`` (opened once per setup)."""
+    if split not in s.datasets and is_video(s):
+        from contrastkit.train.video import build_video_dataset
+
+        s.datasets[split] = build_video_dataset(
+            s.args.data, s.args.root, split, video_spec(s), role="eval",
+            skip_corrupt=s.args.skip_corrupt, eval_clips=s.args.eval_clips)
     if split not in s.datasets:
         from contrastkit.train.datamodule import build_dataset
 
@@ -250,6 +299,42 @@ def open_split(s: Setup, split: str) -> object:
                                           cache_dir=s.args.data_cache_dir,
                                           image_size=s.args.image_size)
     return s.datasets[split]
+
+
+def is_video(s: Setup) -> bool:
+    """Whether ``--data`` names a video dataset."""
+    from contrastkit.train.video import is_video_dataset
+
+    return is_video_dataset(s.args.data)
+
+
+def video_spec(s: Setup) -> object:
+    """Clip sampling of the evaluation: the options, else the pretraining run's, else SCE D.3.
+
+    Frames are resized on the short side to ``--short-side`` (default ``--size`` with the small
+    transform, ``round(size * 256 / 224)`` with the large one: 256 for 224, as in D.3) and the
+    3 crops have side ``--crop-size`` (default: the short side, so they cover the frame).
+    """
+    from contrastkit.train.specs import VideoDataSpec
+
+    a = s.args
+    run = s.run_video or {}
+    for name in ("frames", "short_side", "crop_size", "eval_clips", "fold"):
+        value = getattr(a, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    short = a.short_side or (s.size if s.small else round(s.size * 256 / 224))
+    return VideoDataSpec(annotations=a.annotations or run.get("annotations"), fold=a.fold,
+                         frames=a.frames or int(run.get("frames") or 8),
+                         duration_s=a.duration or float(run.get("duration_s") or 2.56),
+                         short_side=short, crop_size=a.crop_size)
+
+
+def _video_encoder(s: Setup) -> nn.Module:
+    from contrastkit.eval.video import MultiViewEncoder
+    from contrastkit.train.video import VideoEvalView
+
+    return MultiViewEncoder(s.backbone, VideoEvalView(None, normalize=s.normalize))
 
 
 def eval_transform(s: Setup, name: str = "eval") -> nn.Module:
@@ -264,17 +349,27 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
     dataset = open_split(s, split)
     fingerprint = getattr(dataset, "fingerprint", None)
     root = str(Path(s.args.root).expanduser().resolve()) if s.args.root else None
+    transform: dict = {"preset": "eval", "size": s.size, "small": s.small,
+                       "normalize": s.normalize}
+    if is_video(s):
+        transform = {"preset": "video_views", "normalize": s.normalize,
+                     "eval_clips": s.args.eval_clips, **asdict(video_spec(s))}  # type: ignore[call-overload]
+        # the videos a split lists, in order (files are identified by path and size)
+        samples = getattr(dataset, "samples", [])
+        fingerprint = [[str(p), p.stat().st_size, y] for p, y in samples]
     key = feature_cache_key(
         checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
         fingerprint=fingerprint() if callable(fingerprint) else
-        getattr(dataset, "source_fingerprint", None),
-        transform={"preset": "eval", "size": s.size, "small": s.small,
-                   "normalize": s.normalize},
-        image_size=s.args.image_size,
+        fingerprint if is_video(s) else getattr(dataset, "source_fingerprint", None),
+        transform=transform, image_size=s.args.image_size,
     )
     cache = None if s.args.no_cache else s.args.cache_dir
-    return extract_features(s.backbone, dataset, batch_size=s.args.batch_size,  # type: ignore[arg-type]
-                            transform=eval_transform(s), device=s.device, cache_dir=cache,
+    if is_video(s):
+        backbone, tf = _video_encoder(s), None
+    else:
+        backbone, tf = s.backbone, eval_transform(s)
+    return extract_features(backbone, dataset, batch_size=s.args.batch_size,  # type: ignore[arg-type]
+                            transform=tf, device=s.device, cache_dir=cache,
                             cache_key=key, progress=not s.args.quiet,
                             desc=f"{s.args.data}:{split}")
 
@@ -330,8 +425,12 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
         result = linear_probe(xtr, ytr, xte, yte, seed=a.seed, **kwargs)  # type: ignore[arg-type]
         config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed}
     else:
+        if (a.linear_protocol == "sce_d3") != is_video(s):
+            raise ValueError(f"--protocol {a.linear_protocol} does not apply to --data {a.data}: "
+                             "sce_d3 is for video datasets, sce_d1/sce_d2 for images")
         xte, yte = split_features(s, a.test_split)
-        result, config = _linear_on_images(s, int(yte.max()) + 1)
+        runner = _linear_on_clips if is_video(s) else _linear_on_images
+        result, config = runner(s, int(yte.max()) + 1)
     classifier = result["classifier"]
     with torch.no_grad():
         pred = classifier(xte.to(classifier.weight.device)).argmax(dim=1).cpu()  # type: ignore[operator, union-attr]
@@ -374,6 +473,65 @@ def _linear_on_images(s: Setup, test_classes: int) -> tuple[dict, dict]:
         device=s.device, seed=a.seed,
     )
     return result, {"protocol": a.linear_protocol, **asdict(protocol), "seed": a.seed}
+
+
+def _clip_split(s: Setup, split: str) -> object:
+    """Training split of the clip protocols: one random clip and ``size`` crop per video."""
+    from contrastkit.train.video import build_video_dataset
+
+    spec = replace(video_spec(s), num_clips=1, crop_size=s.size)  # type: ignore[type-var]
+    return build_video_dataset(s.args.data, s.args.root, split, spec, role="train",
+                               skip_corrupt=s.args.skip_corrupt)
+
+
+def _linear_on_clips(s: Setup, test_classes: int) -> tuple[dict, dict]:
+    """SCE D.3 linear protocol: random clip, random crop, flip; 30-view test features."""
+    from torch.utils.data import DataLoader
+
+    from contrastkit.eval import train_linear_on_images
+    from contrastkit.eval.video import SCE_D3, flip_only_transform
+
+    a = s.args
+    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
+                                 ("batch_size", a.linear_batch_size)) if v is not None}
+    protocol = replace(SCE_D3, **changes)
+    train, test = _clip_split(s, a.train_split), open_split(s, a.test_split)
+    classes = max(max(train.targets), test_classes - 1) + 1  # type: ignore[attr-defined]
+    generator = torch.Generator().manual_seed(a.seed)
+    train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,  # type: ignore[arg-type]
+                              generator=generator)
+    test_loader = DataLoader(test, batch_size=a.batch_size)  # type: ignore[arg-type]
+    encoder = _video_encoder(s).to(s.device).eval()
+    train_tf = flip_only_transform(s.size, s.normalize).to(s.device)
+    result = train_linear_on_images(
+        encoder, train_loader, test_loader, protocol, lambda x: train_tf(x.to(s.device)),
+        lambda x: x.to(s.device), classes, device=s.device, seed=a.seed,
+    )
+    return result, {"protocol": "sce_d3", **asdict(protocol), "seed": a.seed}
+
+
+def run_finetune(s: Setup, out: Path | None) -> Outcome:
+    """Fine-tuning of the whole clip backbone (SCE appendix D.3) on a video dataset."""
+    from contrastkit.eval.finetune import SCE_D3_FINETUNE, finetune_video
+
+    a = s.args
+    if not is_video(s):
+        raise ValueError(f"finetune applies to video datasets, not --data {a.data}")
+    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
+                                 ("batch_size", a.finetune_batch_size),
+                                 ("dropout", a.dropout)) if v is not None}
+    protocol = replace(SCE_D3_FINETUNE, **changes)
+    train, test = _clip_split(s, a.train_split), open_split(s, a.test_split)
+    classes = max(max(train.targets), max(test.targets)) + 1  # type: ignore[attr-defined]
+    result = finetune_video(s.backbone, train, test, classes, size=s.size,  # type: ignore[arg-type]
+                            protocol=protocol, normalize=s.normalize, device=s.device,
+                            seed=a.seed, max_steps=a.max_steps)
+    pred, yte = result["scores"].argmax(dim=1), result["labels"]  # type: ignore[union-attr]
+    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class")}
+    config = {"protocol": "sce_d3_finetune", **asdict(protocol), "max_steps": a.max_steps,
+              "steps": result["steps"], "seed": a.seed}
+    curve = [float(v) for v in result["loss_curve"]]  # type: ignore[union-attr]
+    return Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
 
 
 def run_retrieval(s: Setup, out: Path | None) -> Outcome:
@@ -423,6 +581,7 @@ def run_lowshot(s: Setup, out: Path | None) -> Outcome:
 
 RUNNERS: dict[str, Callable[[Setup, Path | None], Outcome]] = {
     "knn": run_knn, "linear": run_linear, "retrieval": run_retrieval, "lowshot": run_lowshot,
+    "finetune": run_finetune,
 }
 
 
@@ -541,6 +700,8 @@ def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
     from contrastkit.eval import metrics as m
 
     a = s.args
+    if is_video(s):
+        raise ValueError(f"analyze supports image datasets only, not --data {a.data}")
     for t in a.temperatures:
         if not t > 0:
             raise ValueError(f"--temperatures must be > 0, got {t}")

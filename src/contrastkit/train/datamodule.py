@@ -21,10 +21,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
 
 from contrastkit.data import datasets
+from contrastkit.train.specs import VideoDataSpec
 
 DatasetName = Literal[
     "digits", "cifar10", "cifar100", "stl10", "svhn", "tinyimagenet", "imagenet100",
-    "folder", "image_archive",
+    "folder", "image_archive", "ucf101", "hmdb51", "kinetics", "video_folder",
 ]
 
 
@@ -119,7 +120,11 @@ class PretrainDataModule(L.LightningDataModule):
         long_tail_ratio: keep a long-tailed subset (``n_max * ratio^(c/(C-1))`` per class).
         monitor_bank_size: cap on the number of bank images for the kNN monitor.
         seed: shuffling seed.
-        skip_corrupt: skip unreadable image files with one warning that counts them.
+        skip_corrupt: skip unreadable image (or video) files with one warning that counts them.
+        video: clip sampling of the video datasets (``ucf101``, ``hmdb51``, ``kinetics``,
+            ``video_folder``; see :mod:`contrastkit.train.video`): training items are
+            ``data.video.num_clips`` clips of one video, the kNN monitor sees the centre clip.
+            Default :class:`~contrastkit.train.specs.VideoDataSpec` for those datasets.
     """
 
     def __init__(
@@ -140,6 +145,7 @@ class PretrainDataModule(L.LightningDataModule):
         monitor_bank_size: int | None = 10000,
         seed: int = 0,
         skip_corrupt: bool = False,
+        video: VideoDataSpec | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -165,11 +171,28 @@ class PretrainDataModule(L.LightningDataModule):
         self.monitor_bank_size = monitor_bank_size
         self.seed = seed
         self.skip_corrupt = skip_corrupt
+        from contrastkit.train.video import is_video_dataset
+
+        self.is_video = is_video_dataset(dataset)
+        if video is not None and not self.is_video:
+            raise ValueError(f"data.video applies to the video datasets, not {dataset!r}")
+        if self.is_video:
+            for key in ("cache_dir", "image_size", "load_size"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"data.{key} applies to image datasets, not {dataset!r}")
+        self.video = (video or VideoDataSpec()) if self.is_video else None
         self.train_set: Dataset | None = None
         self.bank_set: Dataset | None = None
         self.val_set: Dataset | None = None
 
-    def _open(self, split: str) -> Dataset:
+    def _open(self, split: str, monitor: bool = False) -> Dataset:
+        if self.is_video:
+            from contrastkit.train.video import build_video_dataset
+
+            dataset = build_video_dataset(self.dataset_name, self.root, split, self.video,
+                                          role="monitor" if monitor else "train",
+                                          skip_corrupt=self.skip_corrupt)
+            return select_classes(dataset, self.classes) if self.classes is not None else dataset
         dataset = build_dataset(self.dataset_name, self.root, split, cache_dir=self.cache_dir,
                                 image_size=self.image_size, skip_corrupt=self.skip_corrupt)
         if self.load_size is not None:
@@ -197,11 +220,12 @@ class PretrainDataModule(L.LightningDataModule):
             )
         self.train_set = train
         if self.val_split is not None:
-            bank = train if self.bank_split == self.train_split else self._open(self.bank_split)
+            same = self.bank_split == self.train_split and not self.is_video
+            bank = train if same else self._open(self.bank_split, monitor=True)
             if self.monitor_bank_size is not None and len(bank) > self.monitor_bank_size:
                 bank = _fixed_subset(bank, self.monitor_bank_size, self.seed)
             self.bank_set = bank
-            self.val_set = self._open(self.val_split)
+            self.val_set = self._open(self.val_split, monitor=True)
 
     def _loader(self, dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
         return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler,

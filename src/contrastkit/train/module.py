@@ -3,7 +3,8 @@
 It owns what is common to every method and nothing method-specific:
 
 * views: uint8 batch on the device -> augmented float views (GPU augmentation when the batch
-  is on a GPU);
+  is on a GPU); with ``views.video`` the batch is a pair of clip batches and view ``i`` is made
+  from clip ``i`` (:mod:`contrastkit.train.video`, SCE 4.2);
 * the optimiser (SGD/LARS/AdamW, linear scaling rule, warm-up + cosine per step);
 * schedules: the :class:`~contrastkit.schedules.ScheduleState` handed to the method, and the
   method's after-step hook (EMA update, queue commit) once per optimiser step, so gradient
@@ -65,8 +66,14 @@ class PretrainModule(L.LightningModule):
                 "branch: local crops are queries only, use SCE, MoCo or ReSSL"
             )
         self.num_classes = num_classes
-        self.train_views = build_train_views(self.views_spec, method.default_views)
-        self.eval_view = build_eval_view(self.views_spec)
+        if self.views_spec.video is not None:
+            from contrastkit.train import video
+
+            self.train_views = video.build_train_views(self.views_spec, method.default_views)
+            self.eval_view = video.build_eval_view(self.views_spec)
+        else:
+            self.train_views = build_train_views(self.views_spec, method.default_views)
+            self.eval_view = build_eval_view(self.views_spec)
         use_linear = self.online_spec.linear and num_classes > 0
         self.classifier = nn.Linear(method.backbone.out_dim, num_classes) if use_linear else None
         self._val_features: dict[int, list[Tensor]] = {}
@@ -95,6 +102,8 @@ class PretrainModule(L.LightningModule):
     # --- training ----------------------------------------------------------------------------
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         images, labels = batch[0], batch[1]
+        if isinstance(images, (list, tuple)) and self.views_spec.video is None:
+            raise ValueError("the batch holds a list of clips (a video dataset): set views.video")
         with torch.no_grad():
             views = self.train_views(images)
         out = self.method(views, labels, self.schedule_state())
@@ -105,7 +114,7 @@ class PretrainModule(L.LightningModule):
                 f"{self.current_epoch}, batch {batch_idx}); the run stops here and the last "
                 "checkpoint written before this step is intact"
             )
-        batch_size = images.shape[0]
+        batch_size = labels.shape[0]
         self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch_size)
         for name, value in out.logs.items():
             self.log(f"train/{name}", value, batch_size=batch_size)
