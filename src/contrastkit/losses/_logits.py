@@ -1,0 +1,352 @@
+"""Shared numerics of the self-supervised contrastive losses (private).
+
+Every loss in :mod:`~contrastkit.losses.infonce` and :mod:`~contrastkit.losses.sce` is
+assembled from three per-anchor quantities:
+
+* ``pos_i``: the positive logit, a row-wise dot product of query ``i`` and key ``i`` divided
+  by its temperature (O(N D), no N x N matrix);
+* ``lse_i = log sum_j exp(l_ij)`` over the anchor's negatives ``j``;
+* ``wdot_i = sum_j w_ij l_ij`` for a fixed target distribution ``w`` over the same negatives
+  (ReSSL and SCE only).
+
+The log-sum-exp over positive *and* negatives is then ``logaddexp(pos_i, lse_i)``: the
+positive logit is never concatenated to the (possibly huge) queue logits.
+
+``lse`` and ``wdot`` come from one fused autograd function, :class:`_NegativeLogSumExp`. It
+takes the candidates (the queue, or the keys in-batch) *un-normalised* together with their
+row norms and folds the normalisation into the logits (one in-place column scaling of the
+N x M product), so no normalised copy of a large queue is made. It masks, applies the
+temperature and takes the log-sum-exp in place on that one N x M buffer; backward applies the
+per-row factor of the softmax gradient to the small (N, D) side, so for a float temperature it
+makes no N x M pass at all, and folds the normalisation Jacobian into the (M, D) gradient in
+place. Masked entries hold ``-inf``; they are never a whole row (every anchor keeps at least
+one negative), so the row maximum is finite and no NaN appears. Under float16/bfloat16
+autocast the products run in low precision but the logits are up-cast to float32 before any
+exponential or reduction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from contrastkit.losses._checks import (
+    TemperatureFn,
+    check_batch_has_negatives,
+    check_embedding_layout,
+    check_embeddings,
+    check_positive_float,
+    check_same_dim,
+    check_same_shape,
+)
+from contrastkit.losses.temperature import PairTemperature
+
+Temperature = float | TemperatureFn | PairTemperature
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+_EPS = 1e-12  # the eps of F.normalize: rows are divided by max(norm, eps)
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def check_temperature(name: str, temperature: object) -> None:
+    """Raise ``ValueError`` unless ``temperature`` is a float > 0, a callable or a pair."""
+    if isinstance(temperature, PairTemperature) or callable(temperature):
+        return  # a PairTemperature validates itself
+    check_positive_float(name, temperature)  # type: ignore[arg-type]
+
+
+def split_temperature(
+    temperature: Temperature,
+) -> tuple[float | TemperatureFn, float | TemperatureFn]:
+    """Return the (positive, negative) temperatures of ``temperature``."""
+    if isinstance(temperature, PairTemperature):
+        return temperature.positive, temperature.negative
+    return temperature, temperature
+
+
+def check_same_dtype(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same dtype."""
+    if a.dtype != b.dtype:
+        raise ValueError(f"{name_b} must have the dtype of {name_a} ({a.dtype}), got {b.dtype}")
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Un-normalised candidate rows with their detached L2 norms (shape (M,))."""
+
+    rows: Tensor
+    norms: Tensor
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """Normalised query/key and the negatives of each anchor.
+
+    ``diagonals`` lists the diagonals of the (N, M) logit matrix that are not negatives
+    (in-batch: the anchor's own key, offset 0).
+    """
+
+    query: Tensor
+    key: Tensor
+    negatives: Candidates
+    diagonals: tuple[int, ...]
+
+
+def prepare_pairs(query: Tensor, key: Tensor, negatives: Tensor | None) -> Pairs:
+    """Validate query/key (and optional negatives); normalise query and key.
+
+    In-batch (``negatives`` None) the negatives of anchor i are the keys j != i.
+
+    Raises:
+        ValueError: on bad shapes, NaN/Inf, mixed dtypes, or a batch of one without
+            ``negatives`` (in-batch negatives need at least two samples).
+    """
+    check_embedding_layout("query", query)
+    check_embedding_layout("key", key)
+    check_same_shape("query", query, "key", key)
+    check_same_dtype("query", query, "key", key)
+    if negatives is None:
+        check_batch_has_negatives("query", query)
+    else:
+        check_embedding_layout("negatives", negatives)
+        check_same_dim("query", query, "negatives", negatives)
+        check_same_dtype("query", query, "negatives", negatives)
+    query_hat, _ = normalize_checked("query", query)
+    key_hat, key_norms = normalize_checked("key", key)
+    if negatives is None:
+        return Pairs(query_hat, key_hat, Candidates(key, key_norms), (0,))
+    cands = Candidates(negatives, checked_norms("negatives", negatives))
+    return Pairs(query_hat, key_hat, cands, ())
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
+
+
+def checked_norms(name: str, x: Tensor) -> Tensor:
+    """Detached row L2 norms of ``x``; raise ``ValueError`` if ``x`` holds NaN/Inf.
+
+    The check reads the norms (a NaN or Inf entry makes its row's norm non-finite) instead of
+    scanning ``x`` a second time.
+    """
+    norms = torch.linalg.vector_norm(x.detach(), dim=-1, dtype=_compute_dtype(x.dtype))
+    if not bool(torch.isfinite(norms).all()):
+        check_embeddings(name, x)  # raises, naming the NaN/Inf
+        raise ValueError(f"{name} has a row whose L2 norm overflows {norms.dtype}")
+    return norms
+
+
+def normalize_checked(name: str, x: Tensor) -> tuple[Tensor, Tensor]:
+    """``(F.normalize(x, dim=-1), row norms)`` with the NaN/Inf check of :func:`checked_norms`."""
+    norms = checked_norms(name, x)
+    return _L2Normalize.apply(x, norms), norms
+
+
+def _inverse_norms(norms: Tensor) -> Tensor:
+    return 1.0 / norms.clamp_min(_EPS)
+
+
+def _normalize_backward_(grad_hat_scaled: Tensor, x: Tensor, norms: Tensor) -> Tensor:
+    """Turn ``P = inv * dL/dx_hat`` into ``dL/dx`` in place, for ``x_hat = x * inv``.
+
+    ``dL/dx = inv * (g - x_hat (g . x_hat)) = P - x * inv^2 (P . x)``; rows whose norm was
+    clamped to eps have a constant denominator, hence ``dL/dx = P``.
+    """
+    inv = _inverse_norms(norms)
+    coef = torch.where(norms >= _EPS, inv * inv * rowdot(grad_hat_scaled, x), 0.0)
+    return grad_hat_scaled.addcmul_(x, coef.unsqueeze(1).to(x.dtype), value=-1)
+
+
+class _L2Normalize(torch.autograd.Function):
+    """``x / max(|x|, eps)`` row-wise, with a backward of three passes over ``x``."""
+
+    @staticmethod
+    def forward(ctx, x, norms):
+        ctx.save_for_backward(x, norms)
+        return x * _inverse_norms(norms).unsqueeze(1).to(x.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, norms = ctx.saved_tensors
+        scaled = grad * _inverse_norms(norms).unsqueeze(1).to(grad.dtype)
+        return _normalize_backward_(scaled, x, norms), None
+
+
+def rowdot(a: Tensor, b: Tensor) -> Tensor:
+    """Row-wise dot products of two (R, C) tensors, shape (R,), without an (R, C) temporary."""
+    return torch.bmm(a.unsqueeze(1), b.unsqueeze(2)).view(-1)
+
+
+# ---------------------------------------------------------------- logits
+
+
+def positive_logits(query: Tensor, key: Tensor, temperature: float | TemperatureFn) -> Tensor:
+    """Row-wise ``(query_i . key_i) / tau`` for normalised inputs; ``tau`` a float or a
+    function of the detached similarity. Shape (N,), float32 or wider."""
+    sim = rowdot(query, key)
+    sim = sim.to(_compute_dtype(sim.dtype))
+    if callable(temperature):
+        return sim / _call_temperature(temperature, sim.detach())
+    return sim / temperature
+
+
+def _call_temperature(temperature_fn: TemperatureFn, sim: Tensor) -> Tensor:
+    tau = temperature_fn(sim)
+    if not isinstance(tau, Tensor) or tau.shape != sim.shape:
+        raise ValueError(
+            "temperature function must return a tensor of the shape of its input "
+            f"{tuple(sim.shape)}, got {getattr(tau, 'shape', type(tau).__name__)}"
+        )
+    return tau
+
+
+def _cosine_logits(anchors: Tensor, cands: Candidates) -> Tensor:
+    """``anchors @ normalize(cands).T`` as one product and one in-place column scaling."""
+    logits = anchors @ cands.rows.T
+    logits = logits.to(_compute_dtype(logits.dtype))  # no copy unless low precision
+    return logits.mul_(_inverse_norms(cands.norms).to(logits.dtype))
+
+
+@torch.no_grad()
+def target_distribution(
+    key: Tensor, cands: Candidates, temperature: float, diagonals: Sequence[int] = ()
+) -> Tensor:
+    """Softmax over candidates of ``key_i . c_j / temperature``, masked diagonals excluded.
+
+    ``key`` is normalised. Computed without gradient (the target branch of ReSSL/SCE); masked
+    entries are exactly 0.
+    """
+    logits = _cosine_logits(key / temperature, cands)
+    for offset in diagonals:
+        logits.diagonal(offset).fill_(float("-inf"))
+    probs = logits.sub_(logits.amax(dim=1, keepdim=True)).exp_()  # softmax in place
+    return probs.div_(probs.sum(dim=1, keepdim=True))
+
+
+def negative_lse(
+    anchors: Tensor,
+    cands: Candidates,
+    temperature: float | TemperatureFn,
+    *,
+    diagonals: Sequence[int] = (),
+    num_hard: int | None = None,
+    target: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Log-sum-exp of the anchors' negative logits, and ``sum_j target_ij * logit_ij``.
+
+    Args:
+        anchors: (N, D) normalised anchors.
+        cands: (M, D) un-normalised candidates and their norms.
+        temperature: float, or function of the detached cosine similarities.
+        diagonals: offsets of the diagonals of the (N, M) logit matrix that are *not*
+            negatives (self-similarity, positives); they are masked with ``-inf``.
+        num_hard: if given, keep only candidates whose cosine similarity to the anchor is at
+            least the ``num_hard``-th largest among its negatives (chosen on the raw
+            similarity; with a float temperature the order of the logits is the same).
+        target: (N, M) target weights without gradient, zero on masked entries.
+
+    Returns:
+        ``(lse, wdot)``, each of shape (N,). ``wdot`` is zero when ``target`` is None.
+    """
+    if num_hard is not None and target is not None:
+        raise ValueError("num_hard and target cannot be combined")
+    temperature_fn = temperature if callable(temperature) else None
+    if temperature_fn is None:
+        anchors = anchors / temperature  # fold 1/tau into the small (N, D) side
+    return _NegativeLogSumExp.apply(
+        anchors, cands.rows, cands.norms, temperature_fn, tuple(diagonals), num_hard, target
+    )
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype | None:
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
+
+
+def _hard_mask_(logits: Tensor, num_hard: int, diagonals: Sequence[int]) -> None:
+    """Mask, in place, every entry below the ``num_hard``-th largest of its row."""
+    for offset in diagonals:
+        logits.diagonal(offset).fill_(float("-inf"))
+    kth = logits.topk(num_hard, dim=1, sorted=False).values.amin(dim=1, keepdim=True)
+    logits.masked_fill_(logits < kth, float("-inf"))
+
+
+class _NegativeLogSumExp(torch.autograd.Function):
+    """Fused ``(lse, wdot)`` of ``anchors @ normalize(candidates).T`` (see negative_lse)."""
+
+    @staticmethod
+    def forward(ctx, anchors, rows, norms, temperature_fn, diagonals, num_hard, target):
+        logits = _cosine_logits(anchors, Candidates(rows, norms))
+        tau = None
+        if temperature_fn is not None:
+            tau = _call_temperature(temperature_fn, logits)  # cosine similarities, no grad
+        if num_hard is not None:
+            _hard_mask_(logits, num_hard, diagonals)  # selected on raw similarity
+        if tau is not None:
+            logits.div_(tau)
+        if target is not None:  # before masking: target is 0 where logits become -inf
+            wdot = rowdot(target, logits)
+        else:
+            wdot = logits.new_zeros(logits.shape[0])
+        for offset in diagonals:
+            logits.diagonal(offset).fill_(float("-inf"))
+        row_max = logits.amax(dim=1, keepdim=True)
+        exp = logits.sub_(row_max).exp_()
+        total = exp.sum(dim=1, keepdim=True)
+        lse = (row_max + total.log()).squeeze(1)
+
+        ctx.plain = target is None and tau is None
+        if ctx.plain:  # backward only needs exp * inv (see there)
+            exp.mul_(_inverse_norms(norms).to(exp.dtype))
+        ctx.save_for_backward(anchors, rows, norms)
+        ctx.exp, ctx.total, ctx.tau, ctx.target = exp, total, tau, target
+        ctx.amp_dtype = _autocast_dtype(anchors.device.type)
+        return lse, wdot
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_lse, grad_wdot):
+        # G = dL/dlogits; with c_hat = c * inv: dL/da = (G * inv) @ c and
+        # P = (G * inv).T @ a = inv * dL/dc_hat, turned into dL/dc in place.
+        anchors, rows, norms = ctx.saved_tensors
+        row_scale = grad_lse.unsqueeze(1) / ctx.total  # G = exp * row_scale (+ target term)
+        if ctx.plain:  # exp already holds exp * inv; row_scale goes to the (N, D) side
+            scaled = ctx.exp
+        else:
+            scaled = ctx.exp * row_scale
+            if ctx.target is not None:
+                scaled.addcmul_(ctx.target, grad_wdot.unsqueeze(1))
+            if ctx.tau is not None:
+                scaled.div_(ctx.tau)  # the temperature is a constant for the gradient
+            scaled.mul_(_inverse_norms(norms).to(scaled.dtype))
+        if ctx.amp_dtype is None:
+            scaled = scaled.to(anchors.dtype)  # e.g. float16 inputs without autocast
+        grad_anchors = grad_rows = None
+        with torch.autocast(
+            anchors.device.type,
+            dtype=ctx.amp_dtype or torch.bfloat16,
+            enabled=ctx.amp_dtype is not None,
+        ):
+            if ctx.needs_input_grad[0]:
+                grad_anchors = scaled @ rows
+                if ctx.plain:
+                    grad_anchors = grad_anchors * row_scale
+            if ctx.needs_input_grad[1]:
+                right = anchors * row_scale.to(anchors.dtype) if ctx.plain else anchors
+                grad_rows = scaled.T @ right
+        if grad_anchors is not None:
+            grad_anchors = grad_anchors.to(anchors.dtype)
+        if grad_rows is not None:
+            grad_rows = _normalize_backward_(grad_rows.to(rows.dtype), rows, norms)
+        return grad_anchors, grad_rows, None, None, None, None, None

@@ -1,0 +1,270 @@
+r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent, DCL and the hard contrastive loss.
+
+All functions L2-normalise their embeddings along the last dimension, return the mean over
+anchors as a scalar tensor and accept as ``temperature``:
+
+* a float > 0;
+* a temperature function (e.g. :class:`~contrastkit.losses.temperature.DySTreSSTemperature`)
+  mapping a tensor of cosine similarities to temperatures of the same shape. It is evaluated
+  on *detached* similarities and divides every logit element-wise, the positive's included
+  (DySTreSS, paper 003, Alg. 3);
+* a :class:`~contrastkit.losses.temperature.PairTemperature` with separate temperatures for
+  positive and negative logits.
+
+Notation: :math:`q_i, k_i` normalised query and key of anchor i, :math:`n_j` normalised
+negatives (a memory queue), :math:`\tau_{ij} = \tau(s_{ij})` the temperature of a pair.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from contrastkit.losses._checks import (
+    check_batch_has_negatives,
+    check_embedding_layout,
+    check_same_shape,
+)
+from contrastkit.losses._logits import (
+    Candidates,
+    Temperature,
+    check_same_dtype,
+    check_temperature,
+    negative_lse,
+    normalize_checked,
+    positive_logits,
+    prepare_pairs,
+    split_temperature,
+)
+
+__all__ = [
+    "DCLLoss",
+    "HardContrastiveLoss",
+    "InfoNCELoss",
+    "NTXentLoss",
+    "dcl",
+    "hard_contrastive",
+    "info_nce",
+    "nt_xent",
+]
+
+
+def _check_num_hard(num_hard: object) -> None:
+    if isinstance(num_hard, bool) or not isinstance(num_hard, int) or num_hard < 1:
+        raise ValueError(f"num_hard must be an integer >= 1, got {num_hard!r}")
+
+
+def info_nce(
+    query: Tensor, key: Tensor, negatives: Tensor | None = None, *, temperature: Temperature = 0.1
+) -> Tensor:
+    r"""InfoNCE loss, SCE paper 001 eq. (3); with a queue, the MoCo loss.
+
+    In-batch (``negatives`` None), the candidates of anchor i are all N keys:
+
+    .. math::
+        L = -\frac1N \sum_i \log
+            \frac{\exp(q_i \cdot k_i / \tau_{ii})}{\sum_{j=1}^N \exp(q_i \cdot k_j / \tau_{ij})}
+
+    With ``negatives`` (K, D), the candidates are :math:`k_i` followed by the K negatives:
+    the denominator is :math:`\exp(q_i \cdot k_i/\tau) + \sum_{j=1}^K \exp(q_i \cdot n_j/\tau)`.
+
+    Args:
+        query: (N, D) online embeddings.
+        key: (N, D) embeddings of the positives, row by row.
+        negatives: optional (K, D) extra negatives (memory queue).
+        temperature: float > 0, temperature function, or ``PairTemperature``.
+
+    Returns:
+        Scalar tensor, the mean over the N anchors. The key receives gradient.
+
+    Raises:
+        ValueError: bad shapes/dtypes, NaN/Inf, a batch of one without ``negatives``, or a bad
+            temperature.
+    """
+    check_temperature("temperature", temperature)
+    pairs = prepare_pairs(query, key, negatives)
+    pos_t, neg_t = split_temperature(temperature)
+    pos = positive_logits(pairs.query, pairs.key, pos_t)
+    lse, _ = negative_lse(pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals)
+    return (torch.logaddexp(pos, lse) - pos).mean()
+
+
+def hard_contrastive(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None = None,
+    *,
+    temperature: Temperature = 0.1,
+    num_hard: int = 4096,
+) -> Tensor:
+    r"""Hard contrastive loss of Wang & Liu, "Understanding the Behaviour of Contrastive Loss".
+
+    (Paper 002 is the supplement; the loss is defined in the main paper, section 5.) Same
+    candidates as :func:`info_nce`, but the denominator keeps only the positive and the
+    negatives at least as similar to the anchor as its ``num_hard``-th most similar negative
+    :math:`s^{(i)}_\alpha`:
+
+    .. math::
+        L = -\frac1N \sum_i \log \frac{\exp(s_{ii}/\tau_{ii})}
+            {\exp(s_{ii}/\tau_{ii}) + \sum_{j \in \mathcal N_i,\, s_{ij} \ge s^{(i)}_\alpha}
+             \exp(s_{ij}/\tau_{ij})}
+
+    with :math:`s_{ij}` the cosine similarity and :math:`\mathcal N_i` the negatives of anchor
+    i (the K queue entries, or in-batch the keys :math:`j \ne i`). Hardness is the raw cosine
+    similarity, also under a dynamic temperature. Exactly ``num_hard`` negatives are kept
+    unless similarities tie at the threshold (then all tied ones are kept, as the paper's
+    ``>=`` reads). With ``num_hard`` >= the number of negatives this is :func:`info_nce`.
+
+    Args:
+        query: (N, D) online embeddings.
+        key: (N, D) positives.
+        negatives: optional (K, D) queue.
+        temperature: float > 0, temperature function, or ``PairTemperature``.
+        num_hard: number of hardest negatives kept per anchor, >= 1.
+
+    Returns:
+        Scalar tensor, the mean over anchors.
+
+    Raises:
+        ValueError: as :func:`info_nce`, or ``num_hard`` < 1.
+    """
+    check_temperature("temperature", temperature)
+    _check_num_hard(num_hard)
+    pairs = prepare_pairs(query, key, negatives)
+    pos_t, neg_t = split_temperature(temperature)
+    pos = positive_logits(pairs.query, pairs.key, pos_t)
+    available = pairs.negatives.rows.shape[0] - len(pairs.diagonals)
+    hard = num_hard if num_hard < available else None
+    lse, _ = negative_lse(
+        pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals, num_hard=hard
+    )
+    return (torch.logaddexp(pos, lse) - pos).mean()
+
+
+def _view_logits(z1: Tensor, z2: Tensor, temperature: Temperature) -> tuple[Tensor, Tensor]:
+    """Positive logits and log-sum-exp over the 2N - 2 negatives of each of the 2N views."""
+    check_temperature("temperature", temperature)
+    check_embedding_layout("z1", z1)
+    check_embedding_layout("z2", z2)
+    check_same_shape("z1", z1, "z2", z2)
+    check_same_dtype("z1", z1, "z2", z2)
+    check_batch_has_negatives("z1", z1)
+    (z1_hat, norms1), (z2_hat, norms2) = normalize_checked("z1", z1), normalize_checked("z2", z2)
+    pos_t, neg_t = split_temperature(temperature)
+    n = z1.shape[0]
+    pos = positive_logits(z1_hat, z2_hat, pos_t).repeat(2)
+    views = Candidates(torch.cat([z1, z2]), torch.cat([norms1, norms2]))
+    lse, _ = negative_lse(torch.cat([z1_hat, z2_hat]), views, neg_t, diagonals=(0, n, -n))
+    return pos, lse
+
+
+def nt_xent(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.5) -> Tensor:
+    r"""NT-Xent loss of SimCLR, the loss DySTreSS builds on (paper 003, Alg. 3).
+
+    The 2N views :math:`z = [z^1; z^2]` are all anchors; the positive of view a is its other
+    view :math:`a^+`, the other 2N - 2 views are negatives:
+
+    .. math::
+        L = -\frac1{2N} \sum_{a=1}^{2N} \log
+            \frac{\exp(s_{aa^+}/\tau_{aa^+})}{\sum_{b \ne a} \exp(s_{ab}/\tau_{ab})}
+
+    Args:
+        z1: (N, D) first views.
+        z2: (N, D) second views.
+        temperature: float > 0, temperature function, or ``PairTemperature``.
+
+    Returns:
+        Scalar tensor, the mean over the 2N anchors.
+
+    Raises:
+        ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
+    """
+    pos, lse = _view_logits(z1, z2, temperature)
+    return (torch.logaddexp(pos, lse) - pos).mean()
+
+
+def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
+    r"""Decoupled contrastive loss (Yeh et al., DCL; baseline of DySTreSS, paper 003).
+
+    NT-Xent with the positive removed from the denominator:
+
+    .. math::
+        L = \frac1{2N} \sum_{a=1}^{2N} \Bigl[ -s_{aa^+}/\tau_{aa^+}
+            + \log \sum_{b \ne a, a^+} \exp(s_{ab}/\tau_{ab}) \Bigr]
+
+    Args:
+        z1: (N, D) first views.
+        z2: (N, D) second views.
+        temperature: float > 0, temperature function, or ``PairTemperature``.
+
+    Returns:
+        Scalar tensor, the mean over the 2N anchors (may be negative).
+
+    Raises:
+        ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
+    """
+    pos, lse = _view_logits(z1, z2, temperature)
+    return (lse - pos).mean()
+
+
+class InfoNCELoss(nn.Module):
+    """Module form of :func:`info_nce`; arguments are validated at construction."""
+
+    def __init__(self, *, temperature: Temperature = 0.1) -> None:
+        super().__init__()
+        check_temperature("temperature", temperature)
+        self.temperature = temperature
+
+    def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
+        return info_nce(query, key, negatives, temperature=self.temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature!r}"
+
+
+class HardContrastiveLoss(nn.Module):
+    """Module form of :func:`hard_contrastive`; arguments are validated at construction."""
+
+    def __init__(self, *, temperature: Temperature = 0.1, num_hard: int = 4096) -> None:
+        super().__init__()
+        check_temperature("temperature", temperature)
+        _check_num_hard(num_hard)
+        self.temperature, self.num_hard = temperature, num_hard
+
+    def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
+        return hard_contrastive(
+            query, key, negatives, temperature=self.temperature, num_hard=self.num_hard
+        )
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature!r}, num_hard={self.num_hard}"
+
+
+class NTXentLoss(nn.Module):
+    """Module form of :func:`nt_xent`; arguments are validated at construction."""
+
+    def __init__(self, *, temperature: Temperature = 0.5) -> None:
+        super().__init__()
+        check_temperature("temperature", temperature)
+        self.temperature = temperature
+
+    def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
+        return nt_xent(z1, z2, temperature=self.temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature!r}"
+
+
+class DCLLoss(nn.Module):
+    """Module form of :func:`dcl`; arguments are validated at construction."""
+
+    def __init__(self, *, temperature: Temperature = 0.1) -> None:
+        super().__init__()
+        check_temperature("temperature", temperature)
+        self.temperature = temperature
+
+    def forward(self, z1: Tensor, z2: Tensor) -> Tensor:
+        return dcl(z1, z2, temperature=self.temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature!r}"

@@ -1,0 +1,229 @@
+r"""ReSSL and SCE losses (Similarity Contrastive Estimation, Denize et al., paper 001).
+
+Notation: :math:`q_i` normalised query (online branch), :math:`k_i` normalised key (target
+branch), both L2-normalised. The negatives of anchor i are either the other keys
+:math:`k_j, j \ne i` (in-batch, ``negatives`` None, as eqs. 4-6 are written) or the K rows
+:math:`n_j` of a memory queue (the paper's implementation). :math:`c_j` denotes a negative.
+The target distributions are computed without gradient.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from contrastkit.losses._checks import check_positive_float, check_unit_interval
+from contrastkit.losses._logits import (
+    negative_lse,
+    positive_logits,
+    prepare_pairs,
+    target_distribution,
+)
+
+__all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_terms"]
+
+
+def _sce_parts(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None,
+    temperature: float,
+    target_temperature: float,
+    *,
+    with_target: bool = True,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Per anchor: positive logit, log-sum-exp over negatives, sum_j s2_ij * logit_ij."""
+    check_positive_float("temperature", temperature)
+    check_positive_float("target_temperature", target_temperature)
+    pairs = prepare_pairs(query, key, negatives)
+    target = None
+    if with_target:
+        target = target_distribution(
+            pairs.key, pairs.negatives, target_temperature, pairs.diagonals
+        )
+    lse, wdot = negative_lse(
+        pairs.query, pairs.negatives, temperature, diagonals=pairs.diagonals, target=target
+    )
+    return positive_logits(pairs.query, pairs.key, temperature), lse, wdot
+
+
+def ressl(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None = None,
+    *,
+    temperature: float = 0.1,
+    target_temperature: float = 0.04,
+) -> Tensor:
+    r"""ReSSL loss, SCE paper 001 eqs. (4)-(6).
+
+    .. math::
+        s^1_{ik} = \frac{\exp(q_i \cdot c_k / \tau)}{\sum_j \exp(q_i \cdot c_j / \tau)},\quad
+        s^2_{ik} = \frac{\exp(k_i \cdot c_k / \tau_m)}{\sum_j \exp(k_i \cdot c_j / \tau_m)},\quad
+        L = -\frac1N \sum_i \sum_k s^2_{ik} \log s^1_{ik}
+
+    with sums over the negatives of anchor i only (in-batch the ``1_{i != k}`` of eqs. 4-5).
+    :math:`s^2` (target, sharpened by ``target_temperature`` :math:`\tau_m`) has no gradient.
+    In-batch, the key still gets gradient as a candidate of the online distribution; with a
+    queue it gets none.
+
+    Args:
+        query: (N, D) online embeddings.
+        key: (N, D) target embeddings.
+        negatives: optional (K, D) queue.
+        temperature: online temperature :math:`\tau` > 0.
+        target_temperature: target temperature :math:`\tau_m` > 0.
+
+    Returns:
+        Scalar tensor, the mean over anchors.
+
+    Raises:
+        ValueError: bad shapes/dtypes, NaN/Inf, a batch of one without ``negatives``, or a
+            temperature that is not a finite float > 0.
+    """
+    _, lse, wdot = _sce_parts(query, key, negatives, temperature, target_temperature)
+    return (lse - wdot).mean()
+
+
+def sce_terms(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None = None,
+    *,
+    temperature: float = 0.1,
+    target_temperature: float = 0.07,
+) -> dict[str, Tensor]:
+    r"""The three terms of SCE Proposition 1 (paper 001 eq. (11); proof in 000, appendix B).
+
+    .. math::
+        L_{SCE} = \lambda L_{InfoNCE} + (1 - \lambda)(L_{ReSSL} + L_{Ceil})
+
+    * ``'info_nce'``: :math:`L_{InfoNCE}` of eq. (3) (:func:`~contrastkit.losses.infonce.info_nce`);
+    * ``'ressl'``: :math:`L_{ReSSL}` of eq. (6) (:func:`ressl` at these temperatures);
+    * ``'ceil'``:
+
+      .. math::
+          L_{Ceil} = -\frac1N \sum_i \sum_k s^2_{ik}
+            \log \frac{\sum_{j \ne i} \exp(q_i \cdot c_j/\tau)}
+                      {\exp(q_i \cdot k_i/\tau) + \sum_{j \ne i} \exp(q_i \cdot c_j/\tau)}
+            = \frac1N \sum_i \bigl[\mathrm{lse}_i(\text{pos} + \text{neg})
+                                   - \mathrm{lse}_i(\text{neg})\bigr]
+
+      the log-ratio of the online denominators without/with the positive. In the proof it is
+      weighted by :math:`\sum_k s^2_{ik} = 1`, hence the weight drops out. It is >= 0.
+
+    The identity ``sce(coeff=c) == c * info_nce + (1 - c) * (ressl + ceil)`` holds for every
+    ``c`` (to float rounding), which allows free coefficients (SCE Table 3).
+
+    Args:
+        query, key, negatives, temperature, target_temperature: as in :func:`sce`.
+
+    Returns:
+        Dict of three scalar tensors: ``'info_nce'``, ``'ressl'``, ``'ceil'``.
+    """
+    pos, lse_neg, wdot = _sce_parts(query, key, negatives, temperature, target_temperature)
+    lse_all = torch.logaddexp(pos, lse_neg)
+    return {
+        "info_nce": (lse_all - pos).mean(),
+        "ressl": (lse_neg - wdot).mean(),
+        "ceil": (lse_all - lse_neg).mean(),
+    }
+
+
+def sce(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None = None,
+    *,
+    temperature: float = 0.1,
+    target_temperature: float = 0.07,
+    coeff: float = 0.5,
+) -> Tensor:
+    r"""SCE loss, paper 001 eqs. (8)-(10).
+
+    .. math::
+        w^2_{ik} = \lambda \, 1_{k = i^+} + (1 - \lambda) \, s^2_{ik},\qquad
+        p^1_{ik} = \frac{\exp(q_i \cdot c_k / \tau)}{\sum_{j} \exp(q_i \cdot c_j / \tau)},\qquad
+        L = -\frac1N \sum_i \sum_k w^2_{ik} \log p^1_{ik}
+
+    :math:`s^2` is eq. (5), the key's softmax at ``target_temperature`` over the negatives
+    only: the positive is *masked* out (weight exactly 0), as eq. (5) writes with
+    :math:`1_{i \ne k}`, not given a zero logit as in the pseudo-code. :math:`p^1` is the
+    query's softmax over the positive :math:`k_i` and the negatives. :math:`\lambda` =
+    ``coeff``. The target :math:`w^2` has no gradient; the key gets gradient through the
+    positive logit (and, in-batch, as a candidate).
+
+    Args:
+        query: (N, D) online embeddings.
+        key: (N, D) target embeddings, positives row by row.
+        negatives: optional (K, D) queue; in-batch the negatives of i are keys j != i.
+        temperature: online temperature :math:`\tau` > 0.
+        target_temperature: target temperature :math:`\tau_m` > 0.
+        coeff: :math:`\lambda` in [0, 1]; 1 gives InfoNCE, 0 gives ReSSL + Ceil.
+
+    Returns:
+        Scalar tensor, the mean over anchors.
+
+    Raises:
+        ValueError: as :func:`ressl`, or ``coeff`` outside [0, 1].
+    """
+    check_unit_interval("coeff", coeff)
+    pos, lse_neg, wdot = _sce_parts(
+        query, key, negatives, temperature, target_temperature, with_target=coeff < 1.0
+    )
+    return (torch.logaddexp(pos, lse_neg) - coeff * pos - (1.0 - coeff) * wdot).mean()
+
+
+class RESSLLoss(nn.Module):
+    """Module form of :func:`ressl`; arguments are validated at construction."""
+
+    def __init__(self, *, temperature: float = 0.1, target_temperature: float = 0.04) -> None:
+        super().__init__()
+        check_positive_float("temperature", temperature)
+        check_positive_float("target_temperature", target_temperature)
+        self.temperature, self.target_temperature = temperature, target_temperature
+
+    def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
+        return ressl(
+            query,
+            key,
+            negatives,
+            temperature=self.temperature,
+            target_temperature=self.target_temperature,
+        )
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}, target_temperature={self.target_temperature}"
+
+
+class SCELoss(nn.Module):
+    """Module form of :func:`sce`; arguments are validated at construction."""
+
+    def __init__(
+        self, *, temperature: float = 0.1, target_temperature: float = 0.07, coeff: float = 0.5
+    ) -> None:
+        super().__init__()
+        check_positive_float("temperature", temperature)
+        check_positive_float("target_temperature", target_temperature)
+        check_unit_interval("coeff", coeff)
+        self.temperature, self.target_temperature, self.coeff = (
+            temperature,
+            target_temperature,
+            coeff,
+        )
+
+    def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
+        return sce(
+            query,
+            key,
+            negatives,
+            temperature=self.temperature,
+            target_temperature=self.target_temperature,
+            coeff=self.coeff,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"temperature={self.temperature}, target_temperature={self.target_temperature}, "
+            f"coeff={self.coeff}"
+        )
