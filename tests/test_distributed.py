@@ -9,17 +9,10 @@ correctly; and that a queue fed with gathered keys is identical on both ranks.
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -32,6 +25,7 @@ from contrastkit.distributed import (
     world_size,
 )
 from contrastkit.methods.queue import MemoryQueue
+from gloo_harness import run_ranks
 
 WORLD = 2
 BATCH = 8  # combined batch; 4 per rank
@@ -81,23 +75,12 @@ def _queue_batches() -> list[list[Tensor]]:
 
 
 # --------------------------------------------------------------------------- worker
-def _worker(rk: int, port: int, out_dir: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rk,
-        world_size=WORLD,
-        timeout=timedelta(seconds=60),
-    )
-    try:
-        out: dict[str, Any] = {"rank": rank(), "world": world_size(), "dist": is_distributed()}
-        out.update(_ddp_step(rk))
-        out.update(_uneven(rk))
-        out.update(_queue(rk))
-        torch.save(out, Path(out_dir) / f"rank{rk}.pt")
-    finally:
-        dist.destroy_process_group()
+def _worker(rk: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"rank": rank(), "world": world_size(), "dist": is_distributed()}
+    out.update(_ddp_step(rk))
+    out.update(_uneven(rk))
+    out.update(_queue(rk))
+    return out
 
 
 def _ddp_step(rk: int) -> dict[str, Any]:
@@ -155,27 +138,9 @@ def _queue(rk: int) -> dict[str, Any]:
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    if not dist.is_available() or not dist.is_gloo_available():
-        pytest.skip("torch.distributed with gloo is not available")
-    out_dir = tmp_path_factory.mktemp("dist")
-    # fork (as DataLoader workers do) avoids re-importing torch in each child, which dominates
-    # the runtime on a loaded 2-core machine; workers set 1 thread before any torch op.
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with pytest.MonkeyPatch.context() as mpatch:
-        if sys.platform.startswith("linux") and "GLOO_SOCKET_IFNAME" not in os.environ:
-            mpatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # loopback only, whatever the hostname
-        mp.start_processes(
-            _worker, args=(_free_port(), str(out_dir)), nprocs=WORLD, start_method=method
-        )
-    return [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
+    return run_ranks(_worker, WORLD, tmp_path_factory.mktemp("dist"))
 
 
 # --------------------------------------------------------------------------- tests

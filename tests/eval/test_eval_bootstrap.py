@@ -9,25 +9,6 @@ import torch
 from contrastkit.eval import bootstrap_accuracy_difference, significance_verdict
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny problems on a shared 2-core CPU: one thread avoids OpenMP spin contention."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        import faiss
-
-        faiss_threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-    except ImportError:
-        faiss = None
-    yield
-    torch.set_num_threads(threads)
-    if faiss is not None:
-        faiss.omp_set_num_threads(faiss_threads)
-
-
-
 def simulate(rng, n, p_a, p_b, classes=10):
     labels = rng.integers(0, classes, n)
     wrong = (labels + 1) % classes

@@ -22,13 +22,6 @@ from contrastkit.eval.plots import (
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny problems on a shared 2-core CPU: one thread avoids OpenMP spin contention."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def assert_png(path, tmp_path):

@@ -8,25 +8,6 @@ import torch
 from contrastkit.eval import retrieval_recall
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny problems on a shared 2-core CPU: one thread avoids OpenMP spin contention."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        import faiss
-
-        faiss_threads = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(1)
-    except ImportError:
-        faiss = None
-    yield
-    torch.set_num_threads(threads)
-    if faiss is not None:
-        faiss.omp_set_num_threads(faiss_threads)
-
-
-
 def brute_force_recall(xtr, ytr, xte, yte, k):
     xtr = xtr.double() / xtr.double().norm(dim=1, keepdim=True)
     xte = xte.double() / xte.double().norm(dim=1, keepdim=True)

@@ -31,15 +31,6 @@ from contrastkit.train.specs import VideoDataSpec
 from contrastkit.train.video import VideoEvalView, build_video_dataset
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """1 thread: 2 OpenMP threads on the 2 loaded cores here slow 3-D convolutions ~50x."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _checkpoint(path: Path, seed: int = 0) -> Path:
     """A contrastkit checkpoint of a random-init R3D-18 (width 8)."""
     torch.manual_seed(seed)

@@ -38,22 +38,16 @@ queries ("local") and DDP averages.
 
 from __future__ import annotations
 
-import os
-import socket
-import sys
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 from contrastkit.methods import SCE, ContrastiveMethod, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
+from gloo_harness import run_ranks
 
 WORLD = 2
 BATCH = 8  # combined batch, 4 per rank
@@ -163,47 +157,15 @@ def _train(case: str, rows: slice, ddp: bool, micro_batches: int = 1) -> list[di
 
 
 # --------------------------------------------------------------------------- 2-process run
-def _worker(rk: int, port: int, out_dir: str) -> None:
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rk,
-        world_size=WORLD,
-        timeout=timedelta(seconds=60),
-    )
-    try:
-        half = BATCH // WORLD
-        rows = slice(rk * half, (rk + 1) * half)
-        out = {case: _train(case, rows, ddp=True) for case in CASES}
-        torch.save(out, Path(out_dir) / f"rank{rk}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _worker(rk: int) -> dict[str, Any]:
+    half = BATCH // WORLD
+    rows = slice(rk * half, (rk + 1) * half)
+    return {case: _train(case, rows, ddp=True) for case in CASES}
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    if not dist.is_available() or not dist.is_gloo_available():
-        pytest.skip("torch.distributed with gloo is not available")
-    out_dir = tmp_path_factory.mktemp("dist_methods")
-    # torch.optim imports torch._dynamo lazily on first use (seconds): do it once here, before
-    # forking, so that the children inherit it instead of each importing it again
-    torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=LR)
-    # fork avoids re-importing torch in each child (the dominant cost on 2 loaded cores)
-    start = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    with pytest.MonkeyPatch.context() as mpatch:
-        if sys.platform.startswith("linux") and "GLOO_SOCKET_IFNAME" not in os.environ:
-            mpatch.setenv("GLOO_SOCKET_IFNAME", "lo")
-        mp.start_processes(
-            _worker, args=(_free_port(), str(out_dir)), nprocs=WORLD, start_method=start
-        )
-    return [torch.load(out_dir / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
+    return run_ranks(_worker, WORLD, tmp_path_factory.mktemp("dist_methods"))
 
 
 def _close(got: Tensor, want: Tensor, what: str) -> None:

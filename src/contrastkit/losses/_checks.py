@@ -22,16 +22,7 @@ def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -
         ValueError: if ``x`` is not a tensor, has the wrong rank, is empty, is not floating
             point or contains NaN/Inf. The message names ``name``.
     """
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    ndims = (ndim,) if isinstance(ndim, int) else ndim
-    if x.dim() not in ndims:
-        want = " or ".join(str(n) for n in ndims)
-        raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(x.shape)}")
-    if x.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
-    if not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating point tensor, got dtype {x.dtype}")
+    check_embedding_layout(name, x, ndim=ndim)
     if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf values")
 
