@@ -147,7 +147,8 @@ class LossCurveCallback(L.Callback):
 
                         plot_curves({self.key: values},
                                     Path(trainer.default_root_dir) / self.filename,
-                                    xlabel="logged step", ylabel="loss",
+                                    xlabel=f"logged point (every {trainer.log_every_n_steps} "
+                                    "optimiser steps)", ylabel="loss",
                                     title="pretraining loss")
                 return
 
