@@ -185,6 +185,70 @@ def test_hard_contrastive_selects_on_raw_similarity_under_dynamic_temperature():
     assert abs(torch.stack(by_logit).mean().item() - ours.item()) > 1e-6
 
 
+# ---- hard negatives: the sampled-bracket selection equals a plain topk, ties included ----
+
+
+def topk_hard_mask(logits, num_hard):
+    """Reference selection: keep entries >= the num_hard-th largest of their row (torch.topk)."""
+    kth = logits.topk(num_hard, dim=1).values[:, -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def tied_logits(n, width, num_hard, *, seed=0, dtype=F64):
+    """Rows wide enough for the sampled path, with heavy ties and adversarial orderings.
+
+    Row 5 holds 101 copies of its ``num_hard``-th largest value (when ``num_hard`` allows).
+    """
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, width, generator=g, dtype=dtype)
+    x[0] = (x[0] * 2).round() / 2  # a handful of distinct values, thousands of ties each
+    x[1, ::3] = x[1, 0]  # a third of the row equal to one value
+    x[2] = x[2].sort().values  # sorted: the strided sample sees a skewed picture
+    x[3] = 0.25  # a constant row
+    x[4, ::2] = float("-inf")  # masked entries (in-batch diagonals are -inf)
+    if num_hard <= width - 100:  # ties exactly at the threshold
+        x[5, :100] = x[5, 100:].kthvalue(width - 100 - num_hard + 1).values
+    return x
+
+
+@pytest.mark.parametrize("dtype", [F64, torch.float32])
+@pytest.mark.parametrize("num_hard", [1, 50, 1000, 4096, 11999])
+def test_hard_selection_equals_topk_reference_with_ties(dtype, num_hard):
+    from contrastkit.losses._logits import _SELECT_SAMPLE, _hard_mask_
+
+    width = 12000
+    assert width >= 4 * _SELECT_SAMPLE  # the sampled bracket is used, not the topk fallback
+    logits = tied_logits(8, width, num_hard, dtype=dtype)
+    ours = logits.clone()
+    _hard_mask_(ours, num_hard, ())
+    ref = topk_hard_mask(logits, num_hard)
+    assert torch.equal(ours, ref)
+    kept = (ours > float("-inf")).sum(dim=1)
+    assert (kept[[0, 1, 2, 3, 5, 6, 7]] >= num_hard).all()
+    assert kept[3] == width  # a constant row: every entry ties at the threshold
+    if num_hard <= width - 100:
+        assert kept[5] == num_hard + 100  # the ">=" rule keeps all 101 tied entries
+
+
+def test_hard_contrastive_with_tied_queue_matches_topk_loss_and_grad():
+    # duplicated queue rows give exactly tied similarities around every anchor's threshold
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(6, 8, generator=g, dtype=F64, requires_grad=True)
+    k = torch.randn(6, 8, generator=g, dtype=F64, requires_grad=True)
+    base = torch.randn(1500, 8, generator=g, dtype=F64)
+    neg = base.repeat(7, 1)[torch.randperm(10500, generator=g)].requires_grad_()
+    ours = hard_contrastive(q, k, neg, temperature=0.2, num_hard=703)
+
+    qn, kn, nn_ = unit(q), unit(k), unit(neg)
+    sims = qn @ nn_.T
+    kth = sims.detach().topk(703, dim=1).values[:, -1:]
+    logits = (sims / 0.2).masked_fill(sims.detach() < kth, float("-inf"))
+    pos = (qn * kn).sum(1) / 0.2
+    ref = (torch.logaddexp(pos, torch.logsumexp(logits, dim=1)) - pos).mean()
+    assert ((sims.detach() >= kth).sum(1) > 703).all()  # ties at the threshold are kept
+    assert_same_value_and_grad(ours, ref, [q, k, neg])
+
+
 def test_dynamic_temperature_is_evaluated_on_detached_similarities():
     q, k, neg = make(6, 4, 9, seed=2)
     t = DySTreSSTemperature(0.1, 0.2)
