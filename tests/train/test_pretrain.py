@@ -153,3 +153,22 @@ def test_existing_run_is_not_overwritten(tmp_path):
     _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
     with pytest.raises(SystemExit, match="already holds a run"):
         _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
+
+
+def test_gradient_accumulation_commits_the_queue_once_per_optimiser_step(tmp_path):
+    """4 batches of 32 with accumulate 2: 2 optimiser steps, every key committed once."""
+    cli = _run(tmp_path, "accum", "--trainer.max_epochs", "1",
+               "--trainer.accumulate_grad_batches", "2", queue_size=512, queue_init="empty")
+    state = _state(tmp_path / "accum" / "checkpoints" / "last.ckpt")
+    assert state["global_step"] == 2
+    assert int(state["state_dict"]["method.queue.filled"]) == 4 * 32
+    assert cli.model.method.queue.num_staged == 0
+
+
+@pytest.mark.parametrize(("method", "kw"), [("SCE", {"queue_size": 64}), ("SimCLR", {}),
+                                            ("SupervisedContrastive", {})])
+def test_bf16_mixed_precision_trains_on_cpu(tmp_path, method, kw):
+    cli = _run(tmp_path, "bf16", "--trainer.max_epochs", "1",
+               "--trainer.precision", "bf16-mixed", method=method, **kw)
+    assert torch.isfinite(cli.trainer.callback_metrics["train/loss"])
+    assert cli.trainer.precision == "bf16-mixed"

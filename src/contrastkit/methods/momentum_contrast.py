@@ -68,10 +68,13 @@ class MomentumContrast(ContrastiveMethod):
         for qi, (_, query) in encoded.items():
             if in_batch_global:
                 query = gather_with_grad(query)
+            # Under bf16/fp16 autocast the projections are low precision while the queue
+            # stores float32 rows: compare in the projections' dtype, as autocast would.
+            bank = negatives.to(query.dtype) if negatives is not None else None
             for ki, key in keys.items():
                 if qi != ki:
                     key = gather_no_grad(key) if in_batch_global else key
-                    loss, logs = self.pair_loss(query, key, negatives, state)
+                    loss, logs = self.pair_loss(query, key.to(query.dtype), bank, state)
                     losses.append(loss)
         if self.queue is not None:
             self.queue.stage(torch.cat([keys[i] for i in key_views]))

@@ -32,6 +32,12 @@ from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, ViewsSpec
 from contrastkit.train.views import build_eval_view, build_train_views
 
 
+def _full_precision(batch: Tensor | list[Tensor]) -> torch.autocast:
+    """Augmentations run in float32 even inside a bf16/fp16 autocast region."""
+    first = batch[0] if isinstance(batch, list) else batch
+    return torch.autocast(device_type=first.device.type, enabled=False)
+
+
 class NonFiniteLossError(FloatingPointError):
     """Raised when the training loss becomes NaN or infinite."""
 
@@ -104,7 +110,7 @@ class PretrainModule(L.LightningModule):
         images, labels = batch[0], batch[1]
         if isinstance(images, (list, tuple)) and self.views_spec.video is None:
             raise ValueError("the batch holds a list of clips (a video dataset): set views.video")
-        with torch.no_grad():
+        with torch.no_grad(), _full_precision(images):
             views = self.train_views(images)
         out = self.method(views, labels, self.schedule_state())
         loss = out.loss
@@ -165,7 +171,9 @@ class PretrainModule(L.LightningModule):
         self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         images, labels = batch[0], batch[1]
-        features = self.method.backbone(self.eval_view(images))
+        with _full_precision(images):
+            view = self.eval_view(images)
+        features = self.method.backbone(view)
         self._val_features.setdefault(dataloader_idx, []).append(features.float())
         self._val_labels.setdefault(dataloader_idx, []).append(labels)
 
