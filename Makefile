@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo demo-losses test lint bench clean-venv
+.PHONY: demo demo-losses test lint bench repro-cpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,10 +26,18 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
+
+# The CPU-scale reproduction study (docs/reproduction.md): many CPU-hours; resumable.
+repro-cpu: $(STAMP)
+	$(PY) scripts/repro.py cpu
+	$(PY) scripts/repro.py report
+
+repro-report: $(STAMP)
+	$(PY) scripts/repro.py report
 
 clean-venv:
 	rm -rf $(VENV)
