@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from abc import ABC, abstractmethod
 from types import ModuleType
 
 import torch
@@ -37,7 +38,7 @@ from torch import Tensor, nn
 Params = dict[str, Tensor]
 
 
-class BatchOp(nn.Module):
+class BatchOp(nn.Module, ABC):
     """A batched op split in two: ``sample`` draws per-sample parameters, ``apply`` uses them.
 
     ``sample(batch, height, width)`` returns CPU tensors whose first dimension is the batch, so
@@ -52,8 +53,9 @@ class BatchOp(nn.Module):
     def sample(self, batch: int, height: int, width: int) -> Params:
         return {}
 
+    @abstractmethod
     def apply(self, x: Tensor, params: Params) -> Tensor:
-        raise NotImplementedError
+        """Apply the op to ``x`` with parameters drawn by :meth:`sample`."""
 
     def output_hw(self, height: int, width: int) -> tuple[int, int]:
         return height, width

@@ -14,6 +14,7 @@ SCE appendix D.1 from ``momentum`` to 1.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -42,7 +43,7 @@ class StepOutput:
     logs: dict[str, Tensor | float] = field(default_factory=dict)
 
 
-class ContrastiveMethod(nn.Module):
+class ContrastiveMethod(nn.Module, ABC):
     """Online encoder plus optional momentum target branch and memory queue.
 
     Subclasses set the class attributes and implement :meth:`objective`.
@@ -142,9 +143,9 @@ class ContrastiveMethod(nn.Module):
         return self.target(x)
 
     # --- what subclasses state ----------------------------------------------------------------
+    @abstractmethod
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
         """The method's loss on one batch of views; see the subclasses."""
-        raise NotImplementedError(f"{type(self).__name__} must implement objective()")
 
     def forward(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
         """Check the views, then compute :meth:`objective`."""

@@ -19,6 +19,8 @@ loss of the whole global batch.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import torch
 from torch import Tensor
 
@@ -48,11 +50,11 @@ class MomentumContrast(ContrastiveMethod):
         super().__init__(momentum=momentum, queue_size=queue_size, **kwargs)
         self.symmetric = symmetric
 
+    @abstractmethod
     def pair_loss(
         self, query: Tensor, key: Tensor, negatives: Tensor | None, state: ScheduleState
     ) -> tuple[Tensor, dict[str, float]]:
         """Loss of one (query, key) pairing against the negatives."""
-        raise NotImplementedError(f"{type(self).__name__} must implement pair_loss()")
 
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
         key_views = [0, 1] if self.symmetric else [1]

@@ -9,6 +9,7 @@ key or a wrong type is an error that lists what is allowed. ``--resume PATH`` (o
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import re
 import sys
@@ -87,14 +88,10 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
     """Trainer settings every pretraining run gets unless the config overrides them."""
     loggers = [{"class_path": "contrastkit.train.logging.ResumableCSVLogger",
                 "init_args": {"save_dir": output_dir, "name": "", "version": ""}}]
-    try:
-        import tensorboard  # noqa: F401
-
+    if importlib.util.find_spec("tensorboard") is not None:
         loggers.append({"class_path": "lightning.pytorch.loggers.TensorBoardLogger",
                         "init_args": {"save_dir": output_dir, "name": "tensorboard",
                                       "version": ""}})
-    except ImportError:
-        pass
     return {
         "default_root_dir": output_dir,
         "logger": loggers,
