@@ -266,36 +266,34 @@ def eps_supinfonce(
     return _noise_contrastive(features, labels, temperature, float(epsilon), "eps_supinfonce")
 
 
-class SupConLoss(nn.Module):
+class _SupervisedLoss(nn.Module):
+    """Module form of a supervised loss ``fn(features, labels, *, temperature)``."""
+
+    fn = staticmethod(supcon)
+
+    def __init__(self, temperature: float = 0.1) -> None:
+        super().__init__()
+        check_positive_float("temperature", temperature)
+        self.temperature = float(temperature)
+
+    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
+        """The loss of ``features`` (``(M, D)`` or ``(B, V, D)``) and ``labels``."""
+        return self.fn(features, labels, temperature=self.temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}"
+
+
+class SupConLoss(_SupervisedLoss):
     """Module form of :func:`supcon`; ``temperature`` is validated here."""
 
-    def __init__(self, temperature: float = 0.1) -> None:
-        super().__init__()
-        check_positive_float("temperature", temperature)
-        self.temperature = float(temperature)
-
-    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
-        """Return :func:`supcon` of ``features`` (``(M, D)`` or ``(B, V, D)``) and ``labels``."""
-        return supcon(features, labels, temperature=self.temperature)
-
-    def extra_repr(self) -> str:
-        return f"temperature={self.temperature}"
+    fn = staticmethod(supcon)
 
 
-class SINCERELoss(nn.Module):
+class SINCERELoss(_SupervisedLoss):
     """Module form of :func:`sincere`; ``temperature`` is validated here."""
 
-    def __init__(self, temperature: float = 0.1) -> None:
-        super().__init__()
-        check_positive_float("temperature", temperature)
-        self.temperature = float(temperature)
-
-    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
-        """Return :func:`sincere` of ``features`` (``(M, D)`` or ``(B, V, D)``) and ``labels``."""
-        return sincere(features, labels, temperature=self.temperature)
-
-    def extra_repr(self) -> str:
-        return f"temperature={self.temperature}"
+    fn = staticmethod(sincere)
 
 
 class EpsSupInfoNCELoss(nn.Module):
