@@ -290,3 +290,17 @@ def test_usage_lists_the_commands(capsys):
     assert code == 0
     for command in ("pretrain", "eval", "analyze", "compare", "export"):
         assert f"  {command}" in stdout
+
+
+def test_eval_classes_keeps_and_relabels_a_subset(checkpoint, work, capsys):
+    out = work / "two"
+    code, _, err = _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "5",
+                        "--classes", "3", "8", "--output", str(out))
+    assert code == 0, err
+    preds = np.load(out / "predictions.npz")
+    test = Digits("test")
+    expected = [{3: 0, 8: 1}[y] for y in test.labels.tolist() if y in (3, 8)]
+    assert preds["labels"].tolist() == expected
+    assert set(preds["pred"].tolist()) <= {0, 1}
+    _expect_error(capsys, ["eval", "knn", *_common(checkpoint, work), "--classes", "cat"],
+                  "not among")

@@ -45,6 +45,9 @@ def _common_parser() -> argparse.ArgumentParser:
     g.add_argument("--root", default=None, help="dataset folder or archive")
     g.add_argument("--train-split", default="train", help="bank / training split")
     g.add_argument("--test-split", default="test", help="query / test split")
+    g.add_argument("--classes", nargs="+", default=None, metavar="NAME",
+                   help="keep only these classes, relabelled 0..k-1 in this order "
+                        "(e.g. --classes cat dog for CIFAR-2)")
     g.add_argument("--size", type=int, default=None,
                    help="evaluation image size (default: the pretraining run's, else 32)")
     size = g.add_mutually_exclusive_group()
@@ -295,9 +298,13 @@ def open_split(s: Setup, split: str) -> object:
             raise ValueError(f"--root is required for --data {s.args.data} (only digits is "
                              "built in)")
 
-        s.datasets[split] = build_dataset(s.args.data, s.args.root, split,
-                                          cache_dir=s.args.data_cache_dir,
-                                          image_size=s.args.image_size)
+        dataset = build_dataset(s.args.data, s.args.root, split,
+                                cache_dir=s.args.data_cache_dir, image_size=s.args.image_size)
+        if s.args.classes:
+            from contrastkit.train.datamodule import select_classes
+
+            dataset = select_classes(dataset, list(s.args.classes))
+        s.datasets[split] = dataset
     return s.datasets[split]
 
 
@@ -362,6 +369,7 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
         fingerprint=fingerprint() if callable(fingerprint) else
         fingerprint if is_video(s) else getattr(dataset, "source_fingerprint", None),
         transform=transform, image_size=s.args.image_size,
+        classes=getattr(s.args, "classes", None),
     )
     cache = None if s.args.no_cache else s.args.cache_dir
     if is_video(s):
