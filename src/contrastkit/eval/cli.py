@@ -457,21 +457,14 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
 
 
 def _linear_on_images(s: Setup, test_classes: int) -> tuple[dict, dict]:
-    from torch.utils.data import DataLoader
 
     from contrastkit.eval import SCE_D1, SCE_D2, train_linear_on_images
 
     a = s.args
-    protocol = SCE_D1 if a.linear_protocol == "sce_d1" else SCE_D2
-    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
-                                 ("batch_size", a.linear_batch_size)) if v is not None}
-    protocol = replace(protocol, **changes)
+    base = SCE_D1 if a.linear_protocol == "sce_d1" else SCE_D2
     train, test = open_split(s, a.train_split), open_split(s, a.test_split)
-    classes = max(max(train.targets), test_classes - 1) + 1  # type: ignore[attr-defined]
-    generator = torch.Generator().manual_seed(a.seed)
-    train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,  # type: ignore[arg-type]
-                              generator=generator)
-    test_loader = DataLoader(test, batch_size=a.batch_size)  # type: ignore[arg-type]
+    protocol, classes, train_loader, test_loader = _linear_setup(s, base, train, test,
+                                                                 test_classes)
     backbone = s.backbone.to(s.device).eval()
     train_tf, test_tf = eval_transform(s, "eval_train").to(s.device), eval_transform(s)
     test_tf = test_tf.to(s.device)
@@ -481,6 +474,22 @@ def _linear_on_images(s: Setup, test_classes: int) -> tuple[dict, dict]:
         device=s.device, seed=a.seed,
     )
     return result, {"protocol": a.linear_protocol, **asdict(protocol), "seed": a.seed}
+
+
+def _linear_setup(s: Setup, base, train, test, test_classes: int) -> tuple:
+    """A linear protocol with the command line's overrides, the class count and the loaders."""
+    from torch.utils.data import DataLoader
+
+    a = s.args
+    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
+                                 ("batch_size", a.linear_batch_size)) if v is not None}
+    protocol = replace(base, **changes)
+    classes = max(max(train.targets), test_classes - 1) + 1
+    generator = torch.Generator().manual_seed(a.seed)
+    train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,
+                              generator=generator)
+    test_loader = DataLoader(test, batch_size=a.batch_size)
+    return protocol, classes, train_loader, test_loader
 
 
 def _clip_split(s: Setup, split: str) -> object:
@@ -494,21 +503,14 @@ def _clip_split(s: Setup, split: str) -> object:
 
 def _linear_on_clips(s: Setup, test_classes: int) -> tuple[dict, dict]:
     """SCE D.3 linear protocol: random clip, random crop, flip; 30-view test features."""
-    from torch.utils.data import DataLoader
 
     from contrastkit.eval import train_linear_on_images
     from contrastkit.eval.video import SCE_D3, flip_only_transform
 
     a = s.args
-    changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
-                                 ("batch_size", a.linear_batch_size)) if v is not None}
-    protocol = replace(SCE_D3, **changes)
     train, test = _clip_split(s, a.train_split), open_split(s, a.test_split)
-    classes = max(max(train.targets), test_classes - 1) + 1  # type: ignore[attr-defined]
-    generator = torch.Generator().manual_seed(a.seed)
-    train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,  # type: ignore[arg-type]
-                              generator=generator)
-    test_loader = DataLoader(test, batch_size=a.batch_size)  # type: ignore[arg-type]
+    protocol, classes, train_loader, test_loader = _linear_setup(s, SCE_D3, train, test,
+                                                                 test_classes)
     encoder = _video_encoder(s).to(s.device).eval()
     train_tf = flip_only_transform(s.size, s.normalize).to(s.device)
     result = train_linear_on_images(
