@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from loss_inputs import F64, SHAPES, make, unit
 
 from contrastkit.losses.infonce import (
     DCLLoss,
@@ -18,20 +19,6 @@ from contrastkit.losses.infonce import (
     nt_xent,
 )
 from contrastkit.losses.temperature import DySTreSSTemperature, LinearTemperature, PairTemperature
-
-F64 = torch.float64
-SHAPES = [(2, 3, None), (7, 5, None), (6, 4, 11), (16, 8, 33)]  # (N, D, K or in-batch)
-
-
-def make(n, d, k=None, *, seed=0, dtype=F64, grad=True):
-    g = torch.Generator().manual_seed(seed)
-    out = [torch.randn(n, d, generator=g, dtype=dtype) for _ in range(2)]
-    out.append(None if k is None else torch.randn(k, d, generator=g, dtype=dtype))
-    return [None if t is None else t.requires_grad_(grad) for t in out]
-
-
-def unit(x):
-    return x / x.norm(dim=-1, keepdim=True)
 
 
 def tau(t, s):
