@@ -22,14 +22,7 @@ from contrastkit.data._augment_color import (
 )
 from contrastkit.data._augment_geometry import RandomCropPadFlip, RandomResizedCropFlip, resize
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one thread is faster and immune to a shared, busy CPU; restored after."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 N = 4000  # large batches of tiny images for the frequency checks

@@ -9,14 +9,7 @@ from contrastkit.data import augment as A
 from contrastkit.data import views as V
 from contrastkit.data._augment_color import RandomColorJitter, RandomSolarize
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small tensors: one thread is faster and immune to a shared, busy CPU; restored after."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def batch(n: int = 4, size: int = 32) -> torch.Tensor:

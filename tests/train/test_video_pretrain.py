@@ -19,14 +19,7 @@ from contrastkit.train.video import ClipView, VideoTwoViews, build_train_views
 TINY_VIDEO = VideoDataSpec(frames=4, duration_s=0.64, short_side=32, crop_size=32)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """2 OpenMP threads on the 2 shared, loaded cores here make 3-D convolutions ~50x slower
-    than 1 thread (measured: 4.8 s vs 0.04 s for one R3D-18 width-8 step): use 1."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _views(**video: float) -> VideoTwoViews:
