@@ -88,3 +88,38 @@ def test_bad_inputs():
         bootstrap_accuracy_difference(y.astype(float), y, y)
     with pytest.raises(ValueError, match="n_resamples"):
         bootstrap_accuracy_difference(y, y, y, n_resamples=0)
+
+
+def test_single_accuracy_interval_matches_a_resampling_loop():
+    """bootstrap_accuracy against a loop written from its definition (same generator draws)."""
+    from contrastkit.eval import bootstrap_accuracy
+
+    rng = np.random.default_rng(3)
+    pred, _, y = simulate(rng, 300, 0.7, 0.7)
+    acc, low, high = bootstrap_accuracy(pred, y, n_resamples=200, seed=5)
+    assert acc == pytest.approx((pred == y).mean())
+    draw = np.random.default_rng(5)
+    idx = draw.integers(0, 300, size=(200, 300))  # one block: 200 x 300 entries
+    resampled = [float((pred[row] == y[row]).mean()) for row in idx]
+    assert (low, high) == pytest.approx(tuple(np.quantile(resampled, [0.025, 0.975])))
+    assert low < acc < high
+
+
+def test_single_accuracy_width_matches_binomial_error():
+    from contrastkit.eval import bootstrap_accuracy
+
+    rng = np.random.default_rng(8)
+    pred, _, y = simulate(rng, 4000, 0.6, 0.6)
+    acc, low, high = bootstrap_accuracy(pred, y, n_resamples=2000)
+    assert high - low == pytest.approx(2 * 1.96 * np.sqrt(acc * (1 - acc) / 4000), rel=0.1)
+
+
+def test_single_accuracy_rejects_bad_input():
+    from contrastkit.eval import bootstrap_accuracy
+
+    with pytest.raises(ValueError, match="same length"):
+        bootstrap_accuracy(np.zeros(3, dtype=int), np.zeros(4, dtype=int))
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_accuracy(np.zeros(3, dtype=int), np.zeros(3, dtype=int), n_resamples=0)
+    with pytest.raises(ValueError, match="empty"):
+        bootstrap_accuracy(np.zeros(0, dtype=int), np.zeros(0, dtype=int))

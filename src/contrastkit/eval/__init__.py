@@ -6,7 +6,11 @@ embedding metrics (DySTreSS eqs. 4, 16-18; Wang & Liu; SINCERE Table 1, Thm. 11)
 (:mod:`contrastkit.eval.plots`, imported on demand because it needs matplotlib).
 """
 
-from contrastkit.eval.bootstrap import bootstrap_accuracy_difference, significance_verdict
+from contrastkit.eval.bootstrap import (
+    bootstrap_accuracy,
+    bootstrap_accuracy_difference,
+    significance_verdict,
+)
 from contrastkit.eval.knn import knn_accuracy, knn_predict, nearest_neighbors, topk_accuracy
 from contrastkit.eval.linear import (
     SCE_D1,
@@ -39,6 +43,7 @@ __all__ = [
     "SCE_D3",
     "LinearProtocol",
     "alignment",
+    "bootstrap_accuracy",
     "bootstrap_accuracy_difference",
     "class_centroids",
     "classification_report",

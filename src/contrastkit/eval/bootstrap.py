@@ -65,24 +65,67 @@ def bootstrap_accuracy_difference(
             f"pred_a, pred_b and labels must have the same length, got {a.shape[0]}, "
             f"{b.shape[0]} and {y.shape[0]}"
         )
-    n = y.shape[0]
+    diff = (a == y).astype(np.float64) - (b == y).astype(np.float64)
+    return _percentile_bootstrap(diff, n_resamples, confidence, seed)
+
+
+def bootstrap_accuracy(
+    pred: Tensor | np.ndarray,
+    labels: Tensor | np.ndarray,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Percentile bootstrap interval of one model's accuracy on its test set.
+
+    With ``c_i = 1[pred_i = y_i]``, the accuracy is ``mean(c)``; each of ``n_resamples``
+    resamples draws ``n`` test indices with replacement and recomputes ``mean(c)``; the interval
+    is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the resampled
+    accuracies. It measures the test-set sampling error only (not the seed-to-seed spread of
+    training).
+
+    Args:
+        pred: ``(n,)`` predictions.
+        labels: ``(n,)`` true labels.
+        n_resamples: number of bootstrap resamples.
+        confidence: interval coverage in (0, 1).
+        seed: seed of the numpy generator.
+
+    Returns:
+        ``(accuracy, low, high)`` as fractions.
+
+    Raises:
+        ValueError: on different lengths, empty inputs, non-integer labels or bad options.
+    """
+    p = _to_numpy_labels("pred", pred)
+    y = _to_numpy_labels("labels", labels)
+    if p.shape[0] != y.shape[0]:
+        raise ValueError(f"pred and labels must have the same length, got {p.shape[0]} and "
+                         f"{y.shape[0]}")
+    return _percentile_bootstrap((p == y).astype(np.float64), n_resamples, confidence, seed)
+
+
+def _percentile_bootstrap(values: np.ndarray, n_resamples: int, confidence: float,
+                          seed: int) -> tuple[float, float, float]:
+    """``(mean, low, high)``: percentile interval of the mean of ``values`` over resamples."""
+    n = values.shape[0]
     if n == 0:
         raise ValueError("labels is empty")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive int, got {n_resamples!r}")
     if not 0.0 < float(confidence) < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
-    diff = (a == y).astype(np.float64) - (b == y).astype(np.float64)
     rng = np.random.default_rng(seed)
     block = max(1, _BLOCK_ENTRIES // n)
     resampled = np.empty(n_resamples, dtype=np.float64)
     for start in range(0, n_resamples, block):
         rows = min(block, n_resamples - start)
         idx = rng.integers(0, n, size=(rows, n))
-        resampled[start : start + rows] = diff[idx].mean(axis=1)
+        resampled[start : start + rows] = values[idx].mean(axis=1)
     tail = (1.0 - float(confidence)) / 2.0
     low, high = np.quantile(resampled, [tail, 1.0 - tail])
-    return float(diff.mean()), float(low), float(high)
+    return float(values.mean()), float(low), float(high)
 
 
 def significance_verdict(low: float, high: float) -> str:
