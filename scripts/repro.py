@@ -33,8 +33,10 @@ Verdict rules (also printed in the report):
 * "A and B are equally accurate" (SINCERE App. M) when every seed's interval contains 0;
 * "A is not worse than B" when no seed's interval lies below 0;
 * a claim on another number (margin, loss, uniformity, a difference of differences) when its
-  value has the paper's sign in every finished seed;
+  value has the paper's sign in every finished seed and the seed mean exceeds 2 standard errors
+  (sample std / sqrt(seeds)); with a single seed such a claim is *inconclusive*;
 * an absolute number (Part B) when the seed mean is at least the paper's minus 1 point;
+* *inconclusive* when a run the claim reads collapsed (:func:`collapsed`);
 * *not yet run* while no seed has every number the claim needs.
 """
 
@@ -48,7 +50,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,28 +58,41 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ARCHIVE = "../shared/data/cifar10-jpg.tar.gz"
 ARRAY_CACHE = ".cache/cifar10-jpg"
-CIFAR2_FOLDER = ".cache/repro/cifar2-jpg"
-CIFAR2_ARRAYS = ".cache/repro/cifar2-arrays"
 FEATURE_CACHE = ".cache/repro/features"
 RUNS = Path("runs/repro")
 SUMMARY = RUNS / "summary.json"
 DOC = Path("docs/reproduction.md")
+DOC_SUMMARY = Path("docs/reproduction.json")  # committed copy of the summary the report shows
 FIGURES = Path("docs/figures")
 CIFAR2_CLASSES = ("cat", "dog")
 ABSOLUTE_TOLERANCE = 1.0  # points: Part B absolute numbers
+SIGN_STANDARD_ERRORS = 2.0  # a sign claim's seed mean must exceed this many standard errors
 
-#: Measured cost of Part A's setup, shown in the report (machine, date, command).
+#: How Part A was sized and run (machine, date, commands); the per-run times are in the tables.
 BUDGET_NOTE = (
-    "One epoch of a Part A run (39 steps of 256 images, ResNet-18 width 16), measured on 2",
-    "shared AMD EPYC cores heavily loaded by other jobs (load average 4-6), 2026-11-21, with",
-    "`contrastkit pretrain --config configs/repro/cpu/<file>.yaml --trainer.max_epochs 1`:",
-    "`temperature_contrastive_t0.2.yaml` 5 min 51 s wall, 229 s of CPU (the job got 66% of one",
-    "core); `sincere_cifar2_sincere.yaml` 5 min 5 s wall, 247 s of CPU (82%). At width 8 the",
-    "same SimCLR epoch took 3 min 30 s (141 s of CPU): start-up, augmentation and loading",
-    "dominate, so Part A keeps width 16. Extrapolated, not measured: on 2 idle cores an epoch",
-    "takes about 2-2.5 min, so a 12-epoch run about 25-30 min plus 3-5 min of evaluation",
-    "(momentum methods run one more forward pass per step: expect about 30% more).",
+    "Sized on 2 idle AMD EPYC cores, 2026-11-21: one forward and backward pass of 512 CIFAR",
+    "views takes 0.53 s for ResNet-18 at width 8 and 2.1 s at width 16 (2 threads); one epoch of",
+    "10,000 images at width 8 took about 30 s (`contrastkit pretrain --config",
+    "configs/repro/cpu/temperature_contrastive_t0.2.yaml --trainer.max_epochs 2`, width 8).",
+    "All 27 seed-0 runs had to fit in about 1.5 hours of those 2 cores, so the unsupervised",
+    "studies train ResNet-18 width 8 for 4 epochs (156 steps) and study 1 trains width 16 for 3",
+    "epochs (117 steps: at width 8 both supervised losses stayed in the collapsed state).",
+    "The seed-0 runs below were made as two lanes of one thread each:",
+    "`OMP_NUM_THREADS=1 python scripts/repro.py cpu --seeds 0 --study sincere_cifar2",
+    "sincere_cifar10 dystress baselines` beside `OMP_NUM_THREADS=1 python scripts/repro.py cpu",
+    "--seeds 0 --study temperature sce_lambda sce_tau_m`; `make repro-cpu` runs every study's",
+    "default seeds in one lane instead. The *pretrain min* column is the measured wall time of",
+    "each pretraining run (start-up included, one thread); evaluation adds 1-3 min per run.",
 )
+
+#: Why a part may have no runs yet, printed under its heading while it has none.
+PART_PENDING = {
+    "gpu": "It needs a GPU, and none was lent to the sessions that built this study (the "
+           "device tool's `status` said `can_start_another: false` on 2026-11-21). On a GPU "
+           "machine, `python scripts/repro.py gpu --max-steps 1` trains one chunk of at most "
+           "10 minutes (or one evaluation) per call and resumes exactly from the last epoch; "
+           "repeat it until every run is done, then `python scripts/repro.py report`.",
+}
 
 #: ``contrastkit`` arguments of each evaluation (``analyze`` gets per-run extra arguments).
 EVALS: dict[str, list[str]] = {
@@ -144,6 +158,7 @@ class Study:
     variants: tuple[Variant, ...]
     claims: tuple[Claim, ...] = ()
     pairs: tuple[tuple[str, str, str], ...] = field(default=())
+    note: str = ""  # printed under the study's title
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -220,8 +235,13 @@ def _sincere_study(dataset: str) -> Study:
                    "supcon", "knn5",
                    round(knn5[0] - knn5[1], 2), kind="same"),
     )
+    note = ("Both losses start in the collapsed state (every embedding nearly the same vector, the "
+            "loss log(number of candidates in the denominator)): the paper's own first-epoch "
+            "means in Table 4 are such values at its batch of 512 (CIFAR-2: SINCERE 6.25 ~ "
+            "log 513, SupCon 6.94 ~ log 1023), and its runs leave that state within 800 epochs. "
+            "A run that never leaves it here is marked collapsed and its claims inconclusive.")
     return Study(f"sincere_{dataset}", "cpu", f"1. SINCERE vs SupCon on {label}", (0, 1, 2),
-                 variants, claims)
+                 variants, claims, note=note)
 
 
 TEMPERATURES = ("0.05", "0.1", "0.2", "0.5", "1.0")
@@ -289,7 +309,7 @@ def _temperature_study() -> Study:
               lambda get: sep_lo(get) - sep_hi(get)),
     )
     return Study("temperature", "cpu", "2. Temperature: ordinary and hard contrastive loss",
-                 (0,), variants, claims)
+                 (0, 1), variants, claims)
 
 
 def _sce_studies() -> tuple[Study, Study]:
@@ -455,10 +475,13 @@ def compare_dir(part: str, a: str, b: str, protocol: str, seed: int,
 
 
 def data_args(variant: Variant) -> list[str]:
-    """``--data/--root`` of the evaluations: the archive, or the CIFAR-2 folder."""
+    """``--data/--root`` of the evaluations: the archive, its cat and dog images for CIFAR-2
+    (``--classes cat dog``: cat = 0, dog = 1, the labels of ``data.classes: [cat, dog]`` in
+    pretraining)."""
+    args = ["--data", "image_archive", "--root", ARCHIVE, "--data-cache-dir", ARRAY_CACHE]
     if variant.data == "cifar2":
-        return ["--data", "folder", "--root", CIFAR2_FOLDER, "--data-cache-dir", CIFAR2_ARRAYS]
-    return ["--data", "image_archive", "--root", ARCHIVE, "--data-cache-dir", ARRAY_CACHE]
+        args += ["--classes", *CIFAR2_CLASSES]
+    return args
 
 
 def pretrain_command(variant: Variant, seed: int, out: Path, *, resume: bool,
@@ -560,20 +583,45 @@ def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
 
 
 def read_losses(metrics_csv: Path) -> dict[str, float]:
-    """Mean ``train/loss`` of the first and of the last logged epoch (SINCERE Table 4)."""
+    """Mean ``train/loss`` of the first and of the last logged epoch (SINCERE Table 4), and the
+    last epoch's mean ``train/positive_similarity`` when logged (see :func:`collapsed`)."""
     import csv
 
     by_epoch: dict[int, list[float]] = {}
+    positive: dict[int, list[float]] = {}
     with open(metrics_csv, newline="") as handle:
         for row in csv.DictReader(handle):
             if row.get("train/loss") and row.get("epoch"):
-                by_epoch.setdefault(int(float(row["epoch"])), []).append(float(row["train/loss"]))
+                epoch = int(float(row["epoch"]))
+                by_epoch.setdefault(epoch, []).append(float(row["train/loss"]))
+                if row.get("train/positive_similarity"):
+                    positive.setdefault(epoch, []).append(float(row["train/positive_similarity"]))
     if not by_epoch:
         return {}
     first, last = min(by_epoch), max(by_epoch)
-    return {"initial_loss": sum(by_epoch[first]) / len(by_epoch[first]),
-            "final_loss": sum(by_epoch[last]) / len(by_epoch[last]),
-            "logged_epochs": last + 1}
+    out = {"initial_loss": sum(by_epoch[first]) / len(by_epoch[first]),
+           "final_loss": sum(by_epoch[last]) / len(by_epoch[last]),
+           "logged_epochs": last + 1}
+    if positive.get(last):
+        out["final_positive_similarity"] = sum(positive[last]) / len(positive[last])
+    return out
+
+
+#: A run counts as collapsed when, in its last epoch, the two views' mean cosine similarity is
+#: at least this and the loss fell by less than COLLAPSE_MAX_DROP of its first epoch's value.
+COLLAPSE_SIMILARITY = 0.98
+COLLAPSE_MAX_DROP = 0.02
+
+
+def collapsed(metrics: dict[str, float]) -> bool:
+    """Whether a run's pretraining collapsed: every embedding nearly the same vector, the loss
+    stuck near log(number of candidates). Such a run carries no evidence about a claim."""
+    try:
+        similarity = metrics["pretrain/final_positive_similarity"]
+        first, final = metrics["pretrain/initial_loss"], metrics["pretrain/final_loss"]
+    except KeyError:
+        return False
+    return similarity >= COLLAPSE_SIMILARITY and final >= (1.0 - COLLAPSE_MAX_DROP) * first
 
 
 # --- execution --------------------------------------------------------------------------------
@@ -605,41 +653,6 @@ class Runner:
         return subprocess.run([exe, *cmd[1:]], cwd=REPO, check=False).returncode
 
 
-def prepare_cifar2(root: Path = REPO) -> Path:
-    """Write the cat and dog JPEGs of the archive (byte-identical) to ``CIFAR2_FOLDER``.
-
-    ``contrastkit eval`` / ``analyze`` have no class filter, so the CIFAR-2 evaluations read this
-    folder (``--data folder``; classes sorted: cat = 0, dog = 1, the labels of
-    ``data.classes: [cat, dog]`` in pretraining).
-    """
-    folder = root / CIFAR2_FOLDER
-    done = folder / ".complete"
-    if done.is_file():
-        return folder
-    tmp = Path(tempfile.mkdtemp(prefix=".cifar2-", dir=folder.parent if folder.parent.exists()
-                                else _mkdir(folder.parent)))
-    with tarfile.open(root / ARCHIVE) as archive:
-        for member in archive:
-            parts = Path(member.name).parts
-            if member.isfile() and len(parts) >= 3 and parts[-2] in CIFAR2_CLASSES and \
-                    parts[-3] in ("train", "test"):
-                target = tmp / parts[-3] / parts[-2] / parts[-1]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                source = archive.extractfile(member)
-                assert source is not None
-                target.write_bytes(source.read())
-    (tmp / ".complete").write_text("cat and dog images of " + ARCHIVE + "\n")
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
-    return folder
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def selected(names: Sequence[str] | None, part: str) -> list[Study]:
     chosen = [s for s in STUDIES.values() if s.part == part]
     if names:
@@ -657,8 +670,6 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     """Pretrain, evaluate and compare every run of ``studies``; True when all finished."""
     all_done = True
     done_runs: set[tuple[str, int]] = set()
-    if not run.dry_run and any(v.data == "cifar2" for s in studies for v in s.variants):
-        prepare_cifar2()
     for study in studies:
         for seed in (seeds if seeds else study.seeds):
             for variant in study.variants:
@@ -774,6 +785,34 @@ def collect(root: Path = REPO) -> dict:
             "runs": runs, "comparisons": comparisons}
 
 
+def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:
+    """95% percentile bootstrap interval of top-1 (1,000 test-set resamples, seed 0) from the
+    evaluation's ``predictions.npz``; empty when it wrote none."""
+    name = results.get("predictions")
+    if not isinstance(name, str) or not (folder / name).is_file():
+        return {}
+    import numpy as np
+
+    from contrastkit.eval import bootstrap_accuracy
+
+    with np.load(folder / name) as arrays:
+        _, low, high = bootstrap_accuracy(arrays["pred"], arrays["labels"])
+    return {f"{protocol}/top1_ci_low": low, f"{protocol}/top1_ci_high": high}
+
+
+def pretrain_minutes(pretrain_dir: Path) -> float | None:
+    """Wall-clock minutes of a pretraining run, start-up included: from the write of its
+    ``config.yaml`` (LightningCLI saves it before the first step) to that of ``last.ckpt``.
+
+    None when either file is missing. A resumed run rewrites ``config.yaml``, so the figure
+    then covers the last invocation only.
+    """
+    config, ckpt = pretrain_dir / "config.yaml", pretrain_dir / "checkpoints" / "last.ckpt"
+    if not (config.is_file() and ckpt.is_file()):
+        return None
+    return max(0.0, (ckpt.stat().st_mtime - config.stat().st_mtime) / 60.0)
+
+
 def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
                  root: Path) -> dict:
     epochs = int(ep) if ep else config_epochs(variant.config)
@@ -782,11 +821,15 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
     metrics: dict[str, float] = {}
     if (pre / "metrics.csv").is_file():
         metrics.update(_flat("pretrain/", read_losses(pre / "metrics.csv")))
+    minutes = pretrain_minutes(pre)
+    if minutes is not None:
+        metrics["pretrain/wall_minutes"] = minutes
     figures: dict[str, str] = {}
     for protocol in variant.evals:
         data = _read_json(eval_dir(seed_dir, protocol) / "results.json")
         if data:
             metrics.update(_flat(f"{protocol}/", data.get("metrics") or {}))
+            metrics.update(_accuracy_interval(eval_dir(seed_dir, protocol), data, protocol))
             for name in data.get("figures") or []:
                 figures[f"{protocol}/{name}"] = str(
                     (eval_dir(seed_dir, protocol) / name).relative_to(root))
@@ -836,11 +879,15 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
     for candidate in ([tag] if tag else _tags(summary, study.part)):
         seeds = sorted({r["seed"] for r in runs.values() if r.get("tag") == candidate})
         values, intervals, used = [], [], []
+        stuck: set[str] = set()  # labels of collapsed runs the claim reads
         for seed in seeds:
-            def get(name: str, metric: str, seed: int = seed, tag: str = candidate) -> float:
+            def get(name: str, metric: str, seed: int = seed, tag: str = candidate,
+                    stuck: set[str] = stuck) -> float:
                 run = runs.get(f"{tag}/{study.variant(name).stem}/seed{seed}") or {}
                 if not run.get("pretrain_finished"):
                     raise KeyError(metric)
+                if collapsed(run["metrics"]):
+                    stuck.add(study.variant(name).label)
                 return run["metrics"][metric]
 
             try:
@@ -863,6 +910,9 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
         if values:
             if candidate != study.part:  # a shortened run: measured, but not evidence
                 return Verdict(PIPELINE_CHECK, used, values, intervals, candidate)
+            if stuck:
+                return Verdict(f"inconclusive ({', '.join(sorted(stuck))} collapsed: see the "
+                               "run table)", used, values, intervals, candidate)
             return Verdict(_decide(claim, values, intervals), used, values, intervals, candidate)
     return Verdict("not yet run", [], [], [])
 
@@ -883,8 +933,16 @@ def _decide(claim: Claim, values: list[float], intervals: list[tuple[float, floa
         ok = all(high >= 0 for _, high in intervals)
         why = "" if ok else "; a seed's 95% interval lies below 0"
     elif claim.kind == "sign":
-        ok = all(v > 0 for v in values)
-        why = "" if ok else "; the sign differs from the paper's in some seed"
+        if len(values) < 2:
+            side = "the paper's sign" if values[0] > 0 else "the opposite sign"
+            return (f"inconclusive (one seed, measured {values[0]:+.3f}{claim.unit}: "
+                    f"{side}, with no seed spread to judge its size by)")
+        sem = (sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+        ok = all(v > 0 for v in values) and mean > SIGN_STANDARD_ERRORS * sem
+        why = "" if ok else (
+            "; the sign differs from the paper's in some seed" if not all(v > 0 for v in values)
+            else f"; the mean is within {SIGN_STANDARD_ERRORS:g} standard errors of 0 over "
+                 f"{len(values)} seeds")
     elif claim.kind == "absolute":
         assert claim.paper_value is not None
         ok = mean >= claim.paper_value - ABSOLUTE_TOLERANCE
@@ -921,6 +979,17 @@ def _mean_std(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {var ** 0.5:.{digits}f} ({len(vals)} seeds)"
 
 
+def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits: int) -> str:
+    """Seed mean ± std; for one seed of an accuracy, its bootstrap interval instead."""
+    values = _seed_values(summary, tag, stem, metric)
+    low = _seed_values(summary, tag, stem, f"{metric}_ci_low")
+    high = _seed_values(summary, tag, stem, f"{metric}_ci_high")
+    if len(values) == 1 and len(low) == 1 and len(high) == 1:
+        return (f"{scale * values[0]:.{digits}f} [{scale * low[0]:.{digits}f}, "
+                f"{scale * high[0]:.{digits}f}] (1 seed)")
+    return _mean_std(values, scale, digits)
+
+
 #: Per-study table columns: (header, metric, scale, digits).
 COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
     "sincere": [("target-noise margin", "analyze/target_noise_margin", 1, 3),
@@ -944,14 +1013,20 @@ COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
 }
 
 
+#: Appended to every study's run table: the measured pretraining time (see ``pretrain_minutes``).
+TIME_COLUMN = ("pretrain min", "pretrain/wall_minutes", 1, 1)
+
+
 def _columns(study: Study) -> list[tuple[str, str, float, int]]:
     if study.name.startswith("sincere"):
-        return COLUMNS["sincere"]
-    if study.name in ("sce_lambda", "sce_tau_m", "baselines"):
-        return COLUMNS["sce"]
-    if study.name == "gpu_table3":
-        return COLUMNS["dystress"]
-    return COLUMNS.get(study.name, COLUMNS["sce"])
+        cols = COLUMNS["sincere"]
+    elif study.name in ("sce_lambda", "sce_tau_m", "baselines"):
+        cols = COLUMNS["sce"]
+    elif study.name == "gpu_table3":
+        cols = COLUMNS["dystress"]
+    else:
+        cols = COLUMNS.get(study.name, COLUMNS["sce"])
+    return [*cols, TIME_COLUMN]
 
 
 def render_report(summary: dict, figures_dir: Path | None = None,
@@ -961,7 +1036,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "# Reproduction of the papers' claims",
         "",
         "Generated by `python scripts/repro.py report` from `runs/repro/summary.json` (written by",
-        "`python scripts/repro.py cpu` / `gpu`); do not edit by hand. Every number below was",
+        "`python scripts/repro.py cpu` / `gpu`; its copy beside this page, `reproduction.json`,",
+        "holds every number); do not edit by hand. Every number below was",
         "measured by the public commands (`contrastkit pretrain`, `eval`, `analyze`, `compare`)",
         "on the configs of `configs/repro/`; a claim whose runs do not exist yet says",
         "**not yet run**.",
@@ -978,11 +1054,12 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "python scripts/repro.py report                   # this page and docs/figures/repro_*",
         "```",
         "",
-        "Part A (CPU): ResNet-18 at width 16 with the CIFAR stem, the first 10,000 images of a",
-        "fixed shuffle of the CIFAR-10 JPEG archive's train split (CIFAR-2: all 10,000 cat and dog",
-        "images), batch 256, the epochs of each config; evaluation on the full train (bank) and",
-        "test splits of the archive (CIFAR-2: their cat and dog images). Part B (one GPU): full",
-        "width, the 50,000 training images, 200 epochs, bf16, GPU augmentation. The archive's",
+        "Part A (CPU): ResNet-18 with the CIFAR stem (width 8; width 16 in study 1), the first",
+        "10,000 images of a fixed shuffle of the CIFAR-10 JPEG archive's train split (CIFAR-2:",
+        "all 10,000 cat and dog images), batch 256, the epochs of each config (4; 3 in study 1);",
+        "evaluation on the full train (bank) and test splits of the archive (CIFAR-2: their cat",
+        "and dog images). Part B (one GPU): full width, the 50,000 training images, 200 epochs,",
+        "bf16, GPU augmentation. The archive's",
         "JPEG re-encoding makes accuracies close to, not equal to, the official files'.",
         "",
         "## Budget (Part A)",
@@ -996,10 +1073,16 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "* *A and B do not differ* (SINCERE App. M): reproduced when every seed's interval",
         "  contains 0. *A is not worse than B*: no seed's interval lies below 0.",
         "* Other quantities (margin, loss, uniformity, differences of differences): reproduced",
-        "  when the measured value has the paper's sign in every finished seed.",
+        "  when the measured value has the paper's sign in every finished seed and the seed mean",
+        f"  exceeds {SIGN_STANDARD_ERRORS:g} standard errors (sample std / sqrt(seeds)); with a "
+        "single seed they are",
+        "  *inconclusive* (no test-set interval exists for them, and no seed spread to judge by).",
         f"* Absolute numbers (Part B): reproduced when the seed mean is at most "
         f"{ABSOLUTE_TOLERANCE:g} point below",
         "  the paper's.",
+        "* *Inconclusive* when a run the claim reads collapsed in pretraining (last epoch: the",
+        f"  views' mean cosine similarity >= {COLLAPSE_SIMILARITY}, the loss down by less than "
+        f"{COLLAPSE_MAX_DROP:.0%}).",
         "* Otherwise *not reproduced*, with the measured value, the paper's and the gap",
         "  (measured - paper); *not yet run* while no seed has every number a claim needs.",
         "* Values are oriented so that the paper's claim says *positive*; accuracies in points.",
@@ -1008,6 +1091,9 @@ def render_report(summary: dict, figures_dir: Path | None = None,
     ]
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
         lines += [f"## {title}", ""]
+        if not _tags(summary, part):
+            lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
+                      ""]
         for study in (s for s in STUDIES.values() if s.part == part):
             lines += _study_section(study, summary, figures_dir, doc_dir)
     return "\n".join(lines).rstrip() + "\n"
@@ -1017,6 +1103,8 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
                    doc_dir: Path | None) -> list[str]:
     tags = [study.part, *(t for t in _tags(summary, study.part) if t != study.part)]
     lines = [f"### {study.title}", ""]
+    if study.note:
+        lines += [study.note, ""]
     lines.append(f"Study `{study.name}`; default seeds {list(study.seeds)}; configs: "
                  + ", ".join(f"`{v.config}`" for v in dict.fromkeys(study.variants)) + ".")
     lines.append("")
@@ -1047,17 +1135,25 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
         for variant in study.variants:
             epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
                            if r.get("tag") == tag and r.get("stem") == variant.stem), None)
-            cells = [_mean_std(_seed_values(summary, tag, variant.stem, m), s, d)
-                     for _, m, s, d in cols]
+            cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
             rows.append([variant.label, str(epochs) if epochs else "–", *cells])
         if all(all(c == "not yet run" for c in r[2:]) for r in rows) and tag != tags[0]:
             continue
-        lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds):")
+        lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
+                     "single seed, accuracies carry their 95% test-set bootstrap interval):")
         lines.append("")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         lines.append("")
+        stuck = sorted({v.label for v in study.variants for r in summary.get("runs", {}).values()
+                        if r.get("tag") == tag and r.get("stem") == v.stem
+                        and r.get("pretrain_finished") and collapsed(r.get("metrics", {}))})
+        if stuck:
+            lines += [f"Collapsed ({', '.join(stuck)}): in the last epoch the two views' mean "
+                      f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
+                      f"less than {COLLAPSE_MAX_DROP:.0%}: every embedding is nearly the same "
+                      "vector, so claims that read these runs are *inconclusive*.", ""]
     if figures_dir is not None:
         for name, caption in make_figures(study, summary, figures_dir):
             rel = os.path.relpath(figures_dir / name, doc_dir) if doc_dir else str(
@@ -1132,6 +1228,22 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                                    ("hard_t1.0", "analyze/local_separation.png")],
                                   "local separation (supplement Figs. 1, 4)")
     elif study.name.startswith("sincere"):
+        curves = {}
+        for v in study.variants:
+            steps, losses = _loss_curve(REPO / RUNS / tag / v.stem / "seed0" / "pretrain"
+                                        / "metrics.csv")
+            if steps:
+                curves[v.label] = (steps, losses)
+        if curves:
+            fig, ax = plt.subplots(figsize=(5, 3.2))
+            for label, (steps, losses) in curves.items():
+                ax.plot(steps, losses, label=label)
+            ax.set_xlabel("optimiser step")
+            ax.set_ylabel("training loss")
+            ax.legend()
+            save(fig, f"repro_{study.name}_loss.png",
+                 f"{study.title}: training loss (seed 0, `runs/repro/{tag}`; SINCERE Table 4 "
+                 "compares the first and last epochs' values).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
                                   [("supcon", "analyze/similarity_histograms.png"),
                                    ("sincere", "analyze/similarity_histograms.png")],
@@ -1162,6 +1274,21 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
                  f"`runs/repro/{tag}`).")
     return made
+
+
+def _loss_curve(metrics_csv: Path) -> tuple[list[int], list[float]]:
+    """(step, train/loss) of every logged training point of a run's ``metrics.csv``."""
+    import csv
+
+    steps: list[int] = []
+    losses: list[float] = []
+    if metrics_csv.is_file():
+        with open(metrics_csv, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("train/loss") and row.get("step"):
+                    steps.append(int(float(row["step"])))
+                    losses.append(float(row["train/loss"]))
+    return steps, losses
 
 
 def _copy_run_figures(study: Study, summary: dict, tag: str, figures_dir: Path,
@@ -1239,6 +1366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             summary = collect()
             write_summary(summary, REPO / SUMMARY)
+        if args.output == str(DOC):
+            write_summary(summary, REPO / DOC_SUMMARY)
         doc = write_report(summary, REPO / args.output, REPO / args.figures)
         print(f"wrote {doc}")
         return 0

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
-import io
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -102,9 +100,12 @@ def test_dry_run_sincere_cifar2_commands(repro, monkeypatch, tmp_path):
                                "--seed_everything 0")
     knn1 = commands[1]
     assert knn1[:5] == ["contrastkit", "eval", "knn", "--k", "1"]
-    # CIFAR-2 is evaluated on the cat/dog folder written by prepare_cifar2
-    assert _option(knn1, "--data") == "folder"
-    assert _option(knn1, "--root") == repro.CIFAR2_FOLDER
+    # CIFAR-2 is evaluated on the archive's cat and dog images, in data.classes' order
+    assert _option(knn1, "--data") == "image_archive"
+    assert _option(knn1, "--root") == repro.ARCHIVE
+    for evaluation in commands[1:4]:  # knn1, knn5, analyze
+        at = evaluation.index("--classes")
+        assert evaluation[at + 1:at + 3] == ["cat", "dog"]
     assert _option(knn1, "--output") == "runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn1"
     assert commands[3][1] == "analyze"
     assert [c[1] for c in commands].count("pretrain") == 2
@@ -213,6 +214,40 @@ def test_pretrain_finished(repro, tmp_path):
     assert not repro.pretrain_finished(ckpt, 3)
 
 
+def test_pretrain_minutes_from_config_to_last_checkpoint(repro, tmp_path):
+    import os
+
+    pre = tmp_path / "pretrain"
+    (pre / "checkpoints").mkdir(parents=True)
+    assert repro.pretrain_minutes(pre) is None  # nothing written yet
+    (pre / "config.yaml").write_text("x")
+    assert repro.pretrain_minutes(pre) is None  # started, no checkpoint
+    (pre / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    os.utime(pre / "config.yaml", (1_000.0, 1_000.0))
+    os.utime(pre / "checkpoints" / "last.ckpt", (1_450.0, 1_450.0))
+    assert repro.pretrain_minutes(pre) == pytest.approx(7.5)
+
+
+def test_single_seed_accuracy_shows_its_bootstrap_interval(repro, tmp_path):
+    import numpy as np
+
+    labels = np.arange(1000) % 10
+    pred = np.where(np.arange(1000) % 4 == 0, (labels + 1) % 10, labels)  # 75% correct
+    np.savez(tmp_path / "predictions.npz", pred=pred, labels=labels)
+    ci = repro._accuracy_interval(tmp_path, {"predictions": "predictions.npz"}, "knn200")
+    assert ci["knn200/top1_ci_low"] < 0.75 < ci["knn200/top1_ci_high"]
+    assert ci["knn200/top1_ci_high"] - ci["knn200/top1_ci_low"] == pytest.approx(
+        2 * 1.96 * (0.75 * 0.25 / 1000) ** 0.5, rel=0.15)
+    assert repro._accuracy_interval(tmp_path, {}, "knn200") == {}  # no predictions written
+    summary = {"runs": _run("baselines_sce", 0, {"knn200/top1": 0.75, **ci})}
+    cell = repro._cell(summary, "cpu", "baselines_sce", "knn200/top1", 100, 2)
+    low, high = 100 * ci["knn200/top1_ci_low"], 100 * ci["knn200/top1_ci_high"]
+    assert cell == f"75.00 [{low:.2f}, {high:.2f}] (1 seed)"
+    summary["runs"] |= _run("baselines_sce", 1, {"knn200/top1": 0.77, **ci})
+    assert repro._cell(summary, "cpu", "baselines_sce", "knn200/top1", 100, 2) == (
+        "76.00 ± 1.41 (2 seeds)")  # several seeds: the spread over seeds instead
+
+
 def test_read_losses_first_and_last_epoch_means(repro, tmp_path):
     path = tmp_path / "metrics.csv"
     rows = [{"epoch": "", "step": "9", "train/loss": ""},
@@ -227,26 +262,6 @@ def test_read_losses_first_and_last_epoch_means(repro, tmp_path):
         writer.writerows(rows)
     assert repro.read_losses(path) == {"initial_loss": 5.5, "final_loss": 1.5,
                                        "logged_epochs": 3}
-
-
-def test_prepare_cifar2_keeps_cat_and_dog_bytes(repro, tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
-    archive = root / repro.ARCHIVE
-    archive.parent.mkdir(parents=True)
-    files = {"train/cat/0001.jpg": b"cat-1", "train/dog/0002.jpg": b"dog-2",
-             "train/bird/0003.jpg": b"bird", "test/cat/0004.jpg": b"cat-4",
-             "test/truck/0005.jpg": b"truck"}
-    with tarfile.open(archive, "w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    folder = repro.prepare_cifar2(root)
-    found = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*.jpg")}
-    assert found == {"train/cat/0001.jpg": b"cat-1", "train/dog/0002.jpg": b"dog-2",
-                     "test/cat/0004.jpg": b"cat-4"}
-    assert repro.prepare_cifar2(root) == folder  # second call: already complete
 
 
 # --- verdicts and report -------------------------------------------------------------------------
@@ -300,6 +315,76 @@ def test_verdicts_on_a_fake_summary(repro):
     temperature = repro.STUDIES["temperature"]
     assert {repro.judge(c, temperature, summary).verdict for c in temperature.claims} == {
         "not yet run"}
+
+
+def test_claims_on_collapsed_runs_are_inconclusive(repro, tmp_path):
+    summary = _fake_sincere_summary()
+    stuck = {"pretrain/final_positive_similarity": 0.995, "pretrain/initial_loss": 5.54,
+             "pretrain/final_loss": 5.53}
+    assert repro.collapsed(stuck)
+    assert not repro.collapsed(stuck | {"pretrain/final_loss": 5.0})  # the loss fell: learning
+    assert not repro.collapsed(stuck | {"pretrain/final_positive_similarity": 0.9})
+    assert not repro.collapsed({"pretrain/initial_loss": 5.5, "pretrain/final_loss": 5.5})
+    for seed in (0, 1):
+        summary["runs"][f"cpu/sincere_cifar2_supcon/seed{seed}"]["metrics"] |= stuck
+    study = repro.STUDIES["sincere_cifar2"]
+    verdicts = {repro.judge(c, study, summary).verdict for c in study.claims}
+    assert verdicts == {"inconclusive (SupCon collapsed: see the run table)"}
+    text = repro.render_report(summary)
+    assert "Collapsed (SupCon): in the last epoch" in text
+    # the collapse test reads the last epoch's logged positive similarity
+    path = tmp_path / "metrics.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["epoch", "train/loss",
+                                                    "train/positive_similarity"])
+        writer.writeheader()
+        writer.writerows([{"epoch": "0", "train/loss": "5.5", "train/positive_similarity": "0.5"},
+                          {"epoch": "1", "train/loss": "5.4", "train/positive_similarity": "0.97"},
+                          {"epoch": "1", "train/loss": "5.4", "train/positive_similarity": "1.0"}])
+    assert repro.read_losses(path)["final_positive_similarity"] == pytest.approx(0.985)
+
+
+def test_sincere_loss_curves_figure(repro, monkeypatch, tmp_path):
+    monkeypatch.setattr(repro, "REPO", tmp_path)
+    for stem, start in (("sincere_cifar2_sincere", 6.0), ("sincere_cifar2_supcon", 7.0)):
+        pre = tmp_path / "runs" / "repro" / "cpu" / stem / "seed0" / "pretrain"
+        pre.mkdir(parents=True)
+        (pre / "metrics.csv").write_text("epoch,step,train/loss\n,9,\n"
+                                         f"0,9,{start}\n1,19,{start - 1}\n")
+    assert repro._loss_curve(pre / "metrics.csv") == ([9, 19], [7.0, 6.0])
+    made = repro.make_figures(repro.STUDIES["sincere_cifar2"], _fake_sincere_summary(),
+                              tmp_path / "figures")
+    assert ("repro_sincere_cifar2_loss.png" in [name for name, _ in made])
+    assert (tmp_path / "figures" / "repro_sincere_cifar2_loss.png").stat().st_size > 0
+
+
+def test_sign_claims_need_two_seeds_and_two_standard_errors(repro):
+    study = repro.STUDIES["sincere_cifar2"]
+    claim = next(c for c in study.claims if c.id == "cifar2-margin")
+
+    def margin_verdict(gaps):
+        runs = {}
+        for seed, gap in enumerate(gaps):
+            runs |= _run("sincere_cifar2_sincere", seed, {"analyze/target_noise_margin": gap})
+            runs |= _run("sincere_cifar2_supcon", seed, {"analyze/target_noise_margin": 0.0})
+        return repro.judge(claim, study, {"runs": runs, "comparisons": {}}).verdict
+
+    assert margin_verdict([0.2]).startswith("inconclusive (one seed, measured +0.200: the "
+                                            "paper's sign")
+    assert margin_verdict([-0.2]).startswith("inconclusive (one seed, measured -0.200: the "
+                                             "opposite sign")
+    assert margin_verdict([0.20, 0.22]) == "reproduced"  # mean 0.21, standard error 0.01
+    noisy = margin_verdict([0.01, 0.50])  # same sign, mean 0.255, standard error 0.245
+    assert noisy.startswith("not reproduced") and "within 2 standard errors of 0 over 2" in noisy
+    assert "sign differs" in margin_verdict([0.3, -0.1])
+
+
+def test_a_part_without_runs_says_why(repro):
+    text = repro.render_report(_fake_sincere_summary())  # Part A runs only
+    part_b = text[text.index("## Part B"):]
+    assert part_b.splitlines()[2].startswith("No run of this part exists yet. It needs a GPU")
+    part_a = text[text.index("## Part A"):text.index("## Part B")]
+    assert "No run of this part exists yet" not in part_a
 
 
 def test_better_claim_needs_every_seed_significant(repro):
