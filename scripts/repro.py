@@ -81,8 +81,12 @@ BUDGET_NOTE = (
     "`OMP_NUM_THREADS=1 python scripts/repro.py cpu --seeds 0 --study sincere_cifar2",
     "sincere_cifar10 dystress baselines` beside `OMP_NUM_THREADS=1 python scripts/repro.py cpu",
     "--seeds 0 --study temperature sce_lambda sce_tau_m`; `make repro-cpu` runs every study's",
-    "default seeds in one lane instead. The *pretrain min* column is the measured wall time of",
-    "each pretraining run (start-up included, one thread); evaluation adds 1-3 min per run.",
+    "default seeds in one lane instead. Seed 1 followed the same way for the studies where",
+    "differences were small (SINCERE on CIFAR-10, DySTreSS, SCE, baselines) and for five of",
+    "the temperature configs (those the sign claims and the t = 0.2 / t = 1.0 comparisons",
+    "read): 54 pretraining runs, 133 min of pretraining, 14:58-16:52 UTC in the two lanes.",
+    "The *pretrain min* column is the measured wall time of each pretraining run (start-up",
+    "included, one thread); evaluation adds 1-3 min per run.",
 )
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
@@ -239,7 +243,9 @@ def _sincere_study(dataset: str) -> Study:
             "loss log(number of candidates in the denominator)): the paper's own first-epoch "
             "means in Table 4 are such values at its batch of 512 (CIFAR-2: SINCERE 6.25 ~ "
             "log 513, SupCon 6.94 ~ log 1023), and its runs leave that state within 800 epochs. "
-            "A run that never leaves it here is marked collapsed and its claims inconclusive.")
+            "A run that never leaves it here is marked collapsed and its claims inconclusive. "
+            "Where both margins are close to 0, differences in the fourth decimal decide the "
+            "margin's verdict: read the values, not only the verdict.")
     return Study(f"sincere_{dataset}", "cpu", f"1. SINCERE vs SupCon on {label}", (0, 1, 2),
                  variants, claims, note=note)
 
@@ -979,6 +985,11 @@ def _mean_std(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {var ** 0.5:.{digits}f} ({len(vals)} seeds)"
 
 
+def _signed(value: float) -> str:
+    """``+1.234`` style, with 3 significant digits for values below 0.01 (never ``+0.000``)."""
+    return f"{value:+.3f}" if value == 0 or abs(value) >= 0.01 else f"{value:+.3g}"
+
+
 def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits: int) -> str:
     """Seed mean ± std; for one seed of an accuracy, its bootstrap interval instead."""
     values = _seed_values(summary, tag, stem, metric)
@@ -1089,6 +1100,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "  At Part A's scale only directions can be compared, never absolute numbers.",
         "",
     ]
+    lines += _at_a_glance(summary)
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
         lines += [f"## {title}", ""]
         if not _tags(summary, part):
@@ -1097,6 +1109,23 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         for study in (s for s in STUDIES.values() if s.part == part):
             lines += _study_section(study, summary, figures_dir, doc_dir)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _at_a_glance(summary: dict) -> list[str]:
+    """Count of verdicts per part (the first word of each claim's verdict)."""
+    lines = ["## At a glance", "", "| part | claims | reproduced | not reproduced | inconclusive "
+             "| not yet run |", "|---|---|---|---|---|---|"]
+    for part, title in (("cpu", "A (CPU scale)"), ("gpu", "B (GPU, full scale)")):
+        counts = {"reproduced": 0, "not reproduced": 0, "inconclusive": 0, "not yet run": 0}
+        for study in (s for s in STUDIES.values() if s.part == part):
+            for claim in study.claims:
+                verdict = judge(claim, study, summary).verdict
+                counts[next(k for k in ("not yet run", "not reproduced", "inconclusive",
+                                        "reproduced") if verdict.startswith(k))] += 1
+        lines.append(f"| {title} | {sum(counts.values())} | " + " | ".join(
+            str(counts[k]) for k in ("reproduced", "not reproduced", "inconclusive",
+                                     "not yet run")) + " |")
+    return [*lines, ""]
 
 
 def _study_section(study: Study, summary: dict, figures_dir: Path | None,
@@ -1115,7 +1144,7 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
         if v.values:
             cells = []
             for i, (seed, value) in enumerate(zip(v.seeds, v.values, strict=True)):
-                cell = f"s{seed}: {value:+.3f}"
+                cell = f"s{seed}: {_signed(value)}"
                 if i < len(v.intervals):
                     cell += f" [{v.intervals[i][0]:+.2f}, {v.intervals[i][1]:+.2f}]"
                 cells.append(cell)
@@ -1196,7 +1225,7 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                   ("analyze/uniformity", 1.0, "uniformity (lower: more uniform)"),
                   ("analyze/tolerance", 1.0, "tolerance")]
         if any(mean(v.stem, m) is not None for v in study.variants for m, _, _ in panels):
-            fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+            fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
             for ax, (metric, scale, ylabel) in zip(axes, panels, strict=True):
                 for kind, style in (("contrastive", "o-"), ("hard", "s--")):
                     xs, ys = [], []

@@ -377,6 +377,9 @@ def test_sign_claims_need_two_seeds_and_two_standard_errors(repro):
     noisy = margin_verdict([0.01, 0.50])  # same sign, mean 0.255, standard error 0.245
     assert noisy.startswith("not reproduced") and "within 2 standard errors of 0 over 2" in noisy
     assert "sign differs" in margin_verdict([0.3, -0.1])
+    # per-seed values never print as a bare +0.000 when they are not zero
+    assert [repro._signed(v) for v in (0.2, 0.00031, -0.0042, 0.0)] == [
+        "+0.200", "+0.00031", "-0.0042", "+0.000"]
 
 
 def test_a_part_without_runs_says_why(repro):
@@ -468,6 +471,14 @@ def test_report_tables_and_figures(repro, tmp_path):
                and "CIFAR-2" in line)
     assert "[+1.00, +7.00]" in row and "| not reproduced (measured +4.000" in row
     assert text.count("| not yet run |") >= 20
+    # the overview counts every claim once, by the first words of its verdict
+    n_gpu = sum(len(st.claims) for st in repro.STUDIES.values() if st.part == "gpu")
+    assert f"| B (GPU, full scale) | {n_gpu} | 0 | 0 | 0 | {n_gpu} |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| A (CPU scale) |"))
+    cells = [int(c) for c in row.strip("|").split("|")[1:]]
+    assert cells[0] == sum(cells[1:]) == sum(
+        len(st.claims) for st in repro.STUDIES.values() if st.part == "cpu")
+    assert cells[1] >= 2 and cells[2] >= 1  # the fake margins reproduce, the fake 5-NN does not
     # per-run tables: mean ± sample std over seeds, "not yet run" where nothing was measured
     assert "| SINCERE | 30 | 0.305 ± 0.007 (2 seeds) |" in text
     assert "| SCE | 30 | 68.00 ± 0.00 (2 seeds) | 70.50 ± 0.71 (2 seeds) |" in text
