@@ -91,8 +91,8 @@ BUDGET_NOTE = (
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
-    "gpu": "It needs a GPU, and none was lent to the sessions that built this study (the "
-           "device tool's `status` said `can_start_another: false` on 2026-11-21). On a GPU "
+    "gpu": "It needs a GPU, and none was available to the sessions that built this study "
+           "(up to 2026-11-21). On a GPU "
            "machine, `python scripts/repro.py gpu --max-steps 1` trains one chunk of at most "
            "10 minutes (or one evaluation) per call and resumes exactly from the last epoch; "
            "repeat it until every run is done, then `python scripts/repro.py report`.",
