@@ -1257,12 +1257,13 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                                    ("hard_t1.0", "analyze/local_separation.png")],
                                   "local separation (supplement Figs. 1, 4)")
     elif study.name.startswith("sincere"):
+        from contrastkit.train.callbacks import read_metrics_csv
+
         curves = {}
         for v in study.variants:
-            steps, losses = _loss_curve(REPO / RUNS / tag / v.stem / "seed0" / "pretrain"
-                                        / "metrics.csv")
-            if steps:
-                curves[v.label] = (steps, losses)
+            metrics_csv = REPO / RUNS / tag / v.stem / "seed0" / "pretrain" / "metrics.csv"
+            if metrics_csv.is_file():
+                curves[v.label] = read_metrics_csv(metrics_csv, "train/loss")
         if curves:
             fig, ax = plt.subplots(figsize=(5, 3.2))
             for label, (steps, losses) in curves.items():
@@ -1303,21 +1304,6 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
                  f"`runs/repro/{tag}`).")
     return made
-
-
-def _loss_curve(metrics_csv: Path) -> tuple[list[int], list[float]]:
-    """(step, train/loss) of every logged training point of a run's ``metrics.csv``."""
-    import csv
-
-    steps: list[int] = []
-    losses: list[float] = []
-    if metrics_csv.is_file():
-        with open(metrics_csv, newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("train/loss") and row.get("step"):
-                    steps.append(int(float(row["step"])))
-                    losses.append(float(row["train/loss"]))
-    return steps, losses
 
 
 def _copy_run_figures(study: Study, summary: dict, tag: str, figures_dir: Path,
