@@ -749,13 +749,11 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
 
 # --- collection ---------------------------------------------------------------------------------
 def _flat(prefix: str, metrics: dict) -> dict[str, float]:
-    flat: dict[str, float] = {}
-    for key, value in metrics.items():
-        if isinstance(value, dict):
-            flat.update(_flat(f"{prefix}{key}/", value))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            flat[f"{prefix}{key}"] = float(value)
-    return flat
+    """The numeric entries of ``metrics`` flattened to ``prefix + "a/b"`` keys, as floats."""
+    from contrastkit.eval.report import flatten_metrics
+
+    return {key: float(value) for key, value in flatten_metrics(metrics, prefix).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 def _read_json(path: Path) -> dict | None:
@@ -798,16 +796,18 @@ def collect(root: Path = REPO) -> dict:
 
 def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:
     """95% percentile bootstrap interval of top-1 (1,000 test-set resamples, seed 0) from the
-    evaluation's ``predictions.npz``; empty when it wrote none."""
-    name = results.get("predictions")
-    if not isinstance(name, str) or not (folder / name).is_file():
+    evaluation's predictions (read with ``contrastkit.eval.report.load_run``); empty when it
+    wrote none."""
+    if not isinstance(results.get("predictions"), str):
         return {}
-    import numpy as np
-
     from contrastkit.eval import bootstrap_accuracy
+    from contrastkit.eval.report import load_run
 
-    with np.load(folder / name) as arrays:
-        _, low, high = bootstrap_accuracy(arrays["pred"], arrays["labels"])
+    try:
+        _, arrays = load_run(folder)
+    except FileNotFoundError:
+        return {}
+    _, low, high = bootstrap_accuracy(arrays["pred"], arrays["labels"])
     return {f"{protocol}/top1_ci_low": low, f"{protocol}/top1_ci_high": high}
 
 

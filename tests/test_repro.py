@@ -234,6 +234,7 @@ def test_single_seed_accuracy_shows_its_bootstrap_interval(repro, tmp_path):
     labels = np.arange(1000) % 10
     pred = np.where(np.arange(1000) % 4 == 0, (labels + 1) % 10, labels)  # 75% correct
     np.savez(tmp_path / "predictions.npz", pred=pred, labels=labels)
+    (tmp_path / "results.json").write_text('{"predictions": "predictions.npz"}')  # an eval folder
     ci = repro._accuracy_interval(tmp_path, {"predictions": "predictions.npz"}, "knn200")
     assert ci["knn200/top1_ci_low"] < 0.75 < ci["knn200/top1_ci_high"]
     assert ci["knn200/top1_ci_high"] - ci["knn200/top1_ci_low"] == pytest.approx(
