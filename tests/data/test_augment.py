@@ -275,14 +275,15 @@ def test_jitter_per_sample_order_and_factors() -> None:
     jit = RandomColorJitter(0.4, 0.4, 0.4, 0.1, p=0.8)
     out = jit(x.clone())
     prm = jit.last_params
-    orders = {tuple(o) for o in prm["order"].tolist()}
+    order = RandomColorJitter.order(prm)
+    orders = {tuple(o) for o in order.tolist()}
     assert len(orders) > 10, "the order must be drawn per sample"
     assert all(sorted(o) == [0, 1, 2, 3] for o in orders)
     f = prm["factors"]
     assert (f[:, :3] >= 0.6).all() and (f[:, :3] <= 1.4).all() and (f[:, 3].abs() <= 0.1).all()
     for b in range(64):
         if prm["applied"][b]:
-            ref = reference_jitter(x[b], prm["order"][b].tolist(), f[b].tolist())
+            ref = reference_jitter(x[b], order[b].tolist(), f[b].tolist())
         else:
             ref = x[b]
         assert torch.allclose(out[b], ref, atol=1e-10), b

@@ -1,27 +1,30 @@
 """Batched geometric augmentations: random resized crop (+ flip), random crop with padding, resize.
 
-Internal to :mod:`contrastkit.data.augment`. Every op draws its parameters per sample on the
-CPU (from ``generator`` when given, else from torch's global CPU RNG) and moves them to the
-batch's device, so a fixed seed gives the same parameters, hence the same views, on any device.
-Each op keeps its last draw in ``last_params`` (tensors on the CPU) for inspection and tests.
+Internal to :mod:`contrastkit.data.augment`. Every op draws its parameters per sample **on the
+batch's device**, in one ``torch.rand`` call per op, from the generator it is given (a
+``torch.Generator`` on that device) or else from the device's default generator; nothing is
+copied between host and device and no value is read back on the host, so a training step never
+waits on the accelerator here. Each op keeps its last draw in ``last_params`` (tensors on the
+batch's device) for inspection and tests. Parameter arithmetic runs in float64 (float32 on
+devices without float64, e.g. MPS), pixels in the batch's dtype.
 
-kornia's functional geometry, op by op. Measured: kornia vs plain torch, CPU ms, one thread,
-same run, 64x3x224x224 then 256x3x32x32 (``benchmarks/data_views.py --ops``, 2026-11-21, shared
-2-core EPYC; rule: used if same semantics and at most 1.25x the torch op):
+Design decisions, measured with ``benchmarks/augment_ops.py`` (aten operators dispatched per
+call, counted with ``torch.profiler``; each is a kernel launch or more on a GPU):
 
-* kornia.geometry.transform.warp_affine: used by :class:`RandomCropPadFlip` (nearest, zero
-  padding, integer shifts, flip folded into the matrix: bit-identical to the former pad + gather;
-  measured 70.9 vs 115 ms, 3.14 vs 5.20 ms).
-* kornia.geometry.transform.warp_affine / crop_and_resize: not used for :func:`resample_boxes`
-  because slower (warp_affine measured 57.7 vs 36.0 ms, 5.14 vs 2.97 ms; crop_and_resize also
-  solves a perspective system per box) and kornia builds the grid in the image dtype (matrix
-  normalised and inverted in float32): samples move by up to 5e-5 versus the float64 grid here.
-* kornia.geometry.transform.resize: not used because its ``antialias`` is a Gaussian pre-blur,
-  not the triangle filter of PIL / torch ``antialias=True`` that :func:`resize` reproduces, and it
-  truncates the long side (``int``) where torchvision rounds.
-* kornia.geometry.transform.center_crop: not used because it warps bilinearly from the
-  fractional origin ``(src - dst) / 2`` where torchvision rounds the offset, and is slower than a
-  slice (measured 63.1 vs 4.30 ms, 5.95 vs 0.33 ms).
+* the crop + flip + resize is one bilinear ``grid_sample`` whose sampling grid is one
+  ``addcmul`` of a cached base grid (``F.affine_grid`` builds the same grid with ~50 operators);
+* per-sample choices are blends or ``torch.where`` masks over the whole batch instead of
+  ``nonzero`` + gather + ``index_copy_`` round trips (each ``nonzero`` reads a count back on
+  the host);
+* constants (base grids, channel weights) are cached per device and dtype, never rebuilt from
+  Python lists in a step (a host-to-device copy each time).
+
+kornia's functional geometry is used where it is exact and not slower: ``warp_affine`` for the
+padded crop of :class:`RandomCropPadFlip` (nearest, integer shifts, flip folded into the
+matrix). Not used: ``warp_affine`` / ``crop_and_resize`` for the crop-resize (slower on the
+2-core CPU, and kornia normalises and inverts the matrix in float32), ``resize`` (its
+antialiasing is a Gaussian pre-blur, not the triangle filter of PIL / torch ``antialias=True``),
+``center_crop`` (bilinear from a fractional origin where torchvision rounds the offset).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import importlib
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -38,19 +42,52 @@ from torch import Tensor, nn
 Params = dict[str, Tensor]
 
 
+def param_dtype(device: torch.device) -> torch.dtype:
+    """float64 for parameter arithmetic, float32 where the device has no float64 (MPS)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def check_generator(generator: torch.Generator | None, device: torch.device) -> None:
+    """Raise ``ValueError`` when ``generator`` lives on another device than the batch."""
+    if generator is None:
+        return
+    gdev = generator.device
+    if gdev.type != device.type or (gdev.index is not None and device.index is not None
+                                    and gdev.index != device.index):
+        raise ValueError(
+            f"the augmentation generator is on {gdev} but the batch is on {device}: give a "
+            f"torch.Generator(device='{device}') (parameters are drawn on the batch's device)"
+        )
+
+
+def draw(
+    batch: int, columns: int, device: torch.device, generator: torch.Generator | None
+) -> Tensor:
+    """``(batch, columns)`` uniforms in [0, 1), drawn on ``device`` in one call."""
+    return torch.rand(batch, columns, generator=generator, device=device,
+                      dtype=param_dtype(device))
+
+
 class BatchOp(nn.Module, ABC):
     """A batched op split in two: ``sample`` draws per-sample parameters, ``apply`` uses them.
 
-    ``sample(batch, height, width)`` returns CPU tensors whose first dimension is the batch, so
-    a pipeline can draw the whole batch's parameters once and apply them chunk by chunk (the
-    result does not depend on the chunking). ``forward`` does both and keeps ``last_params``.
+    ``sample(batch, height, width, device=..., generator=...)`` returns tensors on ``device``
+    whose first dimension is the batch, so a pipeline can draw the whole batch's parameters once
+    and apply them chunk by chunk (the result does not depend on the chunking). ``forward`` does
+    both with the op's own ``generator`` (None: the device's default generator) and keeps
+    ``last_params``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, generator: torch.Generator | None = None) -> None:
         super().__init__()
+        self.generator = generator
         self.last_params: Params = {}
 
-    def sample(self, batch: int, height: int, width: int) -> Params:
+    def sample(
+        self, batch: int, height: int, width: int, *, device: torch.device | str = "cpu",
+        generator: torch.Generator | None = None,
+    ) -> Params:
+        """Per-sample parameters on ``device`` (none for deterministic ops)."""
         return {}
 
     @abstractmethod
@@ -61,8 +98,35 @@ class BatchOp(nn.Module, ABC):
         return height, width
 
     def forward(self, x: Tensor) -> Tensor:
-        self.last_params = self.sample(x.shape[0], x.shape[-2], x.shape[-1])
+        check_generator(self.generator, x.device)
+        self.last_params = self.sample(x.shape[0], x.shape[-2], x.shape[-1], device=x.device,
+                                       generator=self.generator)
         return self.apply(x, self.last_params)
+
+
+def f64(values: object) -> Tensor:
+    """A float64 CPU tensor of ``values`` (constants are built exactly, then cast once)."""
+    return torch.tensor(values, dtype=torch.float64)
+
+
+class ConstantCache:
+    """Small constant tensors built once per (name, device, dtype) and reused by every call."""
+
+    def __init__(self) -> None:
+        self._store: dict[tuple, Tensor] = {}
+
+    def get(self, key: tuple, like: Tensor, build: Callable[[], Tensor],
+            dtype: torch.dtype | None = None) -> Tensor:
+        """The constant ``build()`` on ``like``'s device, in ``dtype`` (default: ``like``'s)."""
+        dtype = like.dtype if dtype is None else dtype
+        full = (*key, like.device, dtype)
+        found = self._store.get(full)
+        if found is None:
+            found = self._store[full] = build().to(device=like.device, dtype=dtype)
+        return found
+
+
+CONSTANTS = ConstantCache()
 
 
 def kornia_module(name: str) -> ModuleType:
@@ -75,14 +139,61 @@ def kornia_module(name: str) -> ModuleType:
         ) from err
 
 
-def uniform(n: int, low: float, high: float, generator: torch.Generator | None) -> Tensor:
-    """``n`` float64 draws from U[low, high) on the CPU."""
-    return low + (high - low) * torch.rand(n, generator=generator, dtype=torch.float64)
+def crop_boxes_from_uniforms(
+    u: Tensor, height: int, width: int, scale: tuple[float, float], ratio: tuple[float, float],
+    attempts: int = 10,
+) -> Tensor:
+    """Random-resized-crop boxes from uniforms, as torchvision's ``RandomResizedCrop`` draws them.
 
+    ``u`` has at least ``2 A + 2`` columns (``A = attempts``; later columns are ignored). For each
+    sample and attempt ``a`` the target area is ``t = H W (scale_lo + (scale_hi - scale_lo)
+    u[:, a])`` and the log aspect ratio ``log r`` is uniform in ``log ratio`` (from
+    ``u[:, A + a]``); ``w = round(sqrt(t r))``, ``h = round(sqrt(t / r))`` (computed as
+    ``exp((log t +- log r) / 2)``). The first attempt with ``0 < w <= W`` and ``0 < h <= H`` is
+    kept and placed at ``x0 = floor(u[:, 2A] (W - w + 1))``, ``y0 = floor(u[:, 2A + 1]
+    (H - h + 1))``: uniform integer offsets. When no attempt fits, the whole image clipped to
+    the ratio range, centred (``x0 = floor((W - w) / 2)``). Every step is a tensor operation;
+    none reads a value back on the host.
 
-def bernoulli(n: int, p: float, generator: torch.Generator | None) -> Tensor:
-    """``n`` booleans, True with probability ``p`` (always drawn: fixed RNG consumption)."""
-    return torch.rand(n, generator=generator, dtype=torch.float64) < p
+    Returns:
+        ``(batch, 4)`` tensor ``(x0, y0, w, h)`` in pixels of the input, in ``u``'s dtype.
+    """
+    batch = u.shape[0]
+    area = float(height * width)
+    log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
+    in_ratio = width / height
+    if in_ratio < min(ratio):
+        fallback = (float(width), float(round(width / min(ratio))))
+    elif in_ratio > max(ratio):
+        fallback = (float(round(height * max(ratio))), float(height))
+    else:
+        fallback = (float(width), float(height))
+    key = (width, height, scale, ratio)
+    low = CONSTANTS.get(("crop_low", *key), u,
+                        lambda: f64([area * scale[0], log_lo]).view(2, 1))
+    span = CONSTANTS.get(("crop_span", *key), u,
+                         lambda: f64([area * (scale[1] - scale[0]), log_hi - log_lo]).view(2, 1))
+    signs = CONSTANTS.get(("crop_signs",), u, lambda: f64([[0.5], [-0.5]]))
+    ones = CONSTANTS.get(("crop_ones",), u, lambda: f64([[1.0], [1.0]]))
+    limits = CONSTANTS.get(("crop_limits", width, height), u,
+                           lambda: f64([float(width), float(height)]).view(2, 1))
+    room = CONSTANTS.get(("crop_room", width, height), u,
+                         lambda: f64([width + 1.0, height + 1.0]).view(2, 1))
+    fallback_wh = CONSTANTS.get(("crop_fallback", *key), u, lambda: f64(fallback).view(2, 1))
+    fallback_xy = CONSTANTS.get(("crop_fallback_xy", *key), u, lambda: f64(
+        [(width - fallback[0]) // 2, (height - fallback[1]) // 2]).view(2, 1))
+    columns = u.view(batch, -1, 1)
+    # (B, 2, A): row 0 the target areas t, row 1 the log ratios; then w = sqrt(t) exp(log r / 2)
+    # and h = sqrt(t) exp(-log r / 2).
+    q = torch.addcmul(low, columns[:, : 2 * attempts].view(batch, 2, attempts), span)
+    wh = torch.exp(q[:, 1:] * signs).mul_(q[:, :1].sqrt()).round_()
+    fits = (torch.clamp(wh, ones, limits) == wh).all(dim=1)  # (B, A)
+    found, first = fits.view(torch.uint8).max(dim=1, keepdim=True)  # first fitting attempt
+    found = found.view(torch.bool).unsqueeze(2)
+    wh = torch.where(found, wh.gather(2, first.unsqueeze(1).expand(batch, 2, 1)), fallback_wh)
+    xy = columns[:, 2 * attempts : 2 * attempts + 2].mul(torch.sub(room, wh)).floor_()
+    xy = torch.where(found, xy, fallback_xy)
+    return torch.cat([xy, wh], dim=1).view(batch, 4)
 
 
 def sample_crop_boxes(
@@ -93,55 +204,51 @@ def sample_crop_boxes(
     ratio: tuple[float, float],
     generator: torch.Generator | None = None,
     attempts: int = 10,
+    device: torch.device | str = "cpu",
 ) -> Tensor:
-    """Random-resized-crop boxes, drawn per sample as torchvision's ``RandomResizedCrop`` does.
+    """Random-resized-crop boxes ``(batch, 4)`` ``(x0, y0, w, h)`` drawn on ``device``.
 
-    For each sample, up to ``attempts`` candidates draw an area fraction ``s ~ U(scale)`` and a
-    log-uniform aspect ratio ``r`` in ``ratio``; ``w = round(sqrt(s H W r))``,
-    ``h = round(sqrt(s H W / r))``; the first candidate that fits in the image is kept and placed
-    uniformly at random (integer offsets). When none fits, the fallback is the whole image clipped
-    to the ratio range and centred. Vectorised: all candidates are drawn at once.
-
-    Returns:
-        ``(batch, 4)`` float64 tensor ``(x0, y0, w, h)`` in pixels of the input.
+    ``attempts`` candidates per sample (torchvision: 10); see :func:`crop_boxes_from_uniforms`.
     """
-    area = float(height * width)
-    target = area * uniform(batch * attempts, scale[0], scale[1], generator)
-    log_r = uniform(batch * attempts, math.log(ratio[0]), math.log(ratio[1]), generator)
-    aspect = torch.exp(log_r)
-    w = torch.round(torch.sqrt(target * aspect)).view(batch, attempts)
-    h = torch.round(torch.sqrt(target / aspect)).view(batch, attempts)
-    ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)
-    first = ok.to(torch.int8).argmax(dim=1, keepdim=True)
-    w = w.gather(1, first).squeeze(1)
-    h = h.gather(1, first).squeeze(1)
-    found = ok.any(dim=1)
-    in_ratio = width / height
-    if in_ratio < min(ratio):
-        fw, fh = float(width), float(round(width / min(ratio)))
-    elif in_ratio > max(ratio):
-        fw, fh = float(round(height * max(ratio))), float(height)
-    else:
-        fw, fh = float(width), float(height)
-    w = torch.where(found, w, torch.full_like(w, fw))
-    h = torch.where(found, h, torch.full_like(h, fh))
-    u = torch.rand(2, batch, generator=generator, dtype=torch.float64)
-    x0 = torch.minimum(torch.floor(u[0] * (width - w + 1)), width - w)
-    y0 = torch.minimum(torch.floor(u[1] * (height - h + 1)), height - h)
-    x0 = torch.where(found, x0, torch.floor((width - w) / 2))
-    y0 = torch.where(found, y0, torch.floor((height - h) / 2))
-    return torch.stack([x0, y0, w, h], dim=1)
+    device = torch.device(device)
+    u = draw(batch, 2 * attempts + 2, device, generator)
+    return crop_boxes_from_uniforms(u, height, width, scale, ratio, attempts)
 
 
-def _sampling_coords(start: Tensor, length: Tensor, full: int, out: int) -> Tensor:
-    """grid_sample coordinates (align_corners=False) of ``out`` pixel centres spread over a box.
+def _base_grid(size: int) -> Tensor:
+    """``(size, size, 2)`` pixel-centre coordinates ``((2j + 1) / size - 1, (2i + 1) / size - 1)``
+    (x = column j, y = row i): the ``align_corners=False`` grid of the whole image."""
+    c = (torch.arange(size, dtype=torch.float64) * 2.0 + 1.0) / size - 1.0
+    return torch.stack([c.expand(size, size), c[:, None].expand(size, size)], dim=-1)
 
-    Output pixel ``u`` samples input ``start + (u + 0.5) * length / out - 0.5`` (half-pixel
-    convention of PIL / torch ``interpolate``), normalised to [-1, 1] over ``full`` pixels.
+
+def _affine_map(height: int, width: int) -> tuple[Tensor, Tensor]:
+    """``(L, c)`` with ``(x0, y0, w, h) @ L + c = (scale_x, scale_y, shift_x, shift_y)``."""
+    lin = torch.zeros(4, 4, dtype=torch.float64)
+    lin[2, 0] = lin[2, 2] = 1.0 / width
+    lin[3, 1] = lin[3, 3] = 1.0 / height
+    lin[0, 2] = 2.0 / width
+    lin[1, 3] = 2.0 / height
+    return lin, f64([0.0, 0.0, -1.0, -1.0])
+
+
+def crop_affine(boxes: Tensor, height: int, width: int, flip: Tensor | None = None) -> Tensor:
+    """``(B, 4)``: per sample ``(scale_x, scale_y, shift_x, shift_y)`` of the sampling grid.
+
+    Output pixel ``u`` of a box ``(x0, w)`` samples input position ``x0 + (u + 0.5) w / S`` (edge
+    coordinates; half-pixel convention of PIL / torch ``interpolate``), which in ``grid_sample``'s
+    normalised coordinates (``align_corners=False``) is ``shift + scale * base_u`` with
+    ``base_u = (2u + 1) / S - 1``, ``scale = w / W`` and ``shift = (2 x0 + w) / W - 1`` (the same
+    in y): one affine map of the box (``addmm``). A flip mirrors the grid: ``scale_x -> -scale_x``.
     """
-    u = torch.arange(out, dtype=torch.float64) + 0.5
-    pos = start[:, None] + u[None, :] * (length[:, None] / out)
-    return pos * (2.0 / full) - 1.0
+    lin = CONSTANTS.get(("crop_lin", width, height), boxes, lambda: _affine_map(height, width)[0])
+    const = CONSTANTS.get(("crop_const", width, height), boxes,
+                          lambda: _affine_map(height, width)[1])
+    affine = torch.mm(boxes, lin).add_(const)
+    if flip is not None:
+        signs = CONSTANTS.get(("flip_signs",), boxes, lambda: f64([[-1.0, 1.0, 1.0, 1.0]]))
+        affine = torch.where(flip.view(-1, 1), affine * signs, affine)
+    return affine
 
 
 def resample_boxes(x: Tensor, boxes: Tensor, size: int, flip: Tensor | None = None) -> Tensor:
@@ -149,24 +256,26 @@ def resample_boxes(x: Tensor, boxes: Tensor, size: int, flip: Tensor | None = No
 
     Args:
         x: float batch ``(B, C, H, W)``.
-        boxes: ``(B, 4)`` ``(x0, y0, w, h)`` on any device (CPU float64 preferred).
+        boxes: ``(V B, 4)`` ``(x0, y0, w, h)`` on ``x``'s device (see :func:`crop_affine`): ``V``
+            boxes per sample (rows ``V b`` to ``V b + V - 1`` crop sample ``b``).
         size: output side.
-        flip: optional ``(B,)`` bool; flipped samples are mirrored left-right, folded into the
+        flip: optional ``(V B,)`` bool; flipped crops are mirrored left-right, folded into the
             sampling grid at no cost.
+
+    Returns:
+        ``(B, C, V size, size)``: the ``V`` crops of each sample stacked along the height (one
+        ``grid_sample`` makes them all).
 
     Bilinear without antialiasing (torch ``grid_sample``, border padding): exact for upsampling
     crops; a crop much larger than ``size`` aliases, so decode large images near the final size.
+    The grid is ``shift + scale * base`` (:func:`crop_affine`) in ``x``'s dtype.
     """
     batch, _, height, width = x.shape
-    gx = _sampling_coords(boxes[:, 0].cpu(), boxes[:, 2].cpu(), width, size)
-    gy = _sampling_coords(boxes[:, 1].cpu(), boxes[:, 3].cpu(), height, size)
-    if flip is not None:
-        gx = torch.where(flip.cpu()[:, None], gx.flip(1), gx)
-    gx = gx.to(device=x.device, dtype=x.dtype)
-    gy = gy.to(device=x.device, dtype=x.dtype)
-    grid = torch.stack(
-        [gx[:, None, :].expand(batch, size, size), gy[:, :, None].expand(batch, size, size)], dim=-1
-    )
+    crops = boxes.shape[0]
+    affine = crop_affine(boxes, height, width, flip).to(x.dtype)
+    scale, shift = affine.view(crops, 1, 1, 2, 2).unbind(3)
+    base = CONSTANTS.get(("base_grid", size), x, lambda: _base_grid(size))
+    grid = torch.addcmul(shift, scale, base).view(batch, crops // batch * size, size, 2)
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
@@ -175,8 +284,11 @@ class RandomResizedCropFlip(BatchOp):
 
     Both are done by one batched ``grid_sample`` (the flip mirrors the sampling grid), so the
     colour operations that follow run on ``size x size`` images. Parameters are drawn per sample
-    (see :func:`sample_crop_boxes`). ``last_params``: ``boxes`` ``(B, 4)`` and ``flip`` ``(B,)``.
+    in one call (see :func:`crop_boxes_from_uniforms`; 10 attempts as torchvision).
+    ``last_params``: ``boxes`` ``(B, 4)`` and ``flip`` ``(B,)``.
     """
+
+    attempts = 10
 
     def __init__(
         self,
@@ -186,13 +298,13 @@ class RandomResizedCropFlip(BatchOp):
         flip_p: float = 0.5,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(generator)
         self.size, self.scale, self.ratio, self.flip_p = size, scale, ratio, flip_p
-        self.generator = generator
 
-    def sample(self, batch: int, height: int, width: int) -> Params:
-        boxes = sample_crop_boxes(batch, height, width, self.scale, self.ratio, self.generator)
-        return {"boxes": boxes, "flip": bernoulli(batch, self.flip_p, self.generator)}
+    def sample(self, batch, height, width, *, device="cpu", generator=None) -> Params:
+        u = draw(batch, 2 * self.attempts + 3, torch.device(device), generator)
+        boxes = crop_boxes_from_uniforms(u, height, width, self.scale, self.ratio, self.attempts)
+        return {"boxes": boxes, "flip": u[:, -1] < self.flip_p}
 
     def output_hw(self, height: int, width: int) -> tuple[int, int]:
         return self.size, self.size
@@ -208,7 +320,8 @@ class RandomCropPadFlip(BatchOp):
     horizontal flip 0.5). An input whose side differs from ``size`` is first resized to ``size``
     (antialiased bilinear). Offsets are drawn per sample; one batched kornia ``warp_affine``
     (nearest, zero padding, integer shifts, flip folded into the matrix) does all crops.
-    ``last_params``: ``offsets`` ``(B, 2)`` (x, y in the padded image) and ``flip`` ``(B,)``.
+    ``last_params``: ``offsets`` ``(B, 2)`` (x, y in the padded image, integers) and ``flip``
+    ``(B,)``.
     """
 
     def __init__(
@@ -218,12 +331,13 @@ class RandomCropPadFlip(BatchOp):
         flip_p: float = 0.5,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.size, self.padding, self.flip_p, self.generator = size, padding, flip_p, generator
+        super().__init__(generator)
+        self.size, self.padding, self.flip_p = size, padding, flip_p
 
-    def sample(self, batch: int, height: int, width: int) -> Params:
-        offsets = torch.randint(0, 2 * self.padding + 1, (batch, 2), generator=self.generator)
-        return {"offsets": offsets, "flip": bernoulli(batch, self.flip_p, self.generator)}
+    def sample(self, batch, height, width, *, device="cpu", generator=None) -> Params:
+        u = draw(batch, 3, torch.device(device), generator)
+        offsets = u[:, :2].mul(2 * self.padding + 1).floor_().long()
+        return {"offsets": offsets, "flip": u[:, 2] < self.flip_p}
 
     def output_hw(self, height: int, width: int) -> tuple[int, int]:
         return self.size, self.size
@@ -241,18 +355,16 @@ class RandomCropPadFlip(BatchOp):
 
         Output pixel ``(u, v)`` reads input ``(ox + u - padding, oy + v - padding)`` (``ox, oy``:
         offsets in the padded image), so ``u = x - ox + padding``; a flip maps ``u`` to
-        ``size - 1 - u``.
-        All entries are integers: nearest sampling then copies pixels exactly, and samples
-        outside the image read the zero padding.
+        ``size - 1 - u``. All entries are integers: nearest sampling then copies pixels exactly,
+        and samples outside the image read the zero padding.
         """
-        offsets, flip = params["offsets"].to(torch.float64), params["flip"]
+        offsets, flip = params["offsets"].to(x.dtype), params["flip"]
         tx = self.padding - offsets[:, 0]
-        m = torch.zeros(offsets.shape[0], 2, 3, dtype=torch.float64)
-        m[:, 0, 0] = torch.where(flip, -1.0, 1.0)
-        m[:, 0, 2] = torch.where(flip, self.size - 1 - tx, tx)
-        m[:, 1, 1] = 1.0
-        m[:, 1, 2] = self.padding - offsets[:, 1]
-        return m.to(device=x.device, dtype=x.dtype)
+        sign = 1.0 - 2.0 * flip.to(x.dtype)
+        zeros = torch.zeros_like(tx)
+        row0 = torch.stack([sign, zeros, torch.where(flip, self.size - 1 - tx, tx)], dim=1)
+        row1 = torch.stack([zeros, zeros + 1.0, self.padding - offsets[:, 1]], dim=1)
+        return torch.stack([row0, row1], dim=1)
 
 
 def resize(x: Tensor, size: int) -> Tensor:

@@ -44,20 +44,27 @@ resizes to ``size`` for ``small=True``; ``eval_train`` is a random resized crop 
 
 Implementation choices:
 
-* Parameters are contrastkit's own (drawn per sample, colour-jitter order included) and only the
-  selected samples of each op are computed; the pixel work uses kornia's *functional* API where
-  it has the same semantics and is not slower (grayscale, the blur's filtering, solarize, the
-  pad-crop-flip warp), and batched torch elsewhere (crop-resize ``grid_sample``, brightness /
-  contrast / saturation blends, hue, resize, centre crop): each private module lists, op by op,
-  why and the measured times. Not ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws
-  one order per *batch* (not per sample) and computes every op on the whole batch before
-  blending by probability; on the 2-core CPU here its modules were 10-25x slower than the
-  equivalent torch expressions (see ``benchmarks/README.md``). :func:`kornia_preset` builds the
-  same pipeline from ``kornia.augmentation`` ops for comparison
-  (``RandomSolarize(thresholds=0.0, additions=0.0)`` gives exactly threshold 0.5, no addition).
-* Reproducibility: parameters are drawn on the CPU from ``generator`` (option) or, when None,
-  from torch's global CPU RNG, so ``torch.manual_seed(s)`` before a call reproduces the views
-  exactly on CPU, and the same parameters are drawn whatever the batch's device.
+* Parameters are contrastkit's own (drawn per sample, colour-jitter order included), drawn on
+  the batch's device in one call per op; every op computes on the whole batch and keeps each
+  sample's own result by a blend or a mask, so a step never reads a value back on the host
+  and dispatches a fixed, small number of operators (a kernel launch each on a GPU; the SCE
+  two views of a 256-image 32x32 batch dispatch about 250, counted in
+  ``tests/data/test_augment_dispatch.py``). The colour jitter is fused into six blend rounds
+  and one hue rotation whatever each sample's order (:mod:`._augment_color`). kornia's
+  functional API serves where it is exact and no dearer (the pad-crop-flip warp of
+  ``eval_train``); the rest is batched torch: each private module says why, op by op. Not
+  ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws one order per *batch* (not per
+  sample) and computes every op on the whole batch before blending by probability; on the
+  2-core CPU here its modules were 10-25x slower than the equivalent torch expressions (see
+  ``benchmarks/README.md``). :func:`kornia_preset` builds the same pipeline from
+  ``kornia.augmentation`` ops for comparison (``RandomSolarize(thresholds=0.0,
+  additions=0.0)`` gives exactly threshold 0.5, no addition).
+* Reproducibility: parameters come from the pipeline's ``generator`` (a ``torch.Generator`` on
+  the batch's device; the training engine gives each process its own) or, when None, from the
+  device's default generator, so ``torch.manual_seed(s)`` before a call reproduces CPU views
+  exactly. CPU and CUDA draw different random streams; given the same parameters
+  (``Pipeline.draw`` / ``apply_params``) both give the same images within float tolerance.
+* The pipeline works in float32 even inside an autocast region (it disables autocast itself).
 * 1-channel batches are replicated to 3 channels first (the colour ops are then no-ops except
   brightness/contrast/solarize, which act on the gray image as on any image), so backbones
   always see RGB.
@@ -65,7 +72,8 @@ Implementation choices:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -73,12 +81,15 @@ from torch import Tensor, nn
 
 from ._augment_color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
 from ._augment_geometry import (
+    CONSTANTS,
     BatchOp,
     Params,
     RandomCropPadFlip,
     RandomResizedCropFlip,
     ResizeCenterCrop,
     center_crop,
+    check_generator,
+    f64,
     resize,
 )
 
@@ -165,14 +176,12 @@ def blur_kernel_size(size: int) -> int:
 
 
 def to_float_rgb(x: Tensor) -> Tensor:
-    """uint8 -> float /255 (float kept as is), 1 channel -> 3; checks the ``(B, C, H, W)`` shape."""
-    if not isinstance(x, Tensor) or x.dim() != 4 or x.shape[1] not in (1, 3):
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"batch must be a (B, 1 or 3, H, W) tensor, got {shape}")
+    """uint8 -> float32 /255 (float kept as is), 1 channel -> 3; checks the ``(B, C, H, W)``
+    shape."""
+    check_batch(x)
     if x.dtype == torch.uint8:
-        x = x.float().div_(255.0)
-    elif not x.is_floating_point():
-        raise ValueError(f"batch must be uint8 or float in [0, 1], got dtype {x.dtype}")
+        scale = CONSTANTS.get(("u8_scale",), x, lambda: f64(255.0), torch.float32)
+        x = x.to(torch.float32).div_(scale)
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
@@ -202,13 +211,46 @@ def _normalization(normalize: object) -> tuple[Tensor, Tensor] | None:
 CHUNK_PIXELS = 1 << 18
 
 
+@contextmanager
+def exact_float32() -> Iterator[None]:
+    """Full float32 products inside (TF32 off for matmuls and cuDNN, restored after).
+
+    The colour jitter and the blur are matrix products and an identity kernel must leave a
+    pixel exactly as it is; with TF32 (e.g. ``torch.set_float32_matmul_precision("high")``) a
+    GPU would round every product to 10 mantissa bits. Only host flags are touched.
+    """
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+
+
+def check_batch(x: object) -> None:
+    """Raise ``ValueError`` unless ``x`` is a ``(B, 1|3, H, W)`` uint8 or float tensor.
+
+    Reads only the shape and dtype (no operator is dispatched).
+    """
+    if not isinstance(x, Tensor) or x.dim() != 4 or x.shape[1] not in (1, 3):
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"batch must be a (B, 1 or 3, H, W) tensor, got {shape}")
+    if x.dtype != torch.uint8 and not x.is_floating_point():
+        raise ValueError(f"batch must be uint8 or float in [0, 1], got dtype {x.dtype}")
+
+
 class Pipeline(nn.Module):
     """``to_float_rgb`` -> ``steps`` (in order) -> optional normalisation.
 
-    Every step's parameters are drawn for the whole batch first (in step order), then applied
-    chunk by chunk on the CPU (``chunk_pixels``; None or 0: whole batch) and to the whole batch
-    on other devices. The first step always returns a new tensor, so the later in-place steps
-    never touch the caller's batch. ``steps[i].last_params`` holds the last draw.
+    Every step's parameters are drawn for the whole batch first (in step order, one
+    ``torch.rand`` call per step, on the batch's device), then applied chunk by chunk on the CPU
+    (``chunk_pixels``; None or 0: whole batch) and to the whole batch on other devices. The
+    random numbers come from ``generator`` when set (a ``torch.Generator`` on the batch's
+    device, e.g. one per training process), else from each step's own generator, else from the
+    device's default generator (so ``torch.manual_seed`` reproduces CPU views). The pipeline
+    runs in float32 (or the input's float dtype) even inside an autocast region. The first step
+    always returns a new tensor, so the caller's batch is never modified. ``steps[i].last_params``
+    holds the last draw.
     """
 
     def __init__(
@@ -217,40 +259,89 @@ class Pipeline(nn.Module):
         size: int,
         normalize: object = None,
         chunk_pixels: int | None = CHUNK_PIXELS,
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
         self.steps = nn.ModuleList(steps)
         self.size, self.chunk_pixels = size, chunk_pixels
+        self.generator = generator
         norm = _normalization(normalize)
         self.register_buffer("mean", None if norm is None else norm[0].view(1, 3, 1, 1))
         self.register_buffer("std", None if norm is None else norm[1].view(1, 3, 1, 1))
 
-    def forward(self, x: Tensor) -> Tensor:
-        to_float_rgb(x[:0] if isinstance(x, Tensor) else x)  # validates shape and dtype
-        batch, (height, width) = x.shape[0], x.shape[-2:]
-        params, pixels = [], height * width
-        for op in self.steps:
-            op.last_params = op.sample(batch, height, width)
+    def step_generator(self, index: int) -> torch.Generator | None:
+        """The generator step ``index`` draws from: the pipeline's, else the step's own."""
+        return self.generator if self.generator is not None else self.steps[index].generator
+
+    def draw(
+        self, batch: int, height: int, width: int, device: torch.device, start: int = 0
+    ) -> list[Params]:
+        """The parameters of steps ``start:`` for a ``(batch, C, height, width)`` input of step
+        ``start`` on ``device``."""
+        params = []
+        for index in range(start, len(self.steps)):
+            op, generator = self.steps[index], self.step_generator(index)
+            check_generator(generator, device)
+            op.last_params = op.sample(batch, height, width, device=device, generator=generator)
             params.append(op.last_params)
             height, width = op.output_hw(height, width)
-            pixels = max(pixels, height * width)
-        chunk = batch
-        if x.device.type == "cpu" and self.chunk_pixels:
-            chunk = max(1, self.chunk_pixels // pixels)
-        out: Tensor | None = None
-        for start in range(0, max(batch, 1), chunk):
-            y = to_float_rgb(x[start : start + chunk])
-            for op, prm in zip(self.steps, params, strict=True):
-                y = op.apply(y, {k: v[start : start + chunk] for k, v in prm.items()})
-            if self.mean is not None:
-                y.sub_(self.mean.to(y.device, y.dtype)).div_(self.std.to(y.device, y.dtype))
+        return params
+
+    def apply_params(self, x: Tensor, params: Sequence[Params], start: int = 0) -> Tensor:
+        """Run steps ``start:`` on ``x`` with ``params`` from :meth:`draw` (chunked on the CPU).
+
+        ``x`` is the raw batch for ``start == 0``, else the float output of step ``start - 1``.
+        """
+        check_batch(x)
+        batch, pixels = x.shape[0], x.shape[-2] * x.shape[-1]
+        with torch.autocast(x.device.type, enabled=False), exact_float32():
+            chunk = batch
+            if x.device.type == "cpu" and self.chunk_pixels:
+                pixels = max(pixels, self.size * self.size)
+                chunk = max(1, self.chunk_pixels // pixels)
             if chunk >= batch:
-                return y
-            if out is None:
-                out = y.new_empty((batch, *y.shape[1:]))
-            out[start : start + chunk] = y
-        assert out is not None
-        return out
+                return self._run(x, params, start)
+            out = None
+            for first in range(0, batch, chunk):
+                part = [{k: v[first : first + chunk] for k, v in p.items()} for p in params]
+                y = self._run(x[first : first + chunk], part, start)
+                if out is None:
+                    out = y.new_empty((batch, *y.shape[1:]))
+                out[first : first + chunk] = y
+            assert out is not None
+            return out
+
+    def _run(self, x: Tensor, params: Sequence[Params], start: int) -> Tensor:
+        y = to_float_rgb(x) if start == 0 else x
+        for op, prm in zip(self.steps[start:], params, strict=True):
+            y = op.apply(y, prm)
+        if self.mean is not None:
+            mean, std = self.mean, self.std
+            if mean.dtype != y.dtype:
+                mean, std = mean.to(y.dtype), std.to(y.dtype)
+            y = y.sub(mean).div_(std)
+        return y
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_batch(x)
+        params = self.draw(x.shape[0], x.shape[-2], x.shape[-1], x.device)
+        return self.apply_params(x, params)
+
+    def forward_clips(self, clips: Tensor) -> Tensor:
+        """Augment clips ``(B, T, C, H, W)`` with one draw per clip shared by its ``T`` frames.
+
+        Returns ``(B, T, 3, size, size)``. The frames are processed as one batch of ``B T``
+        images whose parameters repeat each clip's draw ``T`` times, so a static video stays
+        static and per-image statistics (the contrast's mean luma) are taken per frame.
+        """
+        if not isinstance(clips, Tensor) or clips.dim() != 5:
+            shape = tuple(clips.shape) if isinstance(clips, Tensor) else type(clips).__name__
+            raise ValueError(f"clips must have shape (B, T, C, H, W), got {shape}")
+        batch, frames = clips.shape[:2]
+        params = self.draw(batch, clips.shape[-2], clips.shape[-1], clips.device)
+        shared = [{k: v.repeat_interleave(frames, dim=0) for k, v in p.items()} for p in params]
+        out = self.apply_params(clips.flatten(0, 1), shared)
+        return out.view(batch, frames, *out.shape[1:])
 
 
 def _check_scale(name: str, scale: object) -> tuple[float, float]:
@@ -274,26 +365,23 @@ def pretrain_steps(
     size: int,
     jitter_strength: float,
     crop_scale: tuple[float, float],
-    generator: torch.Generator | None,
 ) -> list[BatchOp]:
     """The ordered ops of a pretraining preset (zero-probability ops are left out)."""
-    steps: list[BatchOp] = [
-        RandomResizedCropFlip(size, crop_scale, flip_p=spec.flip_p, generator=generator)
-    ]
+    steps: list[BatchOp] = [RandomResizedCropFlip(size, crop_scale, flip_p=spec.flip_p)]
     k = jitter_strength / spec.base_strength
     if spec.jitter_p > 0 and k > 0:
         steps.append(
             RandomColorJitter(
                 spec.brightness * k, spec.contrast * k, spec.saturation * k, min(0.5, spec.hue * k),
-                p=spec.jitter_p, generator=generator,
+                p=spec.jitter_p,
             )
         )
     if spec.gray_p > 0:
-        steps.append(RandomGrayscale(spec.gray_p, generator=generator))
+        steps.append(RandomGrayscale(spec.gray_p))
     if spec.blur_p > 0:
-        steps.append(RandomGaussianBlur(blur_kernel_size(size), p=spec.blur_p, generator=generator))
+        steps.append(RandomGaussianBlur(blur_kernel_size(size), p=spec.blur_p))
     if spec.solarize_p > 0:
-        steps.append(RandomSolarize(spec.solarize_p, generator=generator))
+        steps.append(RandomSolarize(spec.solarize_p))
     return steps
 
 
@@ -312,16 +400,13 @@ class _Resize(BatchOp):
         return out
 
 
-def eval_steps(
-    name: str, size: int, small: bool, crop_scale: tuple[float, float],
-    generator: torch.Generator | None,
-) -> list[BatchOp]:
+def eval_steps(name: str, size: int, small: bool, crop_scale: tuple[float, float]) -> list[BatchOp]:
     """SCE appendix D.1/D.2 evaluation transforms (see the module docstring)."""
     if name == "eval":
         return [_Resize(size)] if small else [ResizeCenterCrop(round(size * 256 / 224), size)]
     if small:
-        return [RandomCropPadFlip(size, padding=4, generator=generator)]
-    return [RandomResizedCropFlip(size, crop_scale, generator=generator)]
+        return [RandomCropPadFlip(size, padding=4)]
+    return [RandomResizedCropFlip(size, crop_scale)]
 
 
 _OPTIONS = {
@@ -342,7 +427,8 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
             ((min, max) area fraction; default (0.2, 1.0) for SCE presets per appendix D.1,
             (0.08, 1.0) for ``simclr*`` and ``eval_train``); ``normalize`` (a key of
             :data:`NORMALIZATION`, a ``(mean, std)`` pair, or None, the default);
-            ``generator`` (a CPU ``torch.Generator``; default: global RNG); ``small`` (bool,
+            ``generator`` (a ``torch.Generator`` on the batches' device; default: the
+            device's default generator); ``small`` (bool,
             eval presets only: small-dataset protocol of SCE appendix D.1; default False).
 
     Returns:
@@ -369,7 +455,7 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
         if not isinstance(small, bool):
             raise ValueError(f"small must be True or False, got {small!r}")
         scale = _check_scale("crop_scale", options.get("crop_scale", (0.08, 1.0)))
-        return Pipeline(eval_steps(name, size, small, scale, generator), size, normalize)
+        return Pipeline(eval_steps(name, size, small, scale), size, normalize, generator=generator)
     if "small" in options:
         raise ValueError(f"small applies only to the eval presets, not {name!r}")
     spec = PRESETS[name]
@@ -377,8 +463,8 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
     if isinstance(strength, bool) or not isinstance(strength, int | float) or strength < 0:
         raise ValueError(f"jitter_strength must be a float >= 0, got {strength!r}")
     scale = _check_scale("crop_scale", options.get("crop_scale", spec.crop_scale))
-    steps = pretrain_steps(spec, size, float(strength), scale, generator)
-    return Pipeline(steps, size, normalize)
+    steps = pretrain_steps(spec, size, float(strength), scale)
+    return Pipeline(steps, size, normalize, generator=generator)
 
 
 def kornia_preset(name: str, size: int, jitter_strength: float | None = None) -> nn.Module:

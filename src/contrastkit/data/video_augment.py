@@ -56,7 +56,9 @@ def rgb_difference(clip: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"clip must be a float tensor, got dtype {clip.dtype}")
     if clip.dim() < 4 or clip.shape[-3] != 3:
         raise ValueError(f"clip must have shape (..., T, 3, H, W), got {tuple(clip.shape)}")
-    weights = torch.tensor(LUMA_WEIGHTS, dtype=clip.dtype, device=clip.device)
+    from ._augment_geometry import CONSTANTS, f64
+
+    weights = CONSTANTS.get(("luma_video",), clip, lambda: f64(LUMA_WEIGHTS))
     gray = torch.einsum("...tchw,c->...thw", clip, weights)
     if gray.shape[-3] < 2:
         diff = torch.zeros_like(gray)
@@ -93,8 +95,6 @@ class RandomRGBDifference(nn.Module):
             raise ValueError(f"clips must have shape (B, T, 3, H, W), got {tuple(clips.shape)}")
         draws = torch.rand(clips.shape[0], device=clips.device, generator=self.generator)
         chosen = (draws < self.p).view(-1, 1, 1, 1, 1)
-        if not bool(chosen.any()):
-            return clips
         return torch.where(chosen, rgb_difference(clips), clips)
 
     def extra_repr(self) -> str:
@@ -159,10 +159,10 @@ class VideoAugment(nn.Module):
     (crop box, flip, jitter factors and order, grayscale, blur sigma, solarize); all ``T``
     frames of the clip use the same ones, so a static video stays static.
 
-    ``backend="torch"`` (default) reuses :func:`contrastkit.data.augment.preset` as is: its
-    ops draw every parameter on the CPU from their generator, independently of the pixel
-    values, so the preset is run frame by frame with the generator reset to the same state
-    before each frame (seeded once per call from ``generator`` or torch's global RNG).
+    ``backend="torch"`` (default) reuses :func:`contrastkit.data.augment.preset` as is: one
+    draw per clip on the clips' device (from ``generator`` or the device's default generator),
+    applied to all ``B T`` frames as one batch
+    (:meth:`~contrastkit.data.augment.Pipeline.forward_clips`).
     ``backend="kornia"`` wraps the ops of :func:`contrastkit.data.augment.kornia_preset` in
     ``kornia.augmentation.VideoSequential(data_format="BTCHW", same_on_frame=True)`` (only the
     ``jitter_strength`` option; kornia draws one colour-jitter order per batch).
@@ -184,9 +184,7 @@ class VideoAugment(nn.Module):
 
         self.name, self.size, self.backend = name, size, backend
         if backend == "torch":
-            self.seed_generator = options.pop("generator", None)
-            self._frame_generator = torch.Generator()
-            self.image = augment.preset(name, size, generator=self._frame_generator, **options)
+            self.image = augment.preset(name, size, **options)
         elif backend == "kornia":
             unknown = set(options) - {"jitter_strength"}
             if unknown:
@@ -213,14 +211,7 @@ class VideoAugment(nn.Module):
             raise ValueError(f"clips must be uint8 or float in [0, 1], got {clips.dtype}")
         if self.backend == "kornia":
             return self.image(clips.expand(-1, -1, 3, -1, -1).contiguous())
-        seed = int(torch.randint(0, 2**62, (), generator=self.seed_generator))
-        self._frame_generator.manual_seed(seed)
-        state = self._frame_generator.get_state()
-        frames = []
-        for t in range(clips.shape[1]):
-            self._frame_generator.set_state(state)
-            frames.append(self.image(clips[:, t]))
-        return torch.stack(frames, dim=1)
+        return self.image.forward_clips(clips)
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, size={self.size}, backend={self.backend!r}"

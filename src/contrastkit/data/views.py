@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import torch
 from torch import Tensor, nn
 
 from . import augment
+from ._augment_geometry import RandomResizedCropFlip
+from ._augment_geometry import check_generator as _check_generator
 
 __all__ = [
     "MULTICROP_LOCAL_SCALES",
@@ -35,6 +38,16 @@ MULTICROP_LOCAL_SCALES: tuple[tuple[float, float], ...] = (
 )
 
 
+def _shared_crop(online: nn.Module, target: nn.Module) -> bool:
+    """Whether both views are pipelines starting with the same random resized crop."""
+    if not (isinstance(online, augment.Pipeline) and isinstance(target, augment.Pipeline)):
+        return False
+    a, b = online.steps[0], target.steps[0]
+    same = (type(a) is RandomResizedCropFlip and type(b) is RandomResizedCropFlip
+            and (a.size, a.scale, a.ratio, a.flip_p) == (b.size, b.scale, b.ratio, b.flip_p))
+    return same and online.chunk_pixels == target.chunk_pixels
+
+
 def _as_module(p: str | nn.Module, size: int | None, options: dict) -> nn.Module:
     if isinstance(p, nn.Module):
         return p
@@ -45,6 +58,13 @@ def _as_module(p: str | nn.Module, size: int | None, options: dict) -> nn.Module
 
 class TwoViews(nn.Module):
     """Two augmented views of the same batch: ``[online(x), target(x)]``.
+
+    When both views are :class:`~contrastkit.data.augment.Pipeline` s that start with the same
+    random resized crop (size, scale, ratio, flip probability: SCE's *strong* / *weak*,
+    SimCLR's two views), the two crops of a batch are drawn in one call (rows ``2b``: online,
+    ``2b + 1``: target, from the online pipeline's generator) and made by one
+    ``grid_sample``; each view then continues with its own ops and parameters. The result is
+    distributed as two separate pipeline calls, with half the crop operators.
 
     Args:
         online: preset name or module for the first (online-branch) view.
@@ -62,7 +82,26 @@ class TwoViews(nn.Module):
         self.target = _as_module(target, size, options)
 
     def forward(self, x: Tensor) -> list[Tensor]:
-        return [self.online(x), self.target(x)]
+        if not _shared_crop(self.online, self.target):
+            return [self.online(x), self.target(x)]
+        augment.check_batch(x)
+        online, target = self.online, self.target
+        crop = online.steps[0]
+        batch, height, width = x.shape[0], x.shape[-2], x.shape[-1]
+        generator = online.step_generator(0)
+        _check_generator(generator, x.device)
+        both = crop.sample(2 * batch, height, width, device=x.device, generator=generator)
+        online.steps[0].last_params = {k: v[0::2] for k, v in both.items()}
+        target.steps[0].last_params = {k: v[1::2] for k, v in both.items()}
+        size = crop.size
+        with torch.autocast(x.device.type, enabled=False):
+            crops = crop.apply(augment.to_float_rgb(x), both)  # (B, C, 2 size, size)
+        views = []
+        for i, pipeline in enumerate((online, target)):
+            params = pipeline.draw(batch, size, size, x.device, start=1)
+            views.append(pipeline.apply_params(crops[:, :, i * size : (i + 1) * size], params,
+                                               start=1))
+        return views
 
 
 class MultiCrop(nn.Module):

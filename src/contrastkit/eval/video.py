@@ -72,28 +72,20 @@ class MultiViewEncoder(nn.Module):
 
 
 class SharedFrameTransform(nn.Module):
-    """Apply ``pipeline`` (built with ``generator``) to every frame of each clip with the
-    same random parameters: the generator is reset to one seed before each frame.
+    """Apply ``pipeline`` to every frame of each clip with the same random parameters
+    (:meth:`~contrastkit.data.augment.Pipeline.forward_clips`).
 
     Input uint8 ``(B, T, C, H, W)``; output ``(B, 3, T, S, S)`` floats (backbone layout).
     """
 
-    def __init__(self, pipeline: nn.Module, generator: torch.Generator) -> None:
+    def __init__(self, pipeline: nn.Module) -> None:
         super().__init__()
-        self.pipeline, self.generator = pipeline, generator
+        self.pipeline = pipeline
 
     def forward(self, clips: Tensor) -> Tensor:
         from contrastkit.train.video import to_backbone_layout
 
-        if clips.dim() != 5:
-            raise ValueError(f"clips must have shape (B, T, C, H, W), got {tuple(clips.shape)}")
-        self.generator.manual_seed(int(torch.randint(0, 2**62, ())))
-        state = self.generator.get_state()
-        frames = []
-        for t in range(clips.shape[1]):
-            self.generator.set_state(state)
-            frames.append(self.pipeline(clips[:, t]))
-        return to_backbone_layout(torch.stack(frames, dim=1))
+        return to_backbone_layout(self.pipeline.forward_clips(clips))
 
 
 def flip_only_transform(size: int, normalize: str | None = None,
@@ -109,10 +101,9 @@ def flip_only_transform(size: int, normalize: str | None = None,
 
     from contrastkit.data import augment
 
-    generator = torch.Generator()
     spec = replace(augment.PRESETS["strong"], crop_scale=(1.0, 1.0), gray_p=0.0, blur_p=0.0,
                    solarize_p=0.0)
-    steps = augment.pretrain_steps(spec, size, jitter_strength, (1.0, 1.0), generator)
+    steps = augment.pretrain_steps(spec, size, jitter_strength, (1.0, 1.0))
     # the crop box of scale 1 must keep the whole (square) frame: fix its aspect ratio at 1
     steps[0].ratio = (1.0, 1.0)
-    return SharedFrameTransform(augment.Pipeline(steps, size, normalize), generator)
+    return SharedFrameTransform(augment.Pipeline(steps, size, normalize))

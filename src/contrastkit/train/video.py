@@ -93,13 +93,14 @@ class ClipView(nn.Module):
         self.augment = video.video_preset(preset, size, **options)
         self.reverse_p = reverse_p
         self.difference = video.RandomRGBDifference(rgb_difference_p) if rgb_difference_p else None
+        #: generator of the reversal draws (on the clips' device; None: the device's default)
+        self.generator: torch.Generator | None = None
 
     def forward(self, clips: Tensor) -> Tensor:
         out = self.augment(clips)
         if self.reverse_p > 0:
-            # drawn on the CPU like the presets' parameters, whatever the batch's device
-            flip = (torch.rand(out.shape[0]) < self.reverse_p).to(out.device)
-            out = torch.where(flip.view(-1, 1, 1, 1, 1), out.flip(1), out)
+            draws = torch.rand(out.shape[0], device=out.device, generator=self.generator)
+            out = torch.where((draws < self.reverse_p).view(-1, 1, 1, 1, 1), out.flip(1), out)
         if self.difference is not None:
             out = self.difference(out)
         return to_backbone_layout(out)
