@@ -102,6 +102,14 @@ DECAY_EVERY_PARAMETER = (
         ("dystress/cifar", "sincere/", "understanding/", "repro/gpu/"))]
 )
 MOMENTUM_METHODS = {f"contrastkit.methods.{m}" for m in ("SCE", "MoCo", "ReSSL")}
+#: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
+#: D.1 recipes (Table 6) and their Part B copies. Not the D.2/D.3 LARS recipes (synchronised BN,
+#: MoCo v3-style), nor the CPU, demo and Part A configs.
+SHUFFLE_BN_8 = (
+    [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyimagenet", "imagenet100",
+                                    "imagenet") for m in ("sce", "moco", "ressl")]
+    + [f"repro/gpu/table6_{m}.yaml" for m in ("sce", "moco", "ressl")]
+)
 
 
 def _is_cifar_momentum_config(raw: dict) -> bool:
@@ -128,12 +136,18 @@ def test_config_parses_and_builds(path):
         f"{path}: optimizer.exclude_bias_and_norm must be {not decay_all} (configs/README.md)")
     if path in CIFAR_MOMENTUM:  # SCE supplement E: 0.99 for small datasets (configs/README.md)
         assert model.method.base_momentum == pytest.approx(0.99), path
+    shuffle = 8 if _ids([path])[0] in SHUFFLE_BN_8 else None
+    assert getattr(model.method, "shuffle_bn", None) == shuffle, path
+    if shuffle is not None:
+        devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
+        assert (data.batch_size * devices) % shuffle == 0, path
 
 
 def test_expectation_lists_name_existing_configs():
     """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
     names = set(_ids(CONFIGS))
     assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 77
+    assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 21
     cifar = set(_ids(CIFAR_MOMENTUM))
     assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
         | {f"repro/gpu/table6_{m}.yaml" for m in ("sce", "moco", "ressl")} <= cifar
