@@ -95,21 +95,20 @@ def test_configs_exist():
 #: A.1, SINCERE appendix J; Wang & Liu via the SCE D.1 recipe): ``exclude_bias_and_norm: false``.
 #: Every other config keeps the default exclusion of biases and norms (the LARS recipes: SCE
 #: D.2/D.3, DySTreSS ImageNet; the CPU, demo and Part A configs keep the engine default).
-DECAY_EVERY_PARAMETER = (
-    [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyimagenet", "imagenet100",
-                                    "imagenet") for m in ("sce", "moco", "ressl")]
-    + [_ids([p])[0] for p in CONFIGS if _ids([p])[0].startswith(
-        ("dystress/cifar", "sincere/", "understanding/", "repro/gpu/"))]
-)
-MOMENTUM_METHODS = {f"contrastkit.methods.{m}" for m in ("SCE", "MoCo", "ReSSL")}
+#: The SCE D.1 recipe (Table 6 baseline comparison) and its Part B copies.
+SCE_D1 = [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyimagenet",
+                                         "imagenet100", "imagenet")
+          for m in ("sce", "moco", "ressl")] + [f"repro/gpu/table6_{m}.yaml"
+                                                 for m in ("sce", "moco", "ressl")]
+DECAY_EVERY_PARAMETER = SCE_D1 + [
+    name for name in _ids(CONFIGS)
+    if name.startswith(("dystress/cifar", "sincere/", "understanding/", "repro/gpu/table3_"))
+]
 #: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
-#: D.1 recipes (Table 6) and their Part B copies. Not the D.2/D.3 LARS recipes (synchronised BN,
-#: MoCo v3-style), nor the CPU, demo and Part A configs.
-SHUFFLE_BN_8 = (
-    [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyimagenet", "imagenet100",
-                                    "imagenet") for m in ("sce", "moco", "ressl")]
-    + [f"repro/gpu/table6_{m}.yaml" for m in ("sce", "moco", "ressl")]
-)
+#: D.1 configs only. Not the D.2/D.3 LARS recipes (synchronised BN, MoCo v3-style), nor the
+#: CPU, demo and Part A configs.
+SHUFFLE_BN_8 = SCE_D1
+MOMENTUM_METHODS = {f"contrastkit.methods.{m}" for m in ("SCE", "MoCo", "ReSSL")}
 
 
 def _is_cifar_momentum_config(raw: dict) -> bool:
@@ -131,12 +130,13 @@ def test_config_parses_and_builds(path):
     assert isinstance(model, PretrainModule)
     assert isinstance(data, PretrainDataModule)
     assert config.trainer.max_epochs >= 1
-    decay_all = _ids([path])[0] in DECAY_EVERY_PARAMETER
+    name = _ids([path])[0]
+    decay_all = name in DECAY_EVERY_PARAMETER
     assert model.optimizer_spec.exclude_bias_and_norm is not decay_all, (
         f"{path}: optimizer.exclude_bias_and_norm must be {not decay_all} (configs/README.md)")
     if path in CIFAR_MOMENTUM:  # SCE supplement E: 0.99 for small datasets (configs/README.md)
         assert model.method.base_momentum == pytest.approx(0.99), path
-    shuffle = 8 if _ids([path])[0] in SHUFFLE_BN_8 else None
+    shuffle = 8 if name in SHUFFLE_BN_8 else None
     assert getattr(model.method, "shuffle_bn", None) == shuffle, path
     if shuffle is not None:
         devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1

@@ -119,8 +119,9 @@ class OptimizerSpec:
         weight_decay: weight decay of the decayed parameters.
         exclude_bias_and_norm: True: biases, other 1-D parameters and normalisation
             parameters get no weight decay and no LARS adaptation (SCE appendices D.2/D.3,
-            its LARS recipes); False: every parameter is decayed (and adapted by LARS), as
-            the SGD recipes state it (SCE D.1, DySTreSS A.1, SINCERE appendix J).
+            its LARS recipes); False: every parameter is decayed (and adapted by LARS), our
+            reading of the SGD recipes, which name no exclusion (SCE D.1, DySTreSS A.1,
+            SINCERE appendix J; configs/README.md).
         momentum: SGD/LARS momentum.
         warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
         final_lr_ratio: final learning rate as a fraction of the peak.
