@@ -91,6 +91,37 @@ def test_configs_exist():
     assert len(CONFIGS) >= 80
 
 
+#: Configs whose paper recipe is SGD with weight decay on every parameter (SCE D.1, DySTreSS
+#: A.1, SINCERE appendix J; Wang & Liu via the SCE D.1 recipe): ``exclude_bias_and_norm: false``.
+#: Every other config keeps the default exclusion of biases and norms (the LARS recipes: SCE
+#: D.2/D.3, DySTreSS ImageNet; the CPU, demo and Part A configs keep the engine default).
+#: The SCE D.1 recipe (Table 6 baseline comparison) and its Part B copies.
+SCE_D1 = [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyimagenet",
+                                         "imagenet100", "imagenet")
+          for m in ("sce", "moco", "ressl")] + [f"repro/gpu/table6_{m}.yaml"
+                                                 for m in ("sce", "moco", "ressl")]
+DECAY_EVERY_PARAMETER = SCE_D1 + [
+    name for name in _ids(CONFIGS)
+    if name.startswith(("dystress/cifar", "sincere/", "understanding/", "repro/gpu/table3_"))
+]
+#: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
+#: D.1 configs only. Not the D.2/D.3 LARS recipes (synchronised BN, MoCo v3-style), nor the
+#: CPU, demo and Part A configs.
+SHUFFLE_BN_8 = SCE_D1
+MOMENTUM_METHODS = {f"contrastkit.methods.{m}" for m in ("SCE", "MoCo", "ReSSL")}
+
+
+def _is_cifar_momentum_config(raw: dict) -> bool:
+    """SCE, MoCo or ReSSL on CIFAR-10/100 (the dataset by name or the CIFAR-10 JPEG archive)."""
+    method = ((raw.get("model") or {}).get("method") or {}).get("class_path")
+    data = raw.get("data") or {}
+    cifar = data.get("dataset") in ("cifar10", "cifar100") or "cifar10" in str(data.get("root"))
+    return method in MOMENTUM_METHODS and cifar
+
+
+CIFAR_MOMENTUM = [p for p in CONFIGS if _is_cifar_momentum_config(yaml.safe_load(p.read_text()))]
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=_ids(CONFIGS))
 def test_config_parses_and_builds(path):
     header = path.read_text().splitlines()[0]
@@ -99,14 +130,37 @@ def test_config_parses_and_builds(path):
     assert isinstance(model, PretrainModule)
     assert isinstance(data, PretrainDataModule)
     assert config.trainer.max_epochs >= 1
+    name = _ids([path])[0]
+    decay_all = name in DECAY_EVERY_PARAMETER
+    assert model.optimizer_spec.exclude_bias_and_norm is not decay_all, (
+        f"{path}: optimizer.exclude_bias_and_norm must be {not decay_all} (configs/README.md)")
+    if path in CIFAR_MOMENTUM:  # SCE supplement E: 0.99 for small datasets (configs/README.md)
+        assert model.method.base_momentum == pytest.approx(0.99), path
+    shuffle = 8 if name in SHUFFLE_BN_8 else None
+    assert getattr(model.method, "shuffle_bn", None) == shuffle, path
+    if shuffle is not None:
+        devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
+        assert (data.batch_size * devices) % shuffle == 0, path
+
+
+def test_expectation_lists_name_existing_configs():
+    """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
+    names = set(_ids(CONFIGS))
+    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 77
+    assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 21
+    cifar = set(_ids(CIFAR_MOMENTUM))
+    assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
+        | {f"repro/gpu/table6_{m}.yaml" for m in ("sce", "moco", "ressl")} <= cifar
+    assert "repro/cpu/baselines_moco.yaml" in cifar and "cpu/cifar10jpg_sce.yaml" in cifar
 
 
 #: SCE Table 21 rows (and D.1: 200 epochs), checked on the built objects so that a change of an
-#: engine default cannot silently change what a paper config trains.
+#: engine default cannot silently change what a paper config trains. CIFAR ema: 0.99 from the
+#: conference supplement (appendix E), not Table 21's 0.900 (configs/README.md).
 #: (file, hidden, out, layers, queue, momentum, base_lr, weight decay, global batch, size)
 TABLE_21 = [
-    ("sce/cifar10_sce.yaml", 512, 128, 2, 4096, 0.9, 0.06, 5e-4, 256, 32),
-    ("sce/cifar100_sce.yaml", 512, 128, 2, 4096, 0.9, 0.06, 5e-4, 256, 32),
+    ("sce/cifar10_sce.yaml", 512, 128, 2, 4096, 0.99, 0.06, 5e-4, 256, 32),
+    ("sce/cifar100_sce.yaml", 512, 128, 2, 4096, 0.99, 0.06, 5e-4, 256, 32),
     ("sce/stl10_sce.yaml", 512, 128, 2, 16384, 0.996, 0.06, 5e-4, 256, 96),
     ("sce/tinyimagenet_sce.yaml", 512, 128, 2, 16384, 0.996, 0.06, 5e-4, 256, 64),
     ("sce/imagenet100_sce.yaml", 4096, 256, 2, 65536, 0.996, 0.3, 1e-4, 512, 224),

@@ -37,7 +37,9 @@ from torch import Tensor
 
 __all__ = [
     "all_reduce_mean",
+    "broadcast_from_rank0",
     "gather_no_grad",
+    "gather_no_grad_with_sizes",
     "gather_with_grad",
     "is_distributed",
     "rank",
@@ -190,6 +192,38 @@ def gather_no_grad(tensor: Tensor) -> Tensor:
         return tensor.detach()
     gathered, _ = _all_gather_variable(tensor.detach())
     return gathered
+
+
+@torch.no_grad()
+def gather_no_grad_with_sizes(tensor: Tensor) -> tuple[Tensor, list[int]]:
+    """:func:`gather_no_grad` plus every rank's dim-0 size, in rank order.
+
+    Every rank receives the same sizes, so a check on them (e.g. "all sizes equal") gives the
+    same answer on every rank and cannot leave some ranks waiting in a later collective.
+
+    Returns:
+        ``(gathered, sizes)``; ``(tensor.detach(), [len(tensor)])`` when not distributed.
+    """
+    if not is_distributed():
+        return tensor.detach(), [tensor.shape[0]]
+    return _all_gather_variable(tensor.detach())
+
+
+@torch.no_grad()
+def broadcast_from_rank0(tensor: Tensor) -> Tensor:
+    """Rank 0's value of ``tensor`` on every rank (a new tensor; the input is not modified).
+
+    Args:
+        tensor: same shape and dtype on every rank, on the device the backend needs (CUDA for
+            NCCL).
+
+    Returns:
+        A copy of rank 0's tensor; a copy of ``tensor`` when not distributed.
+    """
+    out = tensor.detach().clone()
+    if is_distributed():
+        dist.broadcast(out, src=0)
+    return out
 
 
 @torch.no_grad()

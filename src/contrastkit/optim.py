@@ -2,7 +2,8 @@
 
 SCE (Denize et al., appendix D.1/D.2, Tables 21 and 24) trains with SGD (momentum 0.9) on
 small/medium datasets and with LARS (You et al., 2017) on ImageNet and video, bias and
-batch-norm parameters excluded, the learning rate scaled by the linear scaling rule
+batch-norm parameters excluded in the LARS recipes (D.2, D.3; :func:`param_groups`'s
+``exclude_bias_and_norm``), the learning rate scaled by the linear scaling rule
 (Goyal et al., 2017: ``lr = base_lr * batch / 256``), a linear warm-up then a cosine decay
 without restart (Loshchilov & Hutter, 2017).
 

@@ -9,7 +9,10 @@ They share everything but the loss (and their default views):
 * multi-crop: views after the first two are local crops, used only as queries against the
   key(s) of the global view(s) (SCE appendix D.2);
 * keys are gathered from every process and staged into the queue, committed after the
-  optimiser step (``ContrastiveMethod.after_optimizer_step``).
+  optimiser step (``ContrastiveMethod.after_optimizer_step``);
+* ``shuffle_bn``: MoCo's shuffling BN (He et al., 2020): in training, the key encoder's
+  batch-norm statistics come from random groups of the global key batch, over processes and
+  virtual devices, instead of the local batch (:mod:`contrastkit.methods.shuffle_bn`).
 
 The loss over several (query, key) pairs is the mean of the pair losses. With a queue, each
 process computes the mean over its own queries (DDP averages the gradients); without a ready
@@ -27,6 +30,7 @@ from torch import Tensor
 from contrastkit.distributed import gather_no_grad, gather_with_grad, is_distributed
 from contrastkit.losses import info_nce, ressl, sce, sce_terms
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.methods.shuffle_bn import ShuffleBN
 from contrastkit.schedules import AnySchedule, ScheduleState
 
 
@@ -37,6 +41,14 @@ class MomentumContrast(ContrastiveMethod):
         symmetric: also use view 1 as query and view 0 as key, averaging both losses.
         momentum: initial EMA momentum (cosine schedule to 1).
         queue_size: memory queue rows (0: in-batch negatives).
+        shuffle_bn: ``G``, the number of batch-norm groups (devices, real or virtual) the
+            global key batch is shuffled into for the target encoder in training: keys of all
+            processes are permuted with a permutation shared by all processes, cut into ``G``
+            equal groups, each normalised with its own batch statistics, and put back in
+            order. ``G`` must be a multiple of the number of processes and divide the global
+            batch. 8 on one GPU simulates MoCo v2's 8 GPUs (the SCE authors' setting);
+            ``G`` = processes is MoCo's cross-GPU shuffle. ``None``: keys normalised with the
+            statistics of the local, unshuffled batch. Excludes ``trainer.sync_batchnorm``.
         **kwargs: other :class:`ContrastiveMethod` arguments.
     """
 
@@ -45,10 +57,26 @@ class MomentumContrast(ContrastiveMethod):
     supports_multicrop = True
 
     def __init__(
-        self, symmetric: bool = False, momentum: float = 0.99, queue_size: int = 4096, **kwargs
+        self,
+        symmetric: bool = False,
+        momentum: float = 0.99,
+        queue_size: int = 4096,
+        shuffle_bn: int | None = None,
+        **kwargs,
     ) -> None:
         super().__init__(momentum=momentum, queue_size=queue_size, **kwargs)
         self.symmetric = symmetric
+        self.shuffle_bn = shuffle_bn
+        self.key_shuffle = (
+            ShuffleBN(self.target.target, shuffle_bn) if shuffle_bn is not None else None
+        )
+
+    @torch.no_grad()
+    def encode_target(self, x: Tensor) -> Tensor:
+        """Target projection; in training with ``shuffle_bn``, BN statistics per shuffled group."""
+        if self.key_shuffle is None or not self.target.target.training:
+            return super().encode_target(x)
+        return self.key_shuffle(self.target.target, x)
 
     @abstractmethod
     def pair_loss(

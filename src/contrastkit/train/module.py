@@ -144,7 +144,7 @@ class PretrainModule(L.LightningModule):
         spec = self.optimizer_spec
         global_batch = self._global_batch()
         lr = scaled_lr(spec.base_lr, global_batch) if spec.scale_lr else spec.base_lr
-        groups = param_groups(self.method, spec.weight_decay)
+        groups = param_groups(self.method, spec.weight_decay, spec.exclude_bias_and_norm)
         if self.classifier is not None:
             groups.append({"params": list(self.classifier.parameters()), "weight_decay": 0.0,
                            "lars_adapt": False, "lr": spec.online_lr, "name": "online_linear"})

@@ -116,7 +116,12 @@ class OptimizerSpec:
         name: ``sgd``, ``lars`` or ``adamw``.
         base_lr: learning rate for a global batch of 256; scaled linearly with the global
             batch (``lr = base_lr * global_batch / 256``) unless ``scale_lr`` is False.
-        weight_decay: decay of weights (biases and norm parameters are excluded).
+        weight_decay: weight decay of the decayed parameters.
+        exclude_bias_and_norm: True: biases, other 1-D parameters and normalisation
+            parameters get no weight decay and no LARS adaptation (SCE appendices D.2/D.3,
+            its LARS recipes); False: every parameter is decayed (and adapted by LARS), our
+            reading of the SGD recipes, which name no exclusion (SCE D.1, DySTreSS A.1,
+            SINCERE appendix J; configs/README.md).
         momentum: SGD/LARS momentum.
         warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
         final_lr_ratio: final learning rate as a fraction of the peak.
@@ -128,6 +133,7 @@ class OptimizerSpec:
     name: Literal["sgd", "lars", "adamw"] = "sgd"
     base_lr: float = 0.06
     weight_decay: float = 5e-4
+    exclude_bias_and_norm: bool = True
     momentum: float = 0.9
     warmup_epochs: float = 5.0
     final_lr_ratio: float = 0.0

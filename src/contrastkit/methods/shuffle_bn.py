@@ -1,0 +1,243 @@
+"""Shuffling BN for the key (target) encoder of momentum methods (MoCo v2, ReSSL, SCE).
+
+He et al. (2020, MoCo, "Shuffling BN"): with batch-norm statistics computed over the same
+samples in the query and the key encoder, the batch statistics can reveal the positive among
+the negatives (the model "cheats" the pretext task). MoCo computes the keys' statistics on a
+batch shuffled across GPUs and restores the order afterwards. Here the key batch is split
+into ``G`` groups (devices, real or virtual), each normalised with its own statistics:
+
+1. the keys of all ``W`` processes are gathered (``N = W * b`` rows in rank order) and
+   permuted by ``p``, a random permutation of ``0..N-1`` identical on every process;
+2. group ``d`` (``0 <= d < G``, ``g = N / G`` rows) holds the samples ``p[d*g : (d+1)*g]``;
+   process ``r`` encodes the groups ``r*k ... r*k + k - 1`` (``k = G / W`` virtual devices per
+   process), every batch-norm layer of the target normalising each group with the mean and
+   (biased) variance of that group alone;
+3. the outputs are gathered and put back in the original order; each process keeps its own
+   ``b`` rows.
+
+With one process and ``G = 8`` this simulates MoCo's 8 GPUs on one device; with ``W = G``
+processes it is MoCo's cross-GPU shuffle exactly (one group per process). The partition into
+groups depends only on ``G`` and ``p``, not on ``W``, so a run on 1 or 2 processes with the same
+``G`` and permutation gives the same keys.
+
+Virtual devices: the target's batch-norm layers are replaced, once, by :class:`SplitBatchNorm`
+(same parameters and buffers, so checkpoints and the EMA update are unchanged). A process's
+``k`` groups are laid out interleaved (row ``i*k + j`` is the ``i``-th sample of its group
+``j``) so that one ``batch_norm`` call over ``(b/k, k*C, ...)`` normalises every group with its
+own statistics. Running statistics (used only in eval mode, and replaced at every EMA update
+by the online ones under MomentumBranch's default ``copy`` buffer policy) move towards the mean
+of the groups' statistics.
+
+Permutations: ``torch.randperm(N, generator=self.generator)`` on a CPU generator seeded with
+``torch.initial_seed()`` when the method is built (the run's seed), copied from rank 0 to every
+process at the first distributed call (so all ranks draw the same permutations without a
+collective per step), and saved in the method's ``state_dict`` so that a resumed run draws
+what an uninterrupted one would. On CUDA the permutation is copied to the device from pinned
+memory without blocking.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from contrastkit.distributed import (
+    broadcast_from_rank0,
+    gather_no_grad,
+    gather_no_grad_with_sizes,
+    is_distributed,
+    rank,
+    world_size,
+)
+
+__all__ = ["ShuffleBN", "SplitBatchNorm", "split_batch_norms"]
+
+
+class SplitBatchNorm(_BatchNorm):
+    """A batch-norm layer that, in training mode, can normalise ``splits`` sub-batches apart.
+
+    Built from an existing batch-norm layer whose parameters and buffers it shares. With
+    ``splits = k > 1`` and an input of ``n = k * m`` rows, rows ``j, j + k, j + 2k, ...`` form
+    sub-batch ``j``, normalised as ``y = (x - mean_j) / sqrt(var_j + eps) * weight + bias``
+    with the mean and biased variance of sub-batch ``j`` (per channel, over its rows and
+    spatial positions); the running statistics move towards the mean over sub-batches of the
+    usual update. ``splits = 1`` or eval mode: the wrapped layer's ordinary forward.
+
+    Args:
+        source: the batch-norm layer to take over (``BatchNorm1d/2d/3d``).
+    """
+
+    def __init__(self, source: _BatchNorm) -> None:
+        super().__init__(source.num_features, source.eps, source.momentum, source.affine,
+                         source.track_running_stats)
+        self.weight, self.bias = source.weight, source.bias
+        self.running_mean, self.running_var = source.running_mean, source.running_var
+        self.num_batches_tracked = source.num_batches_tracked
+        self.train(source.training)
+        self.splits = 1
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2-D input (N, C, ...), got {input.dim()}-D")
+
+    def forward(self, input: Tensor) -> Tensor:
+        k = self.splits
+        if k == 1 or not self.training:
+            return super().forward(input)
+        self._check_input_dim(input)
+        n, c = input.shape[:2]
+        if n % k:
+            raise ValueError(f"batch of {n} rows cannot be split into {k} equal sub-batches")
+        tracked = self.track_running_stats and self.running_mean is not None
+        factor = 0.0
+        mean = var = None
+        if tracked:
+            self.num_batches_tracked.add_(1)
+            factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
+                      else self.momentum)
+            mean, var = self.running_mean.repeat(k), self.running_var.repeat(k)
+        weight = self.weight.repeat(k) if self.weight is not None else None
+        bias = self.bias.repeat(k) if self.bias is not None else None
+        # (n, C, ...) -> (n/k, k*C, ...): channel block j holds rows j, j+k, j+2k, ...
+        grouped = input.reshape(n // k, k * c, *input.shape[2:])
+        out = F.batch_norm(grouped, mean, var, weight, bias, True, factor, self.eps)
+        if tracked:
+            self.running_mean.copy_(mean.view(k, c).mean(0))
+            self.running_var.copy_(var.view(k, c).mean(0))
+        return out.reshape(input.shape)
+
+
+def split_batch_norms(module: nn.Module) -> list[SplitBatchNorm]:
+    """Replace every batch-norm layer inside ``module`` by a :class:`SplitBatchNorm` (in place).
+
+    Parameters and buffers are shared with the replaced layers and keep their names and order,
+    so ``state_dict`` keys and ``module.parameters()`` / ``buffers()`` order are unchanged.
+
+    Returns:
+        The :class:`SplitBatchNorm` layers now inside ``module``.
+    """
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, _BatchNorm) and not isinstance(child, SplitBatchNorm):
+                setattr(parent, name, SplitBatchNorm(child))
+    return [m for m in module.modules() if isinstance(m, SplitBatchNorm)]
+
+
+class ShuffleBN(nn.Module):
+    """Encode a key batch with shuffled, grouped batch-norm statistics (module docstring).
+
+    The target encoder is not registered here (it belongs to the method's target branch); it
+    is passed to :meth:`forward`. Only the permutation generator's state is saved
+    (``get_extra_state``).
+
+    Args:
+        encoder: the target encoder whose batch-norm layers are converted, in place, to
+            :class:`SplitBatchNorm`.
+        groups: ``G``, batch-norm groups of the global key batch (the ``shuffle_bn`` option).
+        seed: seed of the permutation generator (default: ``torch.initial_seed()``).
+
+    Raises:
+        ValueError: if ``groups`` is not a positive int or ``encoder`` has no batch norm.
+    """
+
+    def __init__(self, encoder: nn.Module, groups: int, seed: int | None = None) -> None:
+        super().__init__()
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+            raise ValueError(
+                f"shuffle_bn must be a positive int (batch-norm groups of the global key batch) "
+                f"or null, got {groups!r}"
+            )
+        if not split_batch_norms(encoder):
+            raise ValueError(
+                "shuffle_bn is set but the target encoder has no batch-norm layer: there are no "
+                "batch statistics to shuffle; set shuffle_bn: null"
+            )
+        self.groups = groups
+        self.generator = torch.Generator()
+        self.generator.manual_seed(torch.initial_seed() if seed is None else seed)
+        self._synced = False
+
+    # --- the permutation ----------------------------------------------------------------------
+    def get_extra_state(self) -> Tensor:
+        """The permutation generator's state (a uint8 tensor, as other state entries)."""
+        return self.generator.get_state()
+
+    def set_extra_state(self, state: Tensor) -> None:
+        self.generator.set_state(state.cpu())
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        # A checkpoint written without shuffle BN: keep the seeded generator.
+        key = prefix + "_extra_state"
+        if key in missing_keys:
+            missing_keys.remove(key)
+
+    def permutation(self, n: int, device: torch.device) -> Tensor:
+        """The next permutation of ``0..n-1`` (the same on every process), on ``device``."""
+        if is_distributed() and not self._synced:
+            state = broadcast_from_rank0(self.generator.get_state().to(device))
+            self.generator.set_state(state.cpu())
+            self._synced = True
+        perm = torch.randperm(n, generator=self.generator)
+        if device.type == "cuda":
+            return perm.pin_memory().to(device, non_blocking=True)
+        return perm.to(device)
+
+    # --- encoding -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def forward(self, encoder: nn.Module, x: Tensor) -> Tensor:
+        """``encoder(x)`` with the keys' batch-norm statistics computed per shuffled group.
+
+        Args:
+            encoder: the target encoder given at construction (in training mode).
+            x: this process's key views, ``(b, ...)``, ``b`` equal on every process.
+
+        Returns:
+            The encoder's output for ``x``, rows in the order of ``x``.
+
+        Raises:
+            ValueError: if ``shuffle_bn`` is not a multiple of the number of processes, does
+                not divide the global batch, or the local batches differ in size.
+        """
+        processes, me, groups = world_size(), rank(), self.groups
+        if groups % processes:
+            raise ValueError(
+                f"shuffle_bn ({groups}) must be a multiple of the number of processes "
+                f"({processes}): each process normalises shuffle_bn / processes groups of keys"
+            )
+        per_process = groups // processes
+        layers = [m for m in encoder.modules() if isinstance(m, SplitBatchNorm)]
+        if not layers:
+            raise ValueError(
+                "shuffle_bn is set but the target's batch-norm layers were replaced (by "
+                "trainer.sync_batchnorm?): shuffled and synchronised batch norm exclude each "
+                "other; set shuffle_bn: null or trainer.sync_batchnorm: false"
+            )
+        everything, sizes = gather_no_grad_with_sizes(x)
+        if len(set(sizes)) != 1:
+            raise ValueError(f"shuffle_bn needs the same batch size on every process, got {sizes}")
+        total, local = everything.shape[0], sizes[0]
+        if total % groups:
+            raise ValueError(
+                f"shuffle_bn ({groups}) must divide the key batch of all processes "
+                f"({total} = {processes} x {local})"
+            )
+        size = total // groups
+        perm = self.permutation(total, x.device)
+        # order[r, i*k + j] = perm[(r*k + j)*size + i]: process r's rows, groups interleaved
+        order = perm.view(processes, per_process, size).transpose(1, 2).reshape(processes, -1)
+        for layer in layers:
+            layer.splits = per_process
+        try:
+            encoded = encoder(everything[order[me]])
+        finally:
+            for layer in layers:
+                layer.splits = 1
+        encoded_all = gather_no_grad(encoded) if processes > 1 else encoded
+        inverse = torch.empty_like(perm)
+        inverse[order.reshape(-1)] = torch.arange(total, device=perm.device)
+        return encoded_all[inverse[me * local:(me + 1) * local]]
