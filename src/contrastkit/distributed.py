@@ -20,8 +20,10 @@ ranks equally, so the result is the mean of per-rank mean losses, not the mean o
 equivalence.
 
 Unequal batch sizes across ranks are supported by :func:`gather_with_grad` and
-:func:`gather_no_grad`: dim-0 sizes are exchanged first (one small extra collective) and the
-tensors are padded to the largest size for ``all_gather``, then trimmed. All other
+:func:`gather_no_grad`: dim-0 sizes are exchanged first (one small extra collective, read back
+on the host) and the tensors are padded to the largest size for ``all_gather``, then trimmed.
+Inside the training step (:func:`contrastkit.hot_path.hot_path`) equal sizes are trusted and
+the exchange is skipped. All other
 dimensions and the dtype must agree across ranks (checked; a mismatch raises ``ValueError``
 on every rank).
 
@@ -34,6 +36,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+from contrastkit.hot_path import in_hot_path
 
 __all__ = [
     "all_reduce_mean",
@@ -119,7 +123,18 @@ def _describe(row: list[int]) -> str:
 
 
 def _all_gather_variable(tensor: Tensor) -> tuple[Tensor, list[int]]:
-    """Concatenate every rank's ``tensor`` along dim 0 in rank order (sizes may differ)."""
+    """Concatenate every rank's ``tensor`` along dim 0 in rank order (sizes may differ).
+
+    Inside :func:`contrastkit.hot_path.hot_path` (the training step) every rank is trusted to
+    hold the same shape, as the engine's samplers guarantee, and the size exchange, whose
+    result must be read on the host, is skipped.
+    """
+    if in_hot_path():
+        sizes = [tensor.shape[0]] * dist.get_world_size()
+        tensor = tensor.contiguous()
+        buckets = [torch.empty_like(tensor) for _ in sizes]
+        dist.all_gather(buckets, tensor)
+        return torch.cat(buckets, dim=0), sizes
     sizes = _exchange_sizes(tensor)
     largest = max(sizes)
     tensor = tensor.contiguous()

@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from contrastkit.hot_path import in_hot_path
+
 TemperatureFn = Callable[[Tensor], Tensor]
 
 
@@ -23,7 +25,7 @@ def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -
             point or contains NaN/Inf. The message names ``name``.
     """
     check_embedding_layout(name, x, ndim=ndim)
-    if not bool(torch.isfinite(x).all()):
+    if not in_hot_path() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf values")
 
 
@@ -51,6 +53,27 @@ def check_positive_float(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a number, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
+
+
+def check_temperature_value(name: str, value: float | Tensor) -> None:
+    """Raise ``ValueError`` unless ``value`` is a finite number > 0 or a 0-d float tensor.
+
+    A tensor (e.g. an alignment-adaptive temperature computed on the device) is checked for
+    being finite and > 0 by reading it back, except inside
+    :func:`contrastkit.hot_path.hot_path`, where that read would make a GPU wait.
+    """
+    if isinstance(value, Tensor):
+        if value.dim() != 0 or not value.is_floating_point():
+            raise ValueError(
+                f"{name} must be a number or a 0-d float tensor, got a {value.dtype} tensor of "
+                f"shape {tuple(value.shape)}"
+            )
+        if not in_hot_path():
+            scalar = float(value)
+            if not math.isfinite(scalar) or scalar <= 0:
+                raise ValueError(f"{name} must be finite and > 0, got {scalar}")
+        return
+    check_positive_float(name, value)
 
 
 def check_unit_interval(name: str, value: float) -> None:

@@ -36,14 +36,15 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 from torch.nn.utils.rnn import pad_sequence
 
+from contrastkit.hot_path import in_hot_path
 from contrastkit.losses._checks import (
     TemperatureFn,
     check_batch_has_negatives,
     check_embedding_layout,
     check_embeddings,
-    check_positive_float,
     check_same_dim,
     check_same_shape,
+    check_temperature_value,
 )
 from contrastkit.losses.temperature import PairTemperature
 
@@ -57,10 +58,13 @@ _EPS = 1e-12  # the eps of F.normalize: rows are divided by max(norm, eps)
 
 
 def check_temperature(name: str, temperature: object) -> None:
-    """Raise ``ValueError`` unless ``temperature`` is a float > 0, a callable or a pair."""
-    if isinstance(temperature, PairTemperature) or callable(temperature):
+    """Raise ``ValueError`` unless ``temperature`` is a float > 0 (or a 0-d float tensor), a
+    callable or a pair."""
+    if isinstance(temperature, PairTemperature) or (
+        callable(temperature) and not isinstance(temperature, Tensor)
+    ):
         return  # a PairTemperature validates itself
-    check_positive_float(name, temperature)  # type: ignore[arg-type]
+    check_temperature_value(name, temperature)  # type: ignore[arg-type]
 
 
 def split_temperature(
@@ -138,10 +142,11 @@ def checked_norms(name: str, x: Tensor) -> Tensor:
     """Detached row L2 norms of ``x``; raise ``ValueError`` if ``x`` holds NaN/Inf.
 
     The check reads the norms (a NaN or Inf entry makes its row's norm non-finite) instead of
-    scanning ``x`` a second time.
+    scanning ``x`` a second time; inside :func:`contrastkit.hot_path.hot_path` it is skipped
+    (a non-finite input then gives a non-finite loss, which the engine reports).
     """
     norms = torch.linalg.vector_norm(x.detach(), dim=-1, dtype=_compute_dtype(x.dtype))
-    if not bool(torch.isfinite(norms).all()):
+    if not in_hot_path() and not bool(torch.isfinite(norms).all()):
         check_embeddings(name, x)  # raises, naming the NaN/Inf
         raise ValueError(f"{name} has a row whose L2 norm overflows {norms.dtype}")
     return norms

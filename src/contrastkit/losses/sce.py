@@ -12,7 +12,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.losses._checks import check_positive_float, check_unit_interval
+from contrastkit.losses._checks import (
+    check_positive_float,
+    check_temperature_value,
+    check_unit_interval,
+)
 from contrastkit.losses._logits import (
     negative_lse,
     positive_logits,
@@ -33,8 +37,8 @@ def _sce_parts(
     with_target: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per anchor: positive logit, log-sum-exp over negatives, sum_j s2_ij * logit_ij."""
-    check_positive_float("temperature", temperature)
-    check_positive_float("target_temperature", target_temperature)
+    check_temperature_value("temperature", temperature)
+    check_temperature_value("target_temperature", target_temperature)
     pairs = prepare_pairs(query, key, negatives)
     target = None
     if with_target:

@@ -165,11 +165,13 @@ class ContrastiveMethod(nn.Module, ABC):
     # --- helpers for subclasses ---------------------------------------------------------------
     def current_temperature(
         self, base: float, state: ScheduleState, positive: Tensor | None = None
-    ) -> float:
+    ) -> float | Tensor:
         """``base``, or the temperature schedule's value at ``state`` when one is set.
 
         ``positive``: detached cosine similarities of the positive pairs, for
-        alignment-adaptive schedules (MACL).
+        alignment-adaptive schedules (MACL), whose value is then a 0-d tensor on the
+        embeddings' device (passed to the loss as is: reading it on the host would make a GPU
+        wait).
         """
         if self.temperature_schedule is None:
             return base
@@ -178,7 +180,8 @@ class ContrastiveMethod(nn.Module, ABC):
                 step=state.step, total_steps=state.total_steps, epoch=state.epoch,
                 total_epochs=state.total_epochs, positive_similarity=positive.detach(),
             )
-        return float(self.temperature_schedule(state))
+        value = self.temperature_schedule(state)
+        return value if isinstance(value, Tensor) else float(value)
 
     def queue_negatives(self) -> Tensor | None:
         """Queue rows to use as negatives, or ``None`` (in-batch) without a ready queue."""

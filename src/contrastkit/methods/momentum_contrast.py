@@ -198,7 +198,7 @@ class SCE(MomentumContrast):
 
     def pair_loss(self, query, key, negatives, state):
         t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
-        tm = (float(self.target_temperature_schedule(state))
+        tm = (self.target_temperature_schedule(state)
               if self.target_temperature_schedule else self.target_temperature)
         coeff = float(self.coeff_schedule(state)) if self.coeff_schedule else self.coeff
         logs = {"temperature": t, "target_temperature": tm, "coeff": coeff}

@@ -46,7 +46,9 @@ class MemoryQueue(nn.Module):
     """Fixed-size FIFO queue of key embeddings, stored as checkpointed buffers.
 
     Buffers (all in ``state_dict``): ``keys`` of shape ``(size, dim)``, ``ptr`` (next row to
-    write, long scalar) and ``filled`` (number of valid rows, long scalar, ``<= size``).
+    write, long scalar) and ``filled`` (number of valid rows, long scalar, ``<= size``). The
+    module keeps host copies of ``ptr`` and ``filled`` (refreshed when a state dict is loaded),
+    so writing and reading the queue never reads a value back from the device.
 
     Args:
         size: number of rows ``K`` kept (> 0).
@@ -100,7 +102,14 @@ class MemoryQueue(nn.Module):
         self.register_buffer("keys", keys.to(dtype))
         self.register_buffer("ptr", torch.zeros((), dtype=torch.long))
         self.register_buffer("filled", torch.tensor(filled, dtype=torch.long))
+        # Host copies of ``ptr`` and ``filled``: the buffers are what a checkpoint holds, these
+        # are what the training step reads, so it never waits on the device for them.
+        self._ptr, self._filled = 0, filled
         self._staged: list[Tensor] = []
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._ptr, self._filled = int(self.ptr), int(self.filled)  # once, at load time
 
     def extra_repr(self) -> str:
         return f"size={self.size}, dim={self.dim}, normalize={self.normalize}"
@@ -108,7 +117,7 @@ class MemoryQueue(nn.Module):
     @property
     def num_valid(self) -> int:
         """Number of valid rows returned by :meth:`negatives` (``<= size``)."""
-        return int(self.filled)
+        return self._filled
 
     @property
     def is_ready(self) -> bool:
@@ -131,7 +140,7 @@ class MemoryQueue(nn.Module):
 
     def ordered(self) -> Tensor:
         """Valid keys from oldest to newest, shape ``(num_valid, dim)``."""
-        n, p = self.num_valid, int(self.ptr)
+        n, p = self.num_valid, self._ptr
         if n < self.size:
             return self.keys[:n].clone()
         return torch.cat([self.keys[p:], self.keys[:p]], dim=0)
@@ -152,7 +161,7 @@ class MemoryQueue(nn.Module):
         n = keys.shape[0]
         if n == 0:
             return
-        ptr = int(self.ptr)
+        ptr = self._ptr
         if n >= self.size:
             # Writing n rows one by one would leave the newest `size` rows, starting at the
             # slot the (n - size)-th row lands in.
@@ -165,8 +174,9 @@ class MemoryQueue(nn.Module):
         self.keys[start : start + first] = keys[:first]
         if m > first:
             self.keys[: m - first] = keys[first:]
-        self.ptr.fill_((ptr + n) % self.size)
-        self.filled.fill_(min(int(self.filled) + n, self.size))
+        self._ptr, self._filled = (ptr + n) % self.size, min(self._filled + n, self.size)
+        self.ptr.fill_(self._ptr)
+        self.filled.fill_(self._filled)
 
     @torch.no_grad()
     def enqueue(self, keys: Tensor) -> None:

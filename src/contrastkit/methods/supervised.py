@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.distributed import gather_no_grad, gather_with_grad
+from contrastkit.hot_path import in_hot_path
 from contrastkit.losses import eps_supinfonce, sincere, supcon
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
 from contrastkit.schedules import ScheduleState
@@ -49,7 +50,8 @@ class SupervisedContrastive(ContrastiveMethod):
         self.epsilon = epsilon
 
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
-        if bool((labels < 0).any()):
+        # In the training step the engine checks the split's labels once, before training.
+        if not in_hot_path() and bool((labels < 0).any()):
             raise ValueError(
                 "supervised contrastive pretraining got unlabelled samples (label -1): "
                 "use a labelled split"

@@ -21,12 +21,15 @@ class SmallConvNet(nn.Module):
         in_channels: input channels.
         width: channels of the first block (then doubled twice).
         out_dim: channels of the last block = feature size.
+        batch_norm: a batch-norm layer after each convolution (False: none, and the
+            convolutions get a bias instead).
 
     Attributes:
         out_dim: size of the output feature vector.
     """
 
-    def __init__(self, in_channels: int = 3, width: int = 32, out_dim: int = 128) -> None:
+    def __init__(self, in_channels: int = 3, width: int = 32, out_dim: int = 128,
+                 batch_norm: bool = True) -> None:
         super().__init__()
         for name, value in (("in_channels", in_channels), ("width", width),
                             ("out_dim", out_dim)):
@@ -37,11 +40,11 @@ class SmallConvNet(nn.Module):
         strides = (1, 2, 2, 1)
         blocks: list[nn.Module] = []
         for c_in, c_out, stride in zip(channels[:-1], channels[1:], strides, strict=True):
-            blocks += [
-                nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1, bias=False),
-                nn.BatchNorm2d(c_out),
-                nn.ReLU(inplace=True),
-            ]
+            blocks.append(nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1,
+                                    bias=not batch_norm))
+            if batch_norm:
+                blocks.append(nn.BatchNorm2d(c_out))
+            blocks.append(nn.ReLU(inplace=True))
         self.features = nn.Sequential(*blocks)
         self.pool = nn.AdaptiveAvgPool2d(1)
         self.out_dim: int = out_dim
@@ -58,6 +61,8 @@ class SmallConvNet(nn.Module):
         return torch.flatten(self.pool(self.features(x)), 1)
 
 
-def small_convnet(in_channels: int = 3, width: int = 32, out_dim: int = 128) -> SmallConvNet:
+def small_convnet(in_channels: int = 3, width: int = 32, out_dim: int = 128,
+                  batch_norm: bool = True) -> SmallConvNet:
     """Small 4-block convnet for 8x8 to 32x32 inputs; see :class:`SmallConvNet`."""
-    return SmallConvNet(in_channels=in_channels, width=width, out_dim=out_dim)
+    return SmallConvNet(in_channels=in_channels, width=width, out_dim=out_dim,
+                        batch_norm=batch_norm)

@@ -34,12 +34,17 @@ class BackboneSpec:
         width: base width (64 = standard ResNet; 32 = the small convnet's default).
         out_dim: feature size of ``small_convnet`` (ignored by the ResNets, whose size follows
             from the width).
+        norm: ``batch`` (batch normalisation, every backbone) or ``none`` (``small_convnet``
+            only: no normalisation layer, so no batch statistics; a run on several processes
+            then computes exactly what one process computes on the combined batch, which the
+            multi-GPU tests rely on).
     """
 
     name: BackboneName = "resnet18"
     cifar_stem: bool = False
     width: int = 64
     out_dim: int = 128
+    norm: Literal["batch", "none"] = "batch"
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,12 @@ def build_backbone(spec: BackboneSpec) -> nn.Module:
         raise ValueError(f"backbone.name must be one of {BACKBONES}, got {spec.name!r}")
     if spec.cifar_stem and spec.name not in ("resnet18", "resnet34", "resnet50"):
         raise ValueError(f"backbone.cifar_stem applies to 2-D ResNets only, not {spec.name!r}")
+    if spec.norm != "batch" and spec.name != "small_convnet":
+        raise ValueError(f"backbone.norm={spec.norm!r} applies to small_convnet only; "
+                         f"{spec.name} always uses batch normalisation")
     if spec.name == "small_convnet":
-        return small_convnet(in_channels=3, width=spec.width, out_dim=spec.out_dim)
+        return small_convnet(in_channels=3, width=spec.width, out_dim=spec.out_dim,
+                             batch_norm=spec.norm == "batch")
     if spec.name == "resnet3d_18":
         return resnet3d_18(width=spec.width)
     if spec.name == "resnet3d_50":

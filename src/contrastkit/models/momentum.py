@@ -117,9 +117,8 @@ class MomentumBranch(nn.Module):
                 f"online has {len(o_params)} parameters, target {len(t_params)}: "
                 "the online module changed structure after the branch was built"
             )
-        if t_params:
-            torch._foreach_mul_(t_params, m)
-            torch._foreach_add_(t_params, o_params, alpha=1.0 - m)
+        if t_params:  # one fused multi-tensor kernel: t + (1 - m) (o - t) = m t + (1 - m) o
+            torch._foreach_lerp_(t_params, o_params, 1.0 - m)
         if self.buffers_policy != "keep":
             self._update_buffers(m)
 
@@ -132,13 +131,15 @@ class MomentumBranch(nn.Module):
                 "the online module changed structure after the branch was built"
             )
         ema = self.buffers_policy == "ema"
-        float_t, float_o = [], []
+        float_t, float_o, copy_t, copy_o = [], [], [], []
         for t, o in zip(t_bufs, o_bufs, strict=True):
             if ema and t.is_floating_point():
                 float_t.append(t)
                 float_o.append(o)
             else:
-                t.copy_(o)
+                copy_t.append(t)
+                copy_o.append(o)
+        if copy_t:
+            torch._foreach_copy_(copy_t, copy_o)
         if float_t:
-            torch._foreach_mul_(float_t, m)
-            torch._foreach_add_(float_t, float_o, alpha=1.0 - m)
+            torch._foreach_lerp_(float_t, float_o, 1.0 - m)

@@ -3,10 +3,11 @@
 Loaders only decode and stack uint8 images; views are made by the
 :class:`~contrastkit.train.module.PretrainModule` on whatever device the batch lands on.
 
-Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, or
-``DistributedSampler`` with the same seed when several processes train), so a resumed run
-sees exactly the batches an uninterrupted run would. Validation loaders (the kNN bank and
-the queries) are not split across processes: every process evaluates the whole split.
+Shuffling is a pure function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, which also
+gives each process its block of every global batch when several processes train), so a
+resumed run sees exactly the batches an uninterrupted run would. Validation loaders (the kNN
+bank and the queries) are sharded across processes without padding (:class:`ShardSampler`);
+the module gathers the shards back.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Literal
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler, Subset
+from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from contrastkit.data import datasets
 from contrastkit.train.specs import VideoDataSpec
@@ -30,11 +31,23 @@ DatasetName = Literal[
 
 
 class EpochShuffleSampler(Sampler[int]):
-    """A permutation of ``range(n)`` drawn from ``seed + epoch``; Lightning calls ``set_epoch``."""
+    """A permutation of ``range(n)`` drawn from ``seed + epoch``; Lightning calls ``set_epoch``.
 
-    def __init__(self, n: int, seed: int = 0) -> None:
-        self.n = n
-        self.seed = seed
+    With ``world_size`` processes, the permutation is cut into global batches of
+    ``world_size * batch_size`` indices and process ``rank`` takes the ``rank``-th contiguous
+    block of ``batch_size`` of each (an incomplete last global batch is dropped). Gathering the
+    processes' batches in rank order then gives exactly the global batch one process would
+    draw with ``batch_size * world_size``, rows in the same order, so that even a memory
+    queue's first-in-first-out order matches a one-process run on the combined batch (which
+    ``DistributedSampler``'s interleaved shards would not).
+    """
+
+    def __init__(self, n: int, seed: int = 0, *, rank: int = 0, world_size: int = 1,
+                 batch_size: int = 1) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must lie in [0, {world_size}), got {rank}")
+        self.n, self.seed = n, seed
+        self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -43,10 +56,18 @@ class EpochShuffleSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return iter(torch.randperm(self.n, generator=generator).tolist())
+        order = torch.randperm(self.n, generator=generator)
+        if self.world_size == 1:
+            return iter(order.tolist())
+        step = self.world_size * self.batch_size
+        usable = self.n - self.n % step
+        blocks = order[:usable].view(-1, self.world_size, self.batch_size)[:, self.rank]
+        return iter(blocks.reshape(-1).tolist())
 
     def __len__(self) -> int:
-        return self.n
+        if self.world_size == 1:
+            return self.n
+        return self.n // (self.world_size * self.batch_size) * self.batch_size
 
 
 def build_dataset(
@@ -236,18 +257,40 @@ class PretrainDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
         trainer = self.trainer
-        if trainer is not None and trainer.world_size > 1:
-            sampler: Sampler = DistributedSampler(
-                self.train_set, num_replicas=trainer.world_size, rank=trainer.global_rank,
-                shuffle=True, seed=self.seed, drop_last=True)
-        else:
-            sampler = EpochShuffleSampler(len(self.train_set), self.seed)
+        world = trainer.world_size if trainer is not None else 1
+        sampler = EpochShuffleSampler(len(self.train_set), self.seed,
+                                      rank=trainer.global_rank if world > 1 else 0,
+                                      world_size=world, batch_size=self.batch_size)
         return self._loader(self.train_set, sampler, drop_last=True)
 
     def val_dataloader(self) -> list[DataLoader]:
         if self.val_set is None or self.bank_set is None:
             return []
-        return [self._loader(self.bank_set, None, False), self._loader(self.val_set, None, False)]
+        trainer = self.trainer
+        shards = trainer.world_size if trainer is not None else 1
+        index = trainer.global_rank if trainer is not None else 0
+        return [self._loader(split, ShardSampler(len(split), index, shards), False)
+                for split in (self.bank_set, self.val_set)]
+
+
+class ShardSampler(Sampler[int]):
+    """Indices ``rank, rank + W, rank + 2W, ...`` of ``range(n)``, in order, without padding.
+
+    The kNN monitor's split is cut into ``W`` disjoint shards (the last ones one item shorter
+    when ``W`` does not divide ``n``): unlike ``DistributedSampler`` nothing is repeated, so
+    gathering the shards gives back the split exactly (``module._gather_shards``).
+    """
+
+    def __init__(self, n: int, rank: int = 0, world_size: int = 1) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must lie in [0, {world_size}), got {rank}")
+        self.n, self.rank, self.world_size = n, rank, world_size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.n, self.world_size))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.n, self.world_size))
 
 
 class ResizedSquare(Dataset):

@@ -10,9 +10,14 @@ It owns what is common to every method and nothing method-specific:
   method's after-step hook (EMA update, queue commit) once per optimiser step, so gradient
   accumulation behaves like the equivalent large batch;
 * the online monitors: a linear classifier on detached backbone features and a weighted
-  kNN on the validation split, neither of which changes the backbone;
-* a non-finite loss stops the run with the step number (the last checkpoint stays intact:
-  checkpoints are written atomically).
+  kNN on the validation split (sharded over processes), neither of which changes the backbone;
+* a non-finite loss stops the run with the step, epoch and batch where it appeared; the check
+  runs on the device and is read every ``trainer.log_every_n_steps`` steps and before every
+  checkpoint, so no checkpoint holds weights updated with a NaN (:mod:`.finite_guard`);
+* one augmentation generator per process on its device (:mod:`.augment_rng`);
+* the GPU path: the step runs inside :func:`contrastkit.hot_path.hot_path` (no host reads:
+  see ``docs/performance.md`` for the inventory), 2-D backbones in ``channels_last`` on CUDA,
+  optionally ``torch.compile``-d backbone and heads, metrics logged only on logging steps.
 """
 
 from __future__ import annotations
@@ -25,21 +30,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
+from contrastkit.hot_path import hot_path
 from contrastkit.methods.base import ContrastiveMethod
 from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_lambda
 from contrastkit.schedules import ScheduleState
-from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, ViewsSpec
+from contrastkit.train.augment_rng import AugmentationRNG
+from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError
+from contrastkit.train.performance import compile_encoders, use_channels_last, use_compile
+from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec, ViewsSpec
 from contrastkit.train.views import build_eval_view, build_train_views
+
+__all__ = ["NonFiniteLossError", "PretrainModule"]
 
 
 def _full_precision(batch: Tensor | list[Tensor]) -> torch.autocast:
-    """Augmentations run in float32 even inside a bf16/fp16 autocast region."""
+    """Evaluation views run in float32 even inside a bf16/fp16 autocast region."""
     first = batch[0] if isinstance(batch, list) else batch
     return torch.autocast(device_type=first.device.type, enabled=False)
-
-
-class NonFiniteLossError(FloatingPointError):
-    """Raised when the training loss becomes NaN or infinite."""
 
 
 class PretrainModule(L.LightningModule):
@@ -51,6 +59,7 @@ class PretrainModule(L.LightningModule):
         optimizer: optimiser and learning-rate schedule.
         online_eval: online linear classifier and kNN monitor.
         num_classes: classes of the labelled data (online monitors); 0 disables them.
+        performance: memory layout and compilation of the GPU path (what is computed stays).
     """
 
     def __init__(
@@ -60,12 +69,14 @@ class PretrainModule(L.LightningModule):
         optimizer: OptimizerSpec | None = None,
         online_eval: OnlineEvalSpec | None = None,
         num_classes: int = 10,
+        performance: PerformanceSpec | None = None,
     ) -> None:
         super().__init__()
         self.method = method
         self.views_spec = views or ViewsSpec()
         self.optimizer_spec = optimizer or OptimizerSpec()
         self.online_spec = online_eval or OnlineEvalSpec()
+        self.performance = performance or PerformanceSpec()
         if self.views_spec.multicrop is not None and not method.supports_multicrop:
             raise ValueError(
                 f"views.multicrop is set but {type(method).__name__} has no momentum target "
@@ -84,7 +95,33 @@ class PretrainModule(L.LightningModule):
         self.classifier = nn.Linear(method.backbone.out_dim, num_classes) if use_linear else None
         self._val_features: dict[int, list[Tensor]] = {}
         self._val_labels: dict[int, list[Tensor]] = {}
+        self.finite_guard = FiniteGuard()
+        self.augmentation_rng = AugmentationRNG(torch.initial_seed())
+        self._channels_last = False
 
+    # --- start of training ---------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        """Per-process augmentation generator, label check, memory layout and compilation."""
+        self.finite_guard = FiniteGuard(max(1, int(self.trainer.log_every_n_steps or 1)))
+        self.augmentation_rng.start(self.train_views, self.device, rank())
+        if self.method.needs_labels:
+            self._check_labelled_training_split()
+        self._channels_last = use_channels_last(self.performance, self.device,
+                                                images=self.views_spec.video is None)
+        if self._channels_last:
+            self.method.to(memory_format=torch.channels_last)
+        if use_compile(self.performance):
+            compile_encoders(self.method, self.performance.compile_mode)
+
+    def _check_labelled_training_split(self) -> None:
+        """Supervised methods: every training image has a label (checked once, on the host)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        targets = getattr(getattr(datamodule, "train_set", None), "targets", None)
+        if targets is not None and len(targets) and min(int(t) for t in targets) < 0:
+            raise ValueError(
+                f"{type(self.method).__name__} is supervised but the training split has "
+                "unlabelled images (label -1): use a labelled data.train_split"
+            )
     # --- schedules ---------------------------------------------------------------------------
     def _total_steps(self) -> int:
         total = self.trainer.estimated_stepping_batches
@@ -106,39 +143,60 @@ class PretrainModule(L.LightningModule):
                              total_epochs=float(max_epochs))
 
     # --- training ----------------------------------------------------------------------------
+    def _logging_step(self) -> bool:
+        """Whether Lightning writes logs after this step (``trainer.log_every_n_steps``);
+        metrics are only handed to it then, so the others cost nothing."""
+        connector = getattr(self.trainer, "_logger_connector", None)
+        return bool(getattr(connector, "should_update_logs", True))
+
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         images, labels = batch[0], batch[1]
         if isinstance(images, (list, tuple)) and self.views_spec.video is None:
             raise ValueError("the batch holds a list of clips (a video dataset): set views.video")
-        with torch.no_grad(), _full_precision(images):
-            views = self.train_views(images)
-        out = self.method(views, labels, self.schedule_state())
+        with torch.no_grad():
+            views = self.train_views(images)  # float32 even under autocast (the views' own)
+        if self._channels_last:
+            views = [v.contiguous(memory_format=torch.channels_last) for v in views]
+        with hot_path():
+            out = self.method(views, labels, self.schedule_state())
         loss = out.loss
-        if not bool(torch.isfinite(loss.detach())):
-            raise NonFiniteLossError(
-                f"training loss is {loss.item()} at step {self.global_step} (epoch "
-                f"{self.current_epoch}, batch {batch_idx}); the run stops here and the last "
-                "checkpoint written before this step is intact"
-            )
+        if self.finite_guard.observe(loss, self.global_step, self.current_epoch, batch_idx):
+            self.finite_guard.check(self._last_checkpoint())
+        logging = self._logging_step()
         batch_size = labels.shape[0]
+        # A tensor handed to Lightning is only stored (read when logs are written); Python
+        # numbers would be copied to the device, and the other metrics cost operators: those
+        # are handed over on logging steps only.
         self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch_size)
-        for name, value in out.logs.items():
-            self.log(f"train/{name}", value, batch_size=batch_size)
+        if logging:
+            for name, value in out.logs.items():
+                self.log(f"train/{name}", value, batch_size=batch_size)
         if self.classifier is not None:
-            known = labels >= 0
-            if bool(known.any()):
-                logits = self.classifier(out.features[known].float())
-                clf_loss = F.cross_entropy(logits, labels[known])
-                acc = (logits.argmax(1) == labels[known]).float().mean()
-                self.log("train/online_linear_acc", acc, batch_size=int(known.sum()))
-                loss = loss + clf_loss
+            # Unlabelled samples (label -1) are weighted out instead of indexed out: boolean
+            # indexing would read the count back on the host.
+            known = (labels >= 0).to(torch.float32)
+            count = known.sum().clamp_min(1.0)
+            logits = self.classifier(out.features.float())
+            per_sample = F.cross_entropy(logits, labels.clamp_min(0), reduction="none")
+            loss = loss + (per_sample * known).sum() / count
+            if logging:
+                hits = (logits.argmax(1) == labels).to(torch.float32) * known
+                self.log("train/online_linear_acc", hits.sum() / count, batch_size=batch_size)
         return loss
 
     def optimizer_step(self, *args, **kwargs) -> None:
         super().optimizer_step(*args, **kwargs)
-        logs = self.method.after_optimizer_step(self.schedule_state())
-        for name, value in logs.items():
-            self.log(f"train/{name}", value)
+        with hot_path():
+            logs = self.method.after_optimizer_step(self.schedule_state())
+        if self._logging_step():
+            for name, value in logs.items():
+                self.log(f"train/{name}", value)
+
+    def _last_checkpoint(self) -> str | None:
+        """The newest checkpoint on disk (named in the non-finite-loss error)."""
+        callback = getattr(self.trainer, "checkpoint_callback", None)
+        path = getattr(callback, "last_model_path", "") or getattr(callback, "best_model_path", "")
+        return path or None
 
     def configure_optimizers(self):
         spec = self.optimizer_spec
@@ -178,14 +236,18 @@ class PretrainModule(L.LightningModule):
         self._val_labels.setdefault(dataloader_idx, []).append(labels)
 
     def on_validation_epoch_end(self) -> None:
-        # Every process evaluates the whole split (the data module does not shard it).
+        # Each process saw its shard of the bank and of the queries (the data module's
+        # ShardSampler): the bank is gathered whole on every process, each process predicts
+        # its own queries, and the predictions are gathered and put back in the split's order.
         feats = {i: torch.cat(v) for i, v in self._val_features.items()}
         labels = {i: torch.cat(v) for i, v in self._val_labels.items()}
         self._val_features.clear()
         self._val_labels.clear()
         if 1 not in feats:  # the datamodule gives (bank, query) loaders
             return
-        bank, bank_y, query, query_y = feats[0], labels[0], feats[1], labels[1]
+        bank, bank_y = _gather_shards(feats[0]), _gather_shards(labels[0])
+        query, query_y = feats[1], labels[1]
+        truth = _gather_shards(query_y)
         if self.online_spec.knn and self.num_classes > 0:
             from contrastkit.eval import knn_predict
 
@@ -193,16 +255,49 @@ class PretrainModule(L.LightningModule):
             # The bank may be a subset missing some class: let knn_predict infer the count.
             pred, _ = knn_predict(bank, bank_y, query, k=k,
                                   temperature=self.online_spec.knn_temperature)
-            self.log("val/knn_top1", (pred.to(query_y.device) == query_y).float().mean(),
-                     prog_bar=True, sync_dist=False)
+            pred = _gather_shards(pred.to(query_y.device))
+            # identical on every process (gathered): sync_dist averages equal values
+            self.log("val/knn_top1", (pred == truth).float().mean(), prog_bar=True,
+                     sync_dist=True)
         if self.classifier is not None:
-            acc = (self.classifier(query).argmax(1) == query_y).float().mean()
-            self.log("val/online_linear_top1", acc, sync_dist=False)
+            pred = _gather_shards(self.classifier(query).argmax(1))
+            self.log("val/online_linear_top1", (pred == truth).float().mean(), sync_dist=True)
+
+    # --- augmentation generator in checkpoints ---------------------------------------------------
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.augmentation_rng.load(checkpoint.get(AugmentationRNG.key), rank(), world_size())
+
+    def _augmentation_states(self) -> list[Tensor]:
+        """Every process's augmentation generator state (a collective under DDP)."""
+        state = self.augmentation_rng.state()
+        if not is_distributed():
+            return [state]
+        gathered = gather_no_grad(state.to(self.device).unsqueeze(0))
+        return list(gathered.cpu().unbind(0))
 
     # --- checkpoint metadata -----------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Called on every process before any file is written: a NaN loss since the last check
+        # stops the run here, so no checkpoint holds weights updated with it.
+        self.finite_guard.check(self._last_checkpoint())
+        if self.augmentation_rng.generator is not None:
+            checkpoint[AugmentationRNG.key] = self.augmentation_rng.dump(
+                self._augmentation_states())
         checkpoint["contrastkit"] = {
             "backbone": asdict(self.method.backbone_spec),
             "method": type(self.method).__name__,
             "num_classes": self.num_classes,
         }
+
+
+def _gather_shards(local: Tensor) -> Tensor:
+    """Gather the shards of a split taken by :class:`~contrastkit.train.datamodule.ShardSampler`
+    (process ``r`` holds rows ``r, r + W, r + 2W, ...``) back into the split's order."""
+    if not is_distributed():
+        return local
+    gathered = gather_no_grad(local)  # rank order, shards of different lengths
+    n, world = gathered.shape[0], world_size()
+    sizes = [len(range(r, n, world)) for r in range(world)]
+    starts = [sum(sizes[:r]) for r in range(world)]
+    order = torch.tensor([starts[i % world] + i // world for i in range(n)], device=local.device)
+    return gathered[order]

@@ -143,6 +143,27 @@ class OptimizerSpec:
 
 
 @dataclass(frozen=True)
+class PerformanceSpec:
+    """How the training step runs on the device; what it computes does not change.
+
+    Attributes:
+        channels_last: keep 2-D backbones, heads and their input views in channels-last
+            (NHWC) memory layout, which cuDNN's convolutions prefer (bf16 especially);
+            ``None``: on CUDA devices only. Video (3-D) backbones are left as they are.
+        compile: ``torch.compile`` the online and target encoders (backbone, projector,
+            predictor) in place (``nn.Module.compile``: parameter names and checkpoints are
+            unchanged). Off by default: compilation costs about a minute at start-up and needs
+            the device's compiler tool chain; see ``docs/performance.md``.
+        compile_mode: ``torch.compile`` mode: ``default``, ``reduce-overhead`` (CUDA graphs)
+            or ``max-autotune``.
+    """
+
+    channels_last: bool | None = None
+    compile: bool = False
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
+
+
+@dataclass(frozen=True)
 class OnlineEvalSpec:
     """Monitors that never change the backbone.
 

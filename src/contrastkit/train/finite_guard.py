@@ -1,0 +1,77 @@
+"""The training loss checked for NaN/Inf on the device, read back only every few steps.
+
+``bool(torch.isfinite(loss))`` at every step would make a GPU wait for the whole step before the
+next one is queued. :class:`FiniteGuard` instead keeps, on the loss's device, the first optimiser
+step whose loss was not finite (``-1`` while none was), updated by one masked fill per step, and
+the host reads it only when asked (:meth:`FiniteGuard.check`): every ``check_every`` steps and
+before every checkpoint, so a checkpoint never holds weights updated with a NaN gradient and the
+error still names the step, epoch and batch where the loss first went bad.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["FiniteGuard", "NonFiniteLossError"]
+
+#: What to try, printed with the error.
+ADVICE = (
+    "try a lower learning rate (model.optimizer.base_lr), a longer warm-up "
+    "(model.optimizer.warmup_epochs), a higher temperature, or trainer.precision 32 if you "
+    "train in 16-bit"
+)
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when the training loss becomes NaN or infinite."""
+
+
+class FiniteGuard:
+    """Track the first non-finite loss of a run without reading the device at every step.
+
+    Args:
+        check_every: read the device flag every this many calls of :meth:`observe` (> 0).
+    """
+
+    def __init__(self, check_every: int = 50) -> None:
+        if check_every < 1:
+            raise ValueError(f"check_every must be >= 1, got {check_every}")
+        self.check_every = check_every
+        self._first_bad: Tensor | None = None  # (1,): first bad step, -1 while none
+        self._where: dict[int, tuple[int, int]] = {}  # step -> (epoch, batch), since last check
+        self._calls = 0
+
+    def observe(self, loss: Tensor, step: int, epoch: int, batch: int) -> bool:
+        """Record ``loss`` of optimiser step ``step``; True when the caller should :meth:`check`.
+
+        One ``isfinite`` and one masked fill on the loss's device; nothing is read back.
+        """
+        if self._first_bad is None or self._first_bad.device != loss.device:
+            self._first_bad = torch.full((1,), -1, dtype=torch.long, device=loss.device)
+        bad = ~torch.isfinite(loss.detach()).reshape(1)
+        self._first_bad.masked_fill_(bad & (self._first_bad < 0), step)
+        self._where.setdefault(step, (epoch, batch))
+        self._calls += 1
+        return self._calls % self.check_every == 0
+
+    def check(self, last_checkpoint: str | None = None) -> None:
+        """Read the flag (one host read) and raise :class:`NonFiniteLossError` if it is set.
+
+        Args:
+            last_checkpoint: path of the newest checkpoint on disk, named in the message.
+        """
+        if self._first_bad is None:
+            return
+        step = int(self._first_bad.item())
+        if step < 0:
+            self._where.clear()
+            return
+        epoch, batch = self._where.get(step, (-1, -1))
+        where = f"step {step}" + (f" (epoch {epoch}, batch {batch})" if epoch >= 0 else "")
+        kept = (f"the last checkpoint, {last_checkpoint}, was written before it and is intact"
+                if last_checkpoint else "no checkpoint was written after it")
+        raise NonFiniteLossError(
+            f"the training loss became NaN or infinite at {where}; the run stops here and "
+            f"{kept}; {ADVICE}"
+        )

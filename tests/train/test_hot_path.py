@@ -1,0 +1,149 @@
+"""The training step never reads a device value on the host: an explicit inventory.
+
+A CPU has no host-device synchronisation to observe, so the test records what *would* be one
+on a GPU, inside the real ``contrastkit pretrain`` loop (Lightning, views, method, optimiser,
+after-step hook), from the start of each training batch to its end:
+
+* operators that return a device value to the host or whose output size depends on device
+  values (``_local_scalar_dense`` behind ``.item()`` / ``bool()`` / ``float()``, ``nonzero``,
+  ``is_nonzero``, ``equal``, ``unique``, ``masked_select``, boolean-mask indexing,
+  ``repeat_interleave`` with tensor repeats);
+* Python-level reads that bypass the dispatcher (``Tensor.tolist``, ``.numpy``, ``.cpu``);
+* tensors built from Python data (``lift_fresh``), a host-to-device copy on a GPU.
+
+The first step is excluded (constants are built once and cached there). Logging steps are
+avoided (``log_every_n_steps`` larger than the run), as they read metrics on purpose; the
+deferred NaN check reads one flag every ``log_every_n_steps`` steps and before checkpoints, at
+epoch end, outside the batch.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+
+import lightning as L
+import pytest
+import torch
+from pretrain_args import method_args
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from contrastkit.train.cli import build
+
+#: Operators that make a GPU wait for the host (or the host for the GPU).
+SYNCHRONISING = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal", "unique",
+                 "_unique2", "unique_consecutive", "masked_select", "lift_fresh", "allclose"}
+
+
+def _where() -> str:
+    frames = [f for f in traceback.extract_stack() if "contrastkit" in f.filename
+              or "lightning" in f.filename]
+    return " <- ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in frames[-4:])
+
+
+class HostReads(TorchDispatchMode):
+    """Records the synchronising operators dispatched while active."""
+
+    def __init__(self, found: list[str]) -> None:
+        super().__init__()
+        self.found = found
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        bool_index = name in ("index", "index_put", "index_put_") and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool
+            for i in (args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else []))
+        tensor_repeats = name == "repeat_interleave" and isinstance(
+            args[1] if len(args) > 1 else None, torch.Tensor)
+        if name in SYNCHRONISING or bool_index or tensor_repeats:
+            self.found.append(f"aten.{name} at {_where()}")
+        return func(*args, **(kwargs or {}))
+
+
+class Inventory(L.Callback):
+    """Activates :class:`HostReads` and the Python-level probes inside every batch but the
+    first."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+        self.batches = 0
+        self._mode: HostReads | None = None
+        self._saved: dict[str, object] = {}
+
+    def _probe(self, name: str) -> None:
+        original = getattr(torch.Tensor, name)
+        self._saved[name] = original
+        found = self.found
+
+        def probe(tensor, *args, **kwargs):
+            found.append(f"Tensor.{name} at {_where()}")
+            return original(tensor, *args, **kwargs)
+
+        setattr(torch.Tensor, name, probe)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.batches += 1
+        if self.batches == 1:
+            return
+        for name in ("tolist", "numpy", "cpu"):
+            self._probe(name)
+        self._mode = HostReads(self.found)
+        self._mode.__enter__()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._mode is None:
+            return
+        self._mode.__exit__(None, None, None)
+        self._mode = None
+        for name, original in self._saved.items():
+            setattr(torch.Tensor, name, original)
+        self._saved.clear()
+
+
+SETTINGS = [
+    "--data.dataset", "digits", "--data.batch_size", "16", "--data.subset", "80",
+    "--data.monitor_bank_size", "64", "--model.views.size", "8",
+    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
+    "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1000",
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "kw", "extra"),
+    [
+        ("SCE", {"queue_size": 32, "shuffle_bn": 4, "symmetric": "true"}, []),
+        ("MoCo", {"queue_size": 32,
+                  "temperature_schedule": "contrastkit.schedules.MACLTemperature"}, []),
+        ("SimCLR", {"dynamic_temperature": "contrastkit.losses.temperature.DySTreSSTemperature"},
+         ["--model.views.online", "strong_gamma", "--model.views.target", "strong_beta"]),
+        ("SupervisedContrastive", {"loss": "sincere"}, []),
+    ],
+)
+def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:
+    cli, _ = build([*SETTINGS, *method_args(method, **kw), *extra,
+                    "--output", str(tmp_path / "run")])
+    inventory = Inventory()
+    cli.trainer.callbacks.append(inventory)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert inventory.batches == 5
+    assert inventory.found == []
+
+
+def test_inventory_sees_a_host_read(tmp_path) -> None:
+    """The probe itself works: a ``bool()`` on a loss inside the step is caught."""
+    cli, _ = build([*SETTINGS, *method_args("SimCLR"), "--output", str(tmp_path / "run")])
+    method = cli.model.method
+    original = method.forward
+
+    def reads(views, labels, state):
+        out = original(views, labels, state)
+        bool(torch.isfinite(out.loss))
+        views[0][:1].tolist()
+        return out
+
+    method.forward = reads
+    inventory = Inventory()
+    cli.trainer.callbacks.append(inventory)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    kinds = Counter(entry.split(" at ")[0] for entry in inventory.found)
+    assert kinds == {"aten._local_scalar_dense": 4, "Tensor.tolist": 4}  # batches 2 to 5
