@@ -305,7 +305,6 @@ def check_options(args: argparse.Namespace) -> None:
     if args.data not in DATASET_NAMES:
         raise ValueError(f"--data {args.data!r} is not a known dataset; one of "
                          f"{', '.join(DATASET_NAMES)} (folder for your own images)")
-    _device(args.device)
     for name in ("batch_size", "size", "image_size", "load_size"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -319,6 +318,7 @@ def setup(args: argparse.Namespace) -> Setup:
     from contrastkit.checkpoints import file_hash
 
     check_options(args)
+    device = _device(args.device)
     path = Path(args.checkpoint).expanduser().resolve()
     backbone, spec = _load_checkpoint(path)
     model, data, config_path = _run_config(path)
@@ -330,7 +330,7 @@ def setup(args: argparse.Namespace) -> Setup:
     run_data = data if data.get("dataset") == args.data else {}
     video = data.get("video")
     return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize,
-                 _device(args.device), _run_views(model), config_path,
+                 device, _run_views(model), config_path,
                  run_video=video if isinstance(video, dict) else None,
                  load_size=_pick(args.load_size, run_data.get("load_size")),
                  test_fraction=_pick(args.test_fraction, run_data.get("test_fraction")),

@@ -157,7 +157,8 @@ def open_split(
                             skip_corrupt=skip_corrupt, test_fraction=test_fraction,
                             split_seed=split_seed)
     skipped = skipped_files(dataset)
-    if name == "folder" and isinstance(dataset, datasets.ImageFiles):
+    if name == "folder" and isinstance(dataset, datasets.ImageFiles) and not (
+            skip_corrupt and load_size is not None):
         # your own images: fail now, not at the first batch, on a non-image or mixed sizes
         datasets.check_headers(dataset, same_size=load_size is None)
     if load_size is not None:
