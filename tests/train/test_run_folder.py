@@ -153,7 +153,7 @@ def test_help_lists_the_run_folder_options(capsys):
         assert option in out
 
 
-def test_own_folder_with_unreadable_files_and_unlabelled_images(tmp_path, capsys):
+def test_own_folder_with_unreadable_files_and_unlabelled_images(tmp_path, capsys, recwarn):
     own = make_own_folder(tmp_path / "own", sizes=((8, 8),), corrupt=2)
     folder = ["--data.dataset", "folder", "--data.root", str(own), "--data.test_fraction", "0.25"]
     code = main(["pretrain", *_args(tmp_path / "strict", *folder)])
@@ -169,3 +169,4 @@ def test_own_folder_with_unreadable_files_and_unlabelled_images(tmp_path, capsys
                          str(flat)))
     assert (tmp_path / "unlabelled" / "checkpoints" / "last.ckpt").is_file()
     assert cli.model.num_classes == 0 and "val/knn_top1" not in cli.trainer.callback_metrics
+    assert not [w for w in recwarn if "across ranks is zero" in str(w.message)]  # no monitor

@@ -339,11 +339,13 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
 #: ``args`` (``contrastkit pretrain`` passes its arguments that way by design), torch's
 #: deprecation of ``isinstance(treespec, LeafSpec)`` used inside Lightning, the checkpoint
 #: folder's "exists and is not empty" (a fresh run's folder is checked to be empty, so it only
-#: appears when resuming, where it is expected), and Lightning's advertisement for a cloud
-#: logger.
+#: appears when resuming, where it is expected), the empty list of validation loaders of a run
+#: without monitor (``data.val_split: null``, unlabelled images), and Lightning's advertisement
+#: for a cloud logger.
 _NOISE = ("LightningCLI's args parameter is intended to run from within Python",
           r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-          r"Checkpoint directory .* exists and is not empty")
+          r"Checkpoint directory .* exists and is not empty",
+          r"Total length of `list` across ranks is zero")
 _TIP = "💡 Tip:"
 
 
