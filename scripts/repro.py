@@ -497,8 +497,8 @@ def pretrain_command(variant: Variant, seed: int, out: Path, *, resume: bool,
     if epochs is not None:
         cmd += ["--trainer.max_epochs", str(epochs)]
     cmd += chunk or []
-    if resume:
-        cmd += ["--resume", "last"]
+    # a fresh start replaces what an interrupted first chunk left before its first checkpoint
+    cmd += ["--resume", "last"] if resume else ["--overwrite"]
     return cmd
 
 
@@ -553,7 +553,8 @@ def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
     cmd = ["contrastkit", *EVALS[protocol], "--checkpoint",
            str(out / "pretrain" / "checkpoints" / "last.ckpt"), *data_args(variant),
            "--output", str(eval_dir(out, protocol)), "--cache-dir", FEATURE_CACHE,
-           "--device", device, "--seed", str(seed), "--quiet"]
+           "--device", device, "--seed", str(seed), "--quiet",
+           "--overwrite"]  # run only when results.json is missing: replace what is there
     if protocol == "analyze":
         cmd += list(variant.analyze_args)
     return cmd

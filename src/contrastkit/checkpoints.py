@@ -1,14 +1,21 @@
 """Read backbones out of checkpoints: contrastkit's own, or a torchvision-layout state_dict.
 
-A contrastkit checkpoint (Lightning ``.ckpt``) stores the backbone description under
-``checkpoint["contrastkit"]["backbone"]`` and the weights under ``method.backbone.*``. A
-torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``) is
-recognised by its keys; its architecture is inferred from them.
+Three formats:
+
+* a contrastkit checkpoint (Lightning ``.ckpt``) stores the backbone description under
+  ``checkpoint["contrastkit"]["backbone"]`` and the weights under ``method.backbone.*``;
+* a backbone exported by :func:`contrastkit.export.export_backbone` that is not a 2-D ResNet
+  (``small_convnet``, ``resnet3d_*``) keeps its own keys and its description: in a ``.pth``
+  as ``{"contrastkit": {"backbone": ...}, "backbone_state_dict": ...}``, in a ``.safetensors``
+  file as the header metadata ``contrastkit_backbone`` (JSON);
+* a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
+  exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -30,18 +37,30 @@ def file_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+#: Header metadata key of an exported ``.safetensors`` backbone holding its BackboneSpec (JSON).
+SPEC_METADATA = "contrastkit_backbone"
+
+
 def _read(path: str | os.PathLike) -> dict:
+    """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        return load_file(str(path))
     try:
+        if path.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                tensors = {k: handle.get_tensor(k) for k in handle.keys()}
+                spec = (handle.metadata() or {}).get(SPEC_METADATA)
+            if spec is None:
+                return tensors
+            return {"contrastkit": {"backbone": json.loads(spec)},
+                    "backbone_state_dict": tensors}
         return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:
-        raise ValueError(f"checkpoint {path} could not be read ({err})") from err
+    except Exception as err:  # truncated, random bytes, another format: all unreadable
+        raise ValueError(f"checkpoint {path} could not be read "
+                         f"({type(err).__name__}: {err})") from None
 
 
 def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:
@@ -79,8 +98,11 @@ def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
     if isinstance(data, dict) and "contrastkit" in data:
         spec = BackboneSpec(**data["contrastkit"]["backbone"])
         backbone = build_backbone(spec)
-        weights = {k[len(_PREFIX):]: v for k, v in data["state_dict"].items()
-                   if k.startswith(_PREFIX)}
+        if "backbone_state_dict" in data:  # exported with its own keys
+            weights = data["backbone_state_dict"]
+        else:
+            weights = {k[len(_PREFIX):]: v for k, v in data["state_dict"].items()
+                       if k.startswith(_PREFIX)}
         missing, unexpected = backbone.load_state_dict(weights, strict=False)
         if missing or unexpected:
             raise ValueError(f"checkpoint {path}: backbone weights do not match {spec.name} "

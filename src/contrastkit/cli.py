@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from contrastkit.errors import run_command
+
 USAGE = """usage: contrastkit COMMAND [options]
 
 commands:
@@ -13,23 +15,45 @@ commands:
              PATH --data NAME [--output DIR]
   analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
-  export     write a checkpoint's backbone as a torchvision-layout state_dict
+  export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
+             torchvision's layout): contrastkit export --checkpoint CKPT --output FILE
 """
 
 
 def _export(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="contrastkit export",
-        description="Write a checkpoint's backbone as a torchvision-layout ResNet state_dict "
-        "(.pth, or .safetensors by file extension).")
+        description="Write a checkpoint's backbone: ResNets as a torchvision-layout state_dict, "
+        "other backbones with their own keys and architecture (.pth, or .safetensors by file "
+        "extension); `contrastkit eval` and contrastkit.checkpoints.load_backbone read both.")
     parser.add_argument("--checkpoint", required=True, help="contrastkit .ckpt file")
     parser.add_argument("--output", required=True, help="output .pth or .safetensors file")
     args = parser.parse_args(argv)
     from contrastkit.export import export_backbone
 
-    path = export_backbone(args.checkpoint, args.output)
-    print(f"wrote {path}")
-    return 0
+    def body() -> int:
+        print(f"wrote {export_backbone(args.checkpoint, args.output)}")
+        return 0
+
+    return run_command("contrastkit export", body)
+
+
+def _pretrain(argv: list[str]) -> int:
+    from contrastkit.data.datasets import MixedImageSizesError, UnreadableImageError
+    from contrastkit.train.cli import pretrain
+
+    hints = {
+        UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
+        "are listed in the run folder's skipped_files.txt)",
+        MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
+        "shorter side to N and centre-crop it when loading",
+    }
+
+    def body() -> int:
+        pretrain(argv)
+        return 0
+
+    return run_command("contrastkit pretrain", body, hints)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,10 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "pretrain":
-        from contrastkit.train.cli import pretrain
-
-        pretrain(rest)
-        return 0
+        return _pretrain(rest)
     if command == "export":
         return _export(rest)
     if command in ("eval", "analyze", "compare"):

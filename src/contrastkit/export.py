@@ -1,44 +1,56 @@
-"""Export a pretrained backbone to the torchvision ResNet state_dict layout."""
+"""Export a pretrained backbone: ResNets in torchvision's state_dict layout, other backbones
+with their own keys and their description (see :mod:`contrastkit.checkpoints`)."""
 
 from __future__ import annotations
 
+import json
 import os
-import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from contrastkit.checkpoints import load_backbone
+from contrastkit.checkpoints import SPEC_METADATA, load_backbone
 from contrastkit.models.resnet import ResNet
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
+from contrastkit.outputs import check_output_path, temp_file_beside
 
 
 def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:
     """Write the backbone of ``checkpoint`` to ``output`` (``.pth`` or ``.safetensors``).
 
-    The file is written atomically. ResNets get torchvision's keys (load with
-    ``torchvision.models.resnet50().load_state_dict(sd, strict=False)`` or after removing
-    ``fc``); other backbones are saved with their own keys.
+    The file is written atomically. 2-D ResNets get torchvision's keys and nothing else (load
+    with ``torchvision.models.resnet50().load_state_dict(sd, strict=False)`` or after removing
+    ``fc``); other backbones keep their own keys and their
+    :class:`~contrastkit.models.factory.BackboneSpec`. Every exported file loads back with
+    :func:`contrastkit.checkpoints.load_backbone` and in ``contrastkit eval`` / ``analyze``.
 
     Raises:
-        ValueError: for an unsupported output extension.
+        ValueError: for an unsupported output extension or an unreadable checkpoint.
+        FileNotFoundError: when ``checkpoint`` does not exist.
+        NotADirectoryError: when a parent of ``output`` is a file.
     """
     output = Path(output)
     if output.suffix not in (".pth", ".pt", ".safetensors"):
         raise ValueError(f"--output must end in .pth, .pt or .safetensors, got {output.name}")
-    backbone, _ = load_backbone(checkpoint)
-    if isinstance(backbone, ResNet):
-        state = to_torchvision_state_dict(backbone)
-    else:
+    check_output_path(output, folder=False)
+    backbone, spec = load_backbone(checkpoint)
+    native = not isinstance(backbone, ResNet)
+    if native:
         state = {k: v.detach().clone() for k, v in backbone.state_dict().items()}
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    else:
+        state = to_torchvision_state_dict(backbone)
+    fd, tmp = temp_file_beside(output)
     os.close(fd)
     try:
         if output.suffix == ".safetensors":
             from safetensors.torch import save_file
 
-            save_file({k: v.contiguous() for k, v in state.items()}, tmp)
+            metadata = {SPEC_METADATA: json.dumps(asdict(spec))} if native else None
+            save_file({k: v.contiguous() for k, v in state.items()}, tmp, metadata=metadata)
+        elif native:
+            torch.save({"contrastkit": {"backbone": asdict(spec)}, "backbone_state_dict": state},
+                       tmp)
         else:
             torch.save(state, tmp)
         os.replace(tmp, output)

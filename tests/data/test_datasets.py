@@ -117,8 +117,12 @@ def test_cifar100_fine_and_coarse(tmp_path: Path) -> None:
 
 
 def test_cifar_missing_files_message(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"cifar-10-python\.tar\.gz.*download=True"):
+    with pytest.raises(FileNotFoundError, match=r"cifar-10-python\.tar\.gz") as info:
         D.CIFAR10(tmp_path)
+    command = str(info.value).split("or run: ")[1]  # a command that runs as it stands
+    assert command == (f"python -c 'from contrastkit.data.datasets import CIFAR10; "
+                       f"CIFAR10(\"{tmp_path}\", download=True)'")
+    compile(command.split("-c ")[1].strip("'"), "<hint>", "exec")
     with pytest.raises(ValueError, match="split"):
         D.CIFAR10(tmp_path, split="val")
 

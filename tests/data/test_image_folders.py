@@ -12,6 +12,7 @@ import torch
 from PIL import Image
 
 from contrastkit.data import datasets as D
+from own_images import make_own_folder
 
 RNG = np.random.default_rng(7)
 
@@ -247,3 +248,69 @@ def test_long_tailed_on_real_dataset() -> None:
     assert image.shape == (3, 8, 8) and label == lt.targets[-1]
     batch = lt.__getitems__([0, 1])
     assert torch.equal(batch[1][0], digits[lt.indices[1]][0])
+
+
+def test_skipped_files_are_listed(tmp_path: Path) -> None:
+    make_folder(tmp_path)
+    (tmp_path / "cat" / "c_garbage.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+        ds = D.ImageFolder(tmp_path, skip_corrupt=True)
+    assert ds.skipped == [str(tmp_path / "cat" / "c_garbage.jpg")]
+    assert D.ImageFolder(tmp_path / "ant").skipped == []
+
+
+def test_hold_out_is_stratified_disjoint_and_seeded(tmp_path: Path) -> None:
+    make_own_folder(tmp_path, per_class=10, classes=("a", "b", "c"))
+    for i in range(3):  # class d: 3 images; class e: a single image
+        write_png(tmp_path / "d" / f"{i}.png")
+    write_png(tmp_path / "e" / "0.png")
+    whole = D.ImageFolder(tmp_path)
+    train, test = (D.hold_out(whole, 0.2, seed=0, part=p) for p in ("train", "test"))
+    train_files, test_files = {p for p, _ in train.samples}, {p for p, _ in test.samples}
+    assert not train_files & test_files
+    assert train_files | test_files == {p for p, _ in whole.samples}
+    # round(0.2 * n) per class, at least 1 when the class has 2 or more images, never all
+    assert np.bincount(test.targets, minlength=5).tolist() == [2, 2, 2, 1, 0]
+    assert train.classes == test.classes == whole.classes
+    assert (train.split, test.split) == ("train", "test")
+    again = D.hold_out(D.ImageFolder(tmp_path), 0.2, seed=0, part="test")
+    assert again.samples == test.samples  # deterministic
+    other = D.hold_out(whole, 0.2, seed=1, part="test")
+    assert other.samples != test.samples and len(other) == len(test)
+    for bad in (0.0, 1.0, -0.1):
+        with pytest.raises(ValueError, match="test fraction"):
+            D.hold_out(whole, bad, seed=0, part="test")
+    with pytest.raises(ValueError, match="'val'"):
+        D.hold_out(whole, 0.2, seed=0, part="val")
+
+
+def test_flat_folder_is_read_as_unlabelled_images(tmp_path: Path) -> None:
+    make_own_folder(tmp_path, per_class=3, labelled=False)
+    ds = D.open_image_folder(tmp_path)
+    assert len(ds) == 12 and ds.classes == [] and set(ds.targets) == {D.UNLABELLED}
+    assert ds[0][0].dtype == torch.uint8
+    labelled = D.open_image_folder(make_own_folder(tmp_path / "labelled", per_class=2))
+    assert labelled.classes == ["apple", "bear", "car", "dog"] and len(labelled) == 8
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="neither class sub-folders nor image files"):
+        D.open_image_folder(tmp_path / "empty")
+
+
+def test_check_headers_names_non_images_and_mixed_sizes(tmp_path: Path) -> None:
+    same = D.ImageFolder(make_own_folder(tmp_path / "same", per_class=2, sizes=((8, 8),)))
+    D.check_headers(same)  # one size, all images: nothing to say
+    mixed = D.ImageFolder(make_own_folder(tmp_path / "mixed", per_class=3))
+    with pytest.raises(D.MixedImageSizesError, match=r"mixed/apple/apple_0\.png is 24x20.*16x16"):
+        D.check_headers(mixed)
+    D.check_headers(mixed, same_size=False)
+    broken = D.ImageFolder(make_own_folder(tmp_path / "broken", per_class=2, corrupt=1))
+    with pytest.raises(D.UnreadableImageError, match=r"apple_broken0\.jpg"):
+        D.check_headers(broken, same_size=False)
+
+
+def test_collate_images_names_the_sizes() -> None:
+    small, large = torch.zeros(3, 4, 4, dtype=torch.uint8), torch.zeros(3, 6, 5, dtype=torch.uint8)
+    images, labels = D.collate_images([(small, 0), (small, 1)])
+    assert images.shape == (2, 3, 4, 4) and labels.tolist() == [0, 1]
+    with pytest.raises(D.MixedImageSizesError, match=r"3x4x4 and 3x6x5"):
+        D.collate_images([(small, 0), (large, 1)])

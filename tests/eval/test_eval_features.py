@@ -125,8 +125,9 @@ def test_corrupt_cache_is_warned_and_rebuilt(tmp_path, monkeypatch, damage, safe
     (data_file,) = [p for p in tmp_path.iterdir() if p.suffix in (".safetensors", ".npz")]
     assert data_file.suffix == (".safetensors" if safetensors else ".npz")
     damage(data_file)
-    with pytest.warns(UserWarning, match="corrupt"):
+    with pytest.warns(UserWarning, match="corrupt") as record:
         feats, labs = extract_features(backbone, ds, **kw)
+    assert data_file.name in str(record[0].message)  # the damaged file, not its sidecar
     assert backbone.calls == 2  # recomputed, not read from the damaged file
     torch.testing.assert_close(feats, _expected(backbone, images))
     assert labs.tolist() == labels.tolist()

@@ -46,7 +46,7 @@ def test_probe_separable_reaches_100_percent():
     out = linear_probe(x[:200], y[:200], x[200:], y[200:], epochs=20, lr=0.1)
     assert out["top1"] == 1.0
     assert out["mean_per_class"] == 1.0
-    assert out["top5"] == 1.0
+    assert "top5" not in out  # 3 classes: every label is among the top 5, nothing to report
     assert len(out["loss_curve"]) == 20
     assert out["loss_curve"][-1] < out["loss_curve"][0]
 

@@ -298,6 +298,18 @@ def test_no_positive_pair_gives_connected_zero_with_warning(
     assert torch.equal(features.grad, torch.zeros_like(features))
 
 
+@pytest.mark.parametrize(("kind", "value"), [("sincere", 0.0), ("eps_supinfonce", -0.25)])
+def test_one_label_for_the_whole_batch_is_warned_about(kind: str, value: float) -> None:
+    """No noise sample: every pair term is -log e^{s/t} / e^{s/t - eps} = -eps (eq. 15)."""
+    features = torch.randn(6, 2, 4, dtype=torch.float64, requires_grad=True)
+    labels = torch.zeros(6, dtype=torch.long)
+    with pytest.warns(UserWarning, match=r"same label.*no noise sample"):
+        loss = call(kind, features, labels, 0.1, 0.25)
+    assert loss.item() == pytest.approx(value, abs=ATOL)
+    loss.backward()
+    assert torch.allclose(features.grad, torch.zeros_like(features), atol=ATOL)
+
+
 @pytest.mark.parametrize("kind", sorted(LOSSES))
 def test_anchors_without_positives_add_no_nan_and_no_warning(kind: str) -> None:
     features = torch.randn(8, 4, dtype=torch.float64, requires_grad=True)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._common import ArrayImages, check_split, files_fingerprint
 from ._download import download as _download
-from ._download import extract_tar
+from ._download import download_command, extract_tar
 
 _CIFAR10 = {
     "folder": "cifar-10-batches-py",
@@ -79,7 +79,8 @@ class _Source:
             raise FileNotFoundError(
                 f"{dataset}: found neither {folder} nor {archive}. Download {spec['url']} "
                 f"(MD5 {spec['md5']}) and place it in {root} (it is read directly, or extract it "
-                f"there to get {spec['folder']}/ with {members}), or pass download=True."
+                f"there to get {spec['folder']}/ with {members}), or run: "
+                f"{download_command(dataset, root)}"
             )
 
     def paths(self) -> list[Path]:

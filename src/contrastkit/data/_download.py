@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from contrastkit.outputs import temp_file_beside
 
 
 def md5_of(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
@@ -18,6 +19,14 @@ def md5_of(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def download_command(dataset: str, root: str | os.PathLike[str], **kwargs: str) -> str:
+    """A shell command that downloads ``dataset`` (a class of ``contrastkit.data.datasets``)
+    into ``root``, for error messages: ``python -c '...CIFAR10("data", download=True)'``."""
+    extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
+    call = f'{dataset}("{root}"{extra}, download=True)'
+    return f"python -c 'from contrastkit.data.datasets import {dataset}; {call}'"
 
 
 def download(
@@ -45,8 +54,7 @@ def download(
     dest = Path(dest)
     if dest.is_file() and (md5 is None or md5_of(dest) == md5):
         return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".part", dir=dest.parent)
+    fd, tmp = temp_file_beside(dest, suffix=".part")
     h = hashlib.md5(usedforsecurity=False)
     try:
         with os.fdopen(fd, "wb") as out:

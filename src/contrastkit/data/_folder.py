@@ -1,4 +1,5 @@
-"""Datasets of image files: a generic file list and the class-per-folder layout."""
+"""Datasets of image files: a generic file list, the class-per-folder layout, flat folders of
+unlabelled images, and a stratified held-out split of any of them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from ._common import files_fingerprint
-from ._images import IMAGE_EXTENSIONS, UnreadableImageError, decode_image, is_image_file
+from ._common import UNLABELLED, files_fingerprint
+from ._images import (
+    IMAGE_EXTENSIONS,
+    MixedImageSizesError,
+    UnreadableImageError,
+    decode_image,
+    is_image_file,
+    pillow,
+)
 
 
 class ImageFiles(Dataset):
@@ -26,12 +34,13 @@ class ImageFiles(Dataset):
         skip_corrupt: when ``False`` (default) an unreadable file raises
             :class:`UnreadableImageError` naming it when the sample is read. When ``True``,
             every file is fully decoded once **up front** (in this constructor, with
-            ``workers`` threads), unreadable ones are removed from ``samples``, and a single
-            ``UserWarning`` says how many were skipped and names the first few. A file that
-            becomes unreadable after that check still raises when read.
+            ``workers`` threads), unreadable ones are removed from ``samples`` and listed in
+            ``skipped``, and a single ``UserWarning`` says how many were skipped and names the
+            first few. A file that becomes unreadable after that check still raises when read.
         workers: threads for the up-front check.
 
-    ``ds[i]`` returns ``(uint8 tensor (3, H, W), int)``.
+    ``ds[i]`` returns ``(uint8 tensor (3, H, W), int)``; ``ds.skipped`` lists the paths of the
+    unreadable files left out (empty without ``skip_corrupt``).
     """
 
     def __init__(
@@ -45,8 +54,9 @@ class ImageFiles(Dataset):
         self.root = Path(root)
         self.classes = list(classes)
         samples = [(str(p), int(y)) for p, y in samples]
+        self.skipped: list[str] = []
         if skip_corrupt:
-            samples = _drop_unreadable(samples, self.root, workers)
+            samples, self.skipped = _drop_unreadable(samples, self.root, workers)
         self.samples = samples
         self.targets: list[int] = [y for _, y in samples]
 
@@ -69,17 +79,30 @@ def hash_text(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+#: Verdicts of :func:`_readable` by ``(path, size, mtime)``: a folder opened twice in one process
+#: (the train and test parts of a held-out split) is decoded once.
+_VERDICTS: dict[tuple[str, int, int], bool] = {}
+
+
 def _readable(path: str) -> bool:
     try:
-        decode_image(path)
-    except (UnreadableImageError, OSError):
+        stat = os.stat(path)
+    except OSError:
         return False
-    return True
+    key = (path, stat.st_size, stat.st_mtime_ns)
+    if key not in _VERDICTS:
+        try:
+            decode_image(path)
+            _VERDICTS[key] = True
+        except (UnreadableImageError, OSError):
+            _VERDICTS[key] = False
+    return _VERDICTS[key]
 
 
 def _drop_unreadable(
     samples: list[tuple[str, int]], root: Path, workers: int
-) -> list[tuple[str, int]]:
+) -> tuple[list[tuple[str, int]], list[str]]:
+    """The readable samples, and the paths of the unreadable ones (one warning for them)."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         ok = list(pool.map(_readable, [p for p, _ in samples], chunksize=64))
     bad = [p for (p, _), good in zip(samples, ok, strict=True) if not good]
@@ -92,7 +115,7 @@ def _drop_unreadable(
             UserWarning,
             stacklevel=3,
         )
-    return [s for s, good in zip(samples, ok, strict=True) if good]
+    return [s for s, good in zip(samples, ok, strict=True) if good], bad
 
 
 def list_class_dirs(root: Path) -> list[str]:
@@ -184,3 +207,93 @@ class ImageFolder(ImageFiles):
     ):
         samples, names = scan_folder(root, classes, extensions)
         super().__init__(samples, names, root, skip_corrupt=skip_corrupt, workers=workers)
+
+
+def open_image_folder(
+    root: str | os.PathLike[str], skip_corrupt: bool = False, workers: int = 2
+) -> ImageFiles:
+    """An :class:`ImageFolder` when ``root`` has class sub-folders, else the images directly
+    in ``root`` as an unlabelled dataset (label ``-1``, no ``classes``).
+
+    Raises:
+        FileNotFoundError: ``root`` is missing.
+        ValueError: ``root`` has neither class sub-folders nor images.
+    """
+    root = Path(root)
+    if list_class_dirs(root):
+        return ImageFolder(root, skip_corrupt=skip_corrupt, workers=workers)
+    files = list_images(root)
+    if not files:
+        raise ValueError(f"image folder {root} has neither class sub-folders nor image files "
+                         f"({', '.join(IMAGE_EXTENSIONS)})")
+    return ImageFiles([(f, UNLABELLED) for f in files], [], root, skip_corrupt=skip_corrupt,
+                      workers=workers)
+
+
+def hold_out(files: ImageFiles, fraction: float, seed: int, part: str) -> ImageFiles:
+    """One part of a stratified, seeded split of ``files`` into ``train`` and ``test``.
+
+    Within each label (the unlabelled ``-1`` counts as one), the samples in dataset order are
+    permuted by ``torch.randperm`` with a generator seeded ``seed`` (labels visited in
+    increasing order); the first ``n_test = round(fraction * n)`` go to ``test``, clipped to
+    ``[1, n - 1]`` so that a label with ``n >= 2`` samples is in both parts (a label with one
+    sample stays in ``train``). The two parts are disjoint and together hold every sample; the
+    same files, fraction and seed give the same split.
+
+    Args:
+        files: the images to split.
+        fraction: share of each label held out for ``test``, ``0 < fraction < 1``.
+        seed: seed of the permutation.
+        part: ``"train"`` or ``"test"``.
+
+    Returns:
+        An :class:`ImageFiles` of that part (``split`` attribute = ``part``, ``skipped`` as in
+        ``files``).
+
+    Raises:
+        ValueError: for a fraction outside (0, 1) or another part name.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"test fraction must be between 0 and 1 (exclusive), got {fraction}")
+    if part not in ("train", "test"):
+        raise ValueError(f"a held-out split has parts 'train' and 'test', not {part!r}")
+    generator = torch.Generator().manual_seed(seed)
+    test: set[int] = set()
+    for label in sorted(set(files.targets)):
+        members = [i for i, y in enumerate(files.targets) if y == label]
+        order = torch.randperm(len(members), generator=generator).tolist()
+        n_test = min(len(members) - 1, max(1, round(fraction * len(members))))
+        test.update(members[j] for j in order[:n_test])
+    keep = [s for i, s in enumerate(files.samples) if (i in test) == (part == "test")]
+    subset = ImageFiles(keep, files.classes, files.root)
+    subset.skipped = list(files.skipped)
+    subset.split = part  # type: ignore[attr-defined]
+    return subset
+
+
+def check_headers(files: ImageFiles, same_size: bool = True) -> None:
+    """Read the header of every file of ``files`` (not its pixels: a few seconds for 100,000
+    files) and fail before any training or evaluation starts when one is not an image, or,
+    with ``same_size``, when two have different sizes. A file whose header is fine but whose
+    data is truncated is still caught when it is decoded.
+
+    Raises:
+        UnreadableImageError: naming the first file that is not an image.
+        MixedImageSizesError: naming two files of different sizes.
+    """
+    image_mod = pillow()
+    first: tuple[str, tuple[int, int]] | None = None
+    for path, _ in files.samples:
+        try:
+            with image_mod.open(path) as img:
+                size = img.size
+        except (OSError, SyntaxError, ValueError) as err:
+            raise UnreadableImageError(
+                f"{path}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
+            ) from None
+        if first is None:
+            first = (path, size)
+        elif same_size and size != first[1]:
+            raise MixedImageSizesError(
+                f"images of different sizes: {first[0]} is {first[1][0]}x{first[1][1]}, {path} "
+                f"is {size[0]}x{size[1]} (width x height)")

@@ -15,6 +15,33 @@ class UnreadableImageError(ValueError):
     """An image file could not be decoded; the message names the file."""
 
 
+class MixedImageSizesError(ValueError):
+    """Images of different sizes met where one size is needed (a batch, an array cache)."""
+
+
+def collate_images(batch: list[tuple[Any, ...]]) -> Any:
+    """``default_collate`` of ``(image, label, ...)`` items, after checking that the images
+    share one shape.
+
+    Raises:
+        MixedImageSizesError: naming two of the shapes found, instead of ``torch.stack``'s
+            "stack expects each tensor to be equal size".
+    """
+    from torch.utils.data import default_collate
+
+    shapes = sorted({tuple(item[0].shape) for item in batch if hasattr(item[0], "shape")})
+    if len(shapes) > 1:
+        raise MixedImageSizesError(
+            f"images of different sizes in one batch ({_shape(shapes[0])} and "
+            f"{_shape(shapes[-1])}): resize them to one size when loading"
+        )
+    return default_collate(batch)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
 def pillow() -> Any:
     """Import Pillow's ``Image`` module or explain which extra provides it."""
     try:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ._common import UNLABELLED, ArrayImages, check_split, files_fingerprint
 from ._download import download as _download
-from ._download import extract_tar
+from ._download import download_command, extract_tar
 
 _FOLDER = "stl10_binary"
 _ARCHIVE = "stl10_binary.tar.gz"
@@ -106,7 +106,7 @@ class STL10(ArrayImages):
             if not download:
                 raise FileNotFoundError(
                     f"STL10: {folder} not found. Download {_URL} (MD5 {_MD5}) and extract it "
-                    f"in {self.root}, or pass download=True."
+                    f"in {self.root}, or run: {download_command('STL10', self.root)}"
                 )
             archive = _download(_URL, self.root / _ARCHIVE, _MD5)
             extract_tar(archive, self.root)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ._common import ArrayImages, check_split, files_fingerprint
 from ._download import download as _download
+from ._download import download_command
 
 _BASE = "http://ufldl.stanford.edu/housenumbers/"
 _MD5 = {
@@ -42,7 +43,8 @@ class SVHN(ArrayImages):
             if not download:
                 raise FileNotFoundError(
                     f"SVHN: missing {self.path}. Download {_BASE}{name} (MD5 {_MD5[split]}) "
-                    f"into {self.root}, or pass download=True."
+                    f"into {self.root}, or run: "
+                    f"{download_command('SVHN', self.root, split=split)}"
                 )
             _download(_BASE + name, self.path, _MD5[split])
         images, labels = _load_mat(self.path)

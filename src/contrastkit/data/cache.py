@@ -37,7 +37,13 @@ import numpy as np
 
 from ._common import ArrayImages, files_fingerprint
 from ._folder import ImageFiles, hash_text, scan_folder
-from ._images import IMAGE_EXTENSIONS, UnreadableImageError, decode_image, is_image_file
+from ._images import (
+    IMAGE_EXTENSIONS,
+    MixedImageSizesError,
+    UnreadableImageError,
+    decode_image,
+    is_image_file,
+)
 
 FORMAT_VERSION = 1
 _CHUNK = 512
@@ -51,6 +57,7 @@ class CachedImages(ArrayImages):
         built: ``True`` when this object's cache was (re)built by the call that returned it,
             ``False`` when an existing valid cache was reused.
         source_fingerprint: the fingerprint the cache was built from.
+        skipped: names of the unreadable images left out when the cache was built.
     """
 
     def __init__(self, path: Path, meta: dict[str, Any], built: bool):
@@ -60,6 +67,7 @@ class CachedImages(ArrayImages):
         self.built = built
         self.source_fingerprint: str = meta["source_fingerprint"]
         self.content_sha256: str = meta["content_sha256"]
+        self.skipped: list[str] = list(meta.get("skipped", []))
 
     def fingerprint(self) -> str:
         """The SHA-256 of the cached images and labels (identifies the content)."""
@@ -247,8 +255,9 @@ def _build(plan: _Plan, data_path: Path, meta_path: Path, size: Any, workers: in
         plan.classes, plan.labels, plan.items = plan.load()
     tmp = data_path.with_name(f"{data_path.name}.tmp-{os.getpid()}")
     try:
+        skipped: list[str] = []
         if plan.items is not None:
-            labels, item_shape = _decode_items(plan, tmp, size, workers, skip_corrupt)
+            labels, item_shape, skipped = _decode_items(plan, tmp, size, workers, skip_corrupt)
         else:
             labels, item_shape = _copy_dataset(plan, tmp)
         os.replace(tmp, data_path)
@@ -262,6 +271,7 @@ def _build(plan: _Plan, data_path: Path, meta_path: Path, size: Any, workers: in
         "labels": labels,
         "source_fingerprint": plan.fingerprint,
         "content_sha256": _content_hash(data_path, labels),
+        "skipped": skipped,
     }
     _write_json_atomic(meta_path, meta)
     return meta
@@ -276,8 +286,15 @@ def _first_shape(item: Any, size: Any) -> tuple[int, int, int]:
 _OUT: dict[str, np.memmap] = {}
 
 
-def _decode_chunk(args: tuple[str, tuple[int, ...], int, list[Any], Any]) -> list[tuple[int, str]]:
-    """Decode ``items`` into rows ``start..`` of the array file; return ``(row, error)``s."""
+def _decode_chunk(
+    args: tuple[str, tuple[int, ...], int, list[Any], Any]
+) -> list[tuple[int, str, str]]:
+    """Decode ``items`` into rows ``start..`` of the array file; return ``(row, name, error)``
+    of each unreadable item.
+
+    Raises:
+        MixedImageSizesError: for an image whose shape differs from the first one's.
+    """
     out_path, shape, start, items, size = args
     out = _OUT.get(out_path)
     if out is None:
@@ -288,12 +305,12 @@ def _decode_chunk(args: tuple[str, tuple[int, ...], int, list[Any], Any]) -> lis
         try:
             image = decode_image(src, name, size)
         except (UnreadableImageError, OSError) as err:
-            failures.append((start + k, str(err)))
+            failures.append((start + k, name, str(err)))
             continue
         if image.shape != shape[1:]:
-            failures.append((start + k, f"{name}: image of shape {image.shape}, expected "
-                             f"{shape[1:]} like the first image (pass size=(H, W) to resize)"))
-            continue
+            raise MixedImageSizesError(
+                f"{name}: image of shape {image.shape}, expected {shape[1:]} like the first "
+                "image: resize the images to one size when caching them")
         out[start + k] = image
     # no msync: the shared mapping is visible to the parent through the page cache, and a
     # crash before the data reaches the disk is caught by the content checksum on load
@@ -301,7 +318,7 @@ def _decode_chunk(args: tuple[str, tuple[int, ...], int, list[Any], Any]) -> lis
 
 
 def _decode_items(plan: _Plan, tmp: Path, size: Any, workers: int,
-                  skip_corrupt: bool) -> tuple[list[int], tuple[int, ...]]:
+                  skip_corrupt: bool) -> tuple[list[int], tuple[int, ...], list[str]]:
     items = plan.items
     assert items is not None
     shape = (len(items), *_first_shape_any(items, size, skip_corrupt))
@@ -309,7 +326,7 @@ def _decode_items(plan: _Plan, tmp: Path, size: Any, workers: int,
         f.truncate(int(np.prod(shape)))
     tasks = [(str(tmp), shape, s, items[s : s + _CHUNK], size)
              for s in range(0, len(items), _CHUNK)]
-    failures: list[tuple[int, str]] = []
+    failures: list[tuple[int, str, str]] = []
     if workers <= 1 or len(tasks) == 1:
         try:
             for t in tasks:
@@ -326,12 +343,12 @@ def _decode_items(plan: _Plan, tmp: Path, size: Any, workers: int,
         failures.sort()
         if not skip_corrupt:
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-            raise UnreadableImageError(failures[0][1] + more)
+            raise UnreadableImageError(failures[0][2] + more)
         warnings.warn(f"skipped {len(failures)} unreadable image(s) of {len(items)}; first: "
-                      f"{failures[0][1]}", UserWarning, stacklevel=4)
-        labels = _compact(tmp, shape, [r for r, _ in failures], labels)
+                      f"{failures[0][2]}", UserWarning, stacklevel=4)
+        labels = _compact(tmp, shape, [r for r, _, _ in failures], labels)
         shape = (len(labels), *shape[1:])
-    return labels, shape[1:]
+    return labels, shape[1:], [name for _, name, _ in failures]
 
 
 def _first_shape_any(items: list[Any], size: Any, skip_corrupt: bool) -> tuple[int, ...]:

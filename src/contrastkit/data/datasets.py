@@ -10,7 +10,9 @@ Readers:
 * :class:`CIFAR10`, :class:`CIFAR100`: official python pickles or their ``.tar.gz``.
 * :class:`STL10`: official binary files (memory-mapped).
 * :class:`SVHN`: official ``.mat`` files.
-* :class:`ImageFolder`, :class:`TinyImageNet`, :class:`ImageNet100`: image files, lazily decoded.
+* :class:`ImageFolder`, :class:`TinyImageNet`, :class:`ImageNet100`: image files, lazily decoded;
+  :func:`open_image_folder` also reads a flat folder of unlabelled images, and :func:`hold_out`
+  splits a folder into stratified, seeded ``train`` / ``test`` parts.
 * :class:`Digits`: scikit-learn's 8x8 digits, offline.
 
 Helpers: :class:`WithIndex` (adds the sample index), :func:`long_tailed` (imbalanced subsets),
@@ -22,9 +24,22 @@ from ._cifar import CIFAR10, CIFAR100
 from ._common import UNLABELLED, ArrayImages, WithIndex
 from ._digits import Digits
 from ._download import download, md5_of
-from ._folder import ImageFiles, ImageFolder, scan_folder
+from ._folder import (
+    ImageFiles,
+    ImageFolder,
+    check_headers,
+    hold_out,
+    open_image_folder,
+    scan_folder,
+)
 from ._imagenet import ImageNet100, TinyImageNet, imagenet100_classes
-from ._images import IMAGE_EXTENSIONS, UnreadableImageError, decode_image
+from ._images import (
+    IMAGE_EXTENSIONS,
+    MixedImageSizesError,
+    UnreadableImageError,
+    collate_images,
+    decode_image,
+)
 from ._stl10 import STL10
 from ._svhn import SVHN
 from .cache import ArrayCache, CachedImages
@@ -45,14 +60,19 @@ __all__ = [
     "ImageFolder",
     "ImageNet100",
     "LongTailedSubset",
+    "MixedImageSizesError",
     "TinyImageNet",
     "UnreadableImageError",
     "WithIndex",
+    "check_headers",
+    "collate_images",
     "decode_image",
     "download",
+    "hold_out",
     "imagenet100_classes",
     "long_tailed",
     "long_tailed_counts",
     "md5_of",
+    "open_image_folder",
     "scan_folder",
 ]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,8 +27,16 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from contrastkit.data.datasets import MixedImageSizesError, UnreadableImageError, collate_images
+from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.features import extract_features, feature_cache_key
+from contrastkit.outputs import (
+    SKIPPED_FILES,
+    check_output_folder,
+    staged_folder,
+    write_skipped_files,
+)
 
 PROTOCOLS = ("knn", "linear", "retrieval", "lowshot", "finetune")
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
@@ -60,6 +67,19 @@ def _common_parser() -> argparse.ArgumentParser:
     g.add_argument("--image-size", type=int, default=None,
                    help="resize file images when decoding them into --data-cache-dir")
     g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets")
+    g.add_argument("--load-size", type=int, default=None, metavar="N",
+                   help="resize each image's shorter side to N and centre-crop it to NxN when "
+                   "loading (folders of images of different sizes; default: the pretraining "
+                   "run's data.load_size)")
+    g.add_argument("--test-fraction", type=float, default=None, metavar="F",
+                   help="--data folder without a test/ sub-folder: hold out this share of each "
+                   "class (stratified, seeded) as the test split, the rest is the train split "
+                   "(default: the pretraining run's data.test_fraction)")
+    g.add_argument("--split-seed", type=int, default=None,
+                   help="seed of --test-fraction's split (default: the run's, else 0)")
+    g.add_argument("--skip-corrupt", action="store_true",
+                   help="skip unreadable image or video files (listed in results.json and "
+                   "skipped_files.txt)")
     v = p.add_argument_group("video datasets (ucf101, hmdb51, kinetics, video_folder)")
     v.add_argument("--annotations", default=None,
                    help="split files: ucfTrainTestlist / testTrainMulti_7030_splits folder, "
@@ -75,13 +95,15 @@ def _common_parser() -> argparse.ArgumentParser:
     v.add_argument("--crop-size", type=int, default=None,
                    help="side of the 3 spatial crops (default: the short side)")
     v.add_argument("--eval-clips", type=int, default=10, help="temporal clips per video")
-    v.add_argument("--skip-corrupt", action="store_true", help="skip unreadable videos")
     r = p.add_argument_group("run")
-    r.add_argument("--output", default=None, help="output folder (results.json, results.md, ...)")
+    r.add_argument("--output", default=None,
+                   help="output folder (results.json, results.md, ...); must be empty or new")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace the earlier evaluation in --output (only its files)")
     r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
     r.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     r.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
-    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
     r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -181,6 +203,10 @@ class Setup:
     defaults_from: Path | None = None
     run_video: dict | None = None
     datasets: dict = field(default_factory=dict)
+    load_size: int | None = None
+    test_fraction: float | None = None
+    split_seed: int = 0
+    skipped: list[str] = field(default_factory=list)
 
     def record(self) -> dict:
         """``checkpoint`` and ``data`` sections of ``results.json``."""
@@ -189,31 +215,40 @@ class Setup:
             "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
                            "backbone": self.spec},
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
-                     "test_split": a.test_split, "size": self.size, "small": self.small,
-                     "normalize": self.normalize, "image_size": a.image_size,
+                     "test_split": a.test_split, "test_fraction": self.test_fraction,
+                     "split_seed": self.split_seed if self.test_fraction else None,
+                     "size": self.size, "small": self.small, "normalize": self.normalize,
+                     "image_size": a.image_size, "load_size": self.load_size,
+                     "skip_corrupt": a.skip_corrupt, "num_skipped": len(self.skipped),
+                     "skipped_files": list(self.skipped),
                      **({"video": asdict(video_spec(self)), "eval_clips": a.eval_clips}
                         if is_video(self) else {})},
             "defaults_from": str(self.defaults_from) if self.defaults_from else None,
         }
 
 
-def _run_config(checkpoint: Path) -> tuple[dict, Path | None]:
-    """``model`` section of the run's ``config.yaml`` for ``RUN/checkpoints/*.ckpt``, and its path.
+def _run_config(checkpoint: Path) -> tuple[dict, dict, Path | None]:
+    """``model`` and ``data`` sections of the run's ``config.yaml`` for
+    ``RUN/checkpoints/*.ckpt``, and its path.
 
     Only contrastkit checkpoints (``.ckpt``) inside a pretraining run folder have one; the view
-    size, normalisation, eval resize and view presets default to the pretraining ones.
+    size, normalisation, eval resize and view presets default to the pretraining ones, and on
+    the run's dataset so do the load size and the held-out split.
     """
     path = checkpoint.parent.parent / "config.yaml"
     if checkpoint.suffix != ".ckpt" or checkpoint.parent.name != "checkpoints" or \
             not path.is_file():
-        return {}, None
+        return {}, {}, None
     try:
         import yaml
 
-        model = (yaml.safe_load(path.read_text()) or {}).get("model") or {}
+        config = yaml.safe_load(path.read_text()) or {}
+        model, data = config.get("model") or {}, config.get("data") or {}
     except Exception:  # a config we cannot read only loses the defaults
-        return {}, None
-    return (model, path) if isinstance(model, dict) else ({}, None)
+        return {}, {}, None
+    if not isinstance(model, dict) or not isinstance(data, dict):
+        return {}, {}, None
+    return model, data, path
 
 
 def _run_views(model: dict) -> tuple[str, str] | None:
@@ -246,45 +281,73 @@ def _load_checkpoint(path: Path) -> tuple[nn.Module, dict]:
     return backbone, asdict(spec)
 
 
-def setup(args: argparse.Namespace) -> Setup:
-    """Load the checkpoint and resolve size / transform / device defaults."""
-    from contrastkit.checkpoints import file_hash
-
-    path = Path(args.checkpoint).expanduser().resolve()
-    backbone, spec = _load_checkpoint(path)
-    device = torch.device(args.device)
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name} is not a device: use cpu, cuda, cuda:N or "
+                         "mps") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {args.device}: CUDA is not available")
-    for name in ("batch_size", "size", "image_size"):
+        raise ValueError(f"--device {name}: CUDA is not available")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS is not available")
+    return device
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Checks of the common options that need no file (run before anything is read).
+
+    Raises:
+        ValueError: naming the option.
+    """
+    from contrastkit.train.datamodule import DATASET_NAMES
+
+    if args.data not in DATASET_NAMES:
+        raise ValueError(f"--data {args.data!r} is not a known dataset; one of "
+                         f"{', '.join(DATASET_NAMES)} (folder for your own images)")
+    for name in ("batch_size", "size", "image_size", "load_size"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    model, config_path = _run_config(path)
+    if args.test_fraction is not None and not 0.0 < args.test_fraction < 1.0:
+        raise ValueError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+
+
+def setup(args: argparse.Namespace) -> Setup:
+    """Load the checkpoint and resolve size / transform / device / data defaults."""
+    from contrastkit.checkpoints import file_hash
+
+    check_options(args)
+    device = _device(args.device)
+    path = Path(args.checkpoint).expanduser().resolve()
+    backbone, spec = _load_checkpoint(path)
+    model, data, config_path = _run_config(path)
     views = model.get("views") or {}
     size = args.size or int(views.get("size") or 32)
     small = args.small if args.small is not None else views.get("eval_resize", "small") == "small"
     normalize = args.normalize if args.normalize is not None else views.get("normalize")
     normalize = None if normalize in (None, "none") else normalize
-    return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
-                 _run_views(model), config_path, run_video=_run_video(config_path))
+    run_data = data if data.get("dataset") == args.data else {}
+    video = data.get("video")
+    return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize,
+                 device, _run_views(model), config_path,
+                 run_video=video if isinstance(video, dict) else None,
+                 load_size=_pick(args.load_size, run_data.get("load_size")),
+                 test_fraction=_pick(args.test_fraction, run_data.get("test_fraction")),
+                 split_seed=int(_pick(args.split_seed, run_data.get("split_seed"), 0)))
 
 
-def _run_video(config_path: Path | None) -> dict | None:
-    """``data.video`` of the pretraining run's config (clip sampling defaults), if any."""
-    if config_path is None:
-        return None
-    try:
-        import yaml
-
-        data = (yaml.safe_load(config_path.read_text()) or {}).get("data") or {}
-    except Exception:  # a config we cannot read only loses the defaults
-        return None
-    video = data.get("video") if isinstance(data, dict) else None
-    return video if isinstance(video, dict) else None
+def _pick(*values: object) -> object:
+    """The first value that is not None (None when all are)."""
+    return next((v for v in values if v is not None), None)
 
 
 def open_split(s: Setup, split: str) -> object:
-    """The dataset of ``split`` (opened once per setup)."""
+    """The dataset of ``split`` (opened once per setup).
+
+    Raises:
+        ValueError: for a split that does not exist or has no labels.
+    """
     if split not in s.datasets and is_video(s):
         from contrastkit.train.video import build_video_dataset
 
@@ -292,18 +355,28 @@ def open_split(s: Setup, split: str) -> object:
             s.args.data, s.args.root, split, video_spec(s), role="eval",
             skip_corrupt=s.args.skip_corrupt, eval_clips=s.args.eval_clips)
     if split not in s.datasets:
-        from contrastkit.train.datamodule import build_dataset
+        from contrastkit.train import datamodule
 
-        if s.args.root is None and s.args.data != "digits":
-            raise ValueError(f"--root is required for --data {s.args.data} (only digits is "
+        a = s.args
+        if a.root is None and a.data != "digits":
+            raise ValueError(f"--root is required for --data {a.data} (only digits is "
                              "built in)")
-
-        dataset = build_dataset(s.args.data, s.args.root, split,
-                                cache_dir=s.args.data_cache_dir, image_size=s.args.image_size)
-        if s.args.classes:
-            from contrastkit.train.datamodule import select_classes
-
-            dataset = select_classes(dataset, list(s.args.classes))
+        try:
+            dataset, skipped = datamodule.open_split(
+                a.data, a.root, split, cache_dir=a.data_cache_dir, image_size=a.image_size,
+                load_size=s.load_size, classes=a.classes, skip_corrupt=a.skip_corrupt,
+                test_fraction=s.test_fraction, split_seed=s.split_seed)
+        except datamodule.MissingSplitError as err:
+            raise ValueError(
+                f"--test-split {split}: {err}; pass --test-fraction 0.2 to hold out a stratified "
+                "20% of it as the test split (the rest is the train split), or --test-split "
+                "NAME for an existing sub-folder") from None
+        if not datamodule.is_labelled(dataset):
+            raise ValueError(
+                f"--root {a.root}: split {split} has no class sub-folders (unlabelled images): "
+                "evaluation needs labels; point --root at a folder with one sub-folder per "
+                "class (ROOT/<class>/*.jpg)")
+        s.skipped += [p for p in skipped if p not in s.skipped]
         s.datasets[split] = dataset
     return s.datasets[split]
 
@@ -351,10 +424,23 @@ def eval_transform(s: Setup, name: str = "eval") -> nn.Module:
     return augment.preset(name, s.size, small=s.small, normalize=s.normalize)
 
 
+def _fingerprint(dataset: object) -> str | None:
+    """Identity of the data under ``dataset`` and the wrappers around it (load-size resize,
+    class selection): the first ``fingerprint()`` or ``source_fingerprint`` found inside."""
+    while dataset is not None:
+        method = getattr(dataset, "fingerprint", None)
+        if callable(method):
+            return str(method())
+        if getattr(dataset, "source_fingerprint", None):
+            return str(dataset.source_fingerprint)  # type: ignore[attr-defined]
+        dataset = getattr(dataset, "dataset", None)
+    return None
+
+
 def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
     """Cached eval-transform features and labels of ``split``."""
     dataset = open_split(s, split)
-    fingerprint = getattr(dataset, "fingerprint", None)
+    fingerprint: object = None if is_video(s) else _fingerprint(dataset)
     root = str(Path(s.args.root).expanduser().resolve()) if s.args.root else None
     transform: dict = {"preset": "eval", "size": s.size, "small": s.small,
                        "normalize": s.normalize}
@@ -366,10 +452,9 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
         fingerprint = [[str(p), p.stat().st_size, y] for p, y in samples]
     key = feature_cache_key(
         checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
-        fingerprint=fingerprint() if callable(fingerprint) else
-        fingerprint if is_video(s) else getattr(dataset, "source_fingerprint", None),
-        transform=transform, image_size=s.args.image_size,
-        classes=getattr(s.args, "classes", None),
+        fingerprint=fingerprint, transform=transform, image_size=s.args.image_size,
+        classes=getattr(s.args, "classes", None), load_size=s.load_size,
+        test_fraction=s.test_fraction, split_seed=s.split_seed,
     )
     cache = None if s.args.no_cache else s.args.cache_dir
     if is_video(s):
@@ -405,9 +490,12 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
 
     a = s.args
     xtr, ytr, xte, yte = _features(s)
+    if a.k > len(ytr):
+        raise ValueError(f"k={a.k} is larger than the bank ({len(ytr)} images of --train-split "
+                         f"{a.train_split}): pass --k {len(ytr)} or less")
     pred, scores = knn_predict(xtr, ytr, xte, k=a.k, temperature=a.temperature, metric=a.metric,
                                backend=a.backend)
-    metrics = topk_accuracy(scores, yte, (1, 5))
+    metrics = topk_accuracy(scores, yte, (1, 5))  # top-5 only with more than 5 classes
     metrics["mean_per_class"] = mean_per_class_accuracy(pred, yte)
     config = {"k": a.k, "temperature": a.temperature, "metric": a.metric, "backend": a.backend}
     return Outcome(metrics, config, pred, yte)
@@ -445,7 +533,7 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
     curve = [float(v) for v in result["loss_curve"]]  # type: ignore[union-attr]
     if not all(np.isfinite(curve)):
         raise ValueError(f"the linear probe diverged (training loss {curve}); lower --lr")
-    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class")}
+    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class") if k in result}
     outcome = Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
     if out is not None:
         from contrastkit.eval.plots import plot_curve
@@ -486,9 +574,10 @@ def _linear_setup(s: Setup, base, train, test, test_classes: int) -> tuple:
     protocol = replace(base, **changes)
     classes = max(max(train.targets), test_classes - 1) + 1
     generator = torch.Generator().manual_seed(a.seed)
+    collate = None if is_video(s) else collate_images
     train_loader = DataLoader(train, batch_size=protocol.batch_size, shuffle=True,
-                              generator=generator)
-    test_loader = DataLoader(test, batch_size=a.batch_size)
+                              generator=generator, collate_fn=collate)
+    test_loader = DataLoader(test, batch_size=a.batch_size, collate_fn=collate)
     return protocol, classes, train_loader, test_loader
 
 
@@ -537,7 +626,7 @@ def run_finetune(s: Setup, out: Path | None) -> Outcome:
                             protocol=protocol, normalize=s.normalize, device=s.device,
                             seed=a.seed, max_steps=a.max_steps)
     pred, yte = result["scores"].argmax(dim=1), result["labels"]  # type: ignore[union-attr]
-    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class")}
+    metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class") if k in result}
     config = {"protocol": "sce_d3_finetune", **asdict(protocol), "max_steps": a.max_steps,
               "steps": result["steps"], "seed": a.seed}
     curve = [float(v) for v in result["loss_curve"]]  # type: ignore[union-attr]
@@ -598,7 +687,7 @@ RUNNERS: dict[str, Callable[[Setup, Path | None], Outcome]] = {
 def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
     context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16],
                "backbone": s.spec.get("name"), "data": s.args.data,
-               "splits": f"{s.args.train_split} -> {s.args.test_split}",
+               "splits": f"{s.args.train_split} -> {s.args.test_split}", **_data_context(s),
                "size": s.size, **{k: v for k, v in outcome.config.items()
                                   if not isinstance(v, (dict, list))}}
     if "shots" not in outcome.metrics:
@@ -608,6 +697,22 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
     return (f"# {title}\n\n" + report.markdown_table(["setting", "value"], list(context.items()))
             + "\n" + report.markdown_table(["shots", "top1 mean", "top1 std", "per seed",
                                             "train images"], rows))
+
+
+def _data_context(s: Setup) -> dict:
+    """Report lines on how the splits were made and what was skipped (when it applies)."""
+    context: dict = {}
+    if s.args.train_split == s.args.test_split:
+        context["not held out"] = (f"--train-split and --test-split are both "
+                                   f"{s.args.test_split}: the test images are in the bank")
+    if s.test_fraction is not None:
+        context["held-out test split"] = (f"--test-fraction {s.test_fraction} of each class of "
+                                          f"--root, stratified, --split-seed {s.split_seed}")
+    if s.load_size is not None:
+        context["load size"] = s.load_size
+    if s.args.skip_corrupt:
+        context["skipped unreadable files"] = len(s.skipped)
+    return context
 
 
 def _header(command: str, argv: Sequence[str]) -> dict:
@@ -627,32 +732,59 @@ def eval_command(argv: Sequence[str]) -> int:
 def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if getattr(args, "k", 1) < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    out, earlier = _check_output(args)
     s = setup(args)
-    out = Path(args.output) if args.output else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    outcome = RUNNERS[args.protocol](s, out)
-    results = {**_header("eval", argv), **s.record(), "protocol": args.protocol,
-               "config": outcome.config, "metrics": outcome.metrics,
-               "num_test": int(outcome.labels.shape[0]), "figures": outcome.figures,
-               "curves": outcome.curves,
-               "predictions": report.PREDICTIONS if out else None}
-    text = _markdown(f"contrastkit eval {args.protocol}", s, outcome)
-    if out is not None:
-        report.write_predictions(out / report.PREDICTIONS, outcome.pred, outcome.labels)
-        report.write_json(out / report.RESULTS_JSON, results)
-        report.write_text(out / report.RESULTS_MD, text)
+    with staged_folder(out, earlier) as stage:
+        outcome = RUNNERS[args.protocol](s, stage)
+        results = {**_header("eval", argv), **s.record(), "protocol": args.protocol,
+                   "config": outcome.config, "metrics": outcome.metrics,
+                   "num_test": int(outcome.labels.shape[0]), "figures": outcome.figures,
+                   "curves": outcome.curves,
+                   "predictions": report.PREDICTIONS if out else None}
+        text = _markdown(f"contrastkit eval {args.protocol}", s, outcome)
+        if stage is not None:
+            report.write_predictions(stage / report.PREDICTIONS, outcome.pred, outcome.labels)
+            _write_outputs(stage, s, results, text)
     print(text)
     return 0
 
 
+#: The option that fixes an error, for the errors that have one.
+HINTS: dict[type[BaseException], str] = {
+    UnreadableImageError: "pass --skip-corrupt to skip unreadable images (they are listed in "
+    "results.json and skipped_files.txt)",
+    MixedImageSizesError: "pass --load-size N (e.g. 64) to resize each image's shorter side to "
+    "N and centre-crop it when loading (with --data-cache-dir: --image-size N)",
+}
+
+
 def _guard(prog: str, body: Callable[[], int]) -> int:
     """Run ``body``; expected failures become ``prog: error: message`` and exit status 2."""
-    try:
-        return body()
-    except (ValueError, OSError, ImportError) as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
+    return run_command(prog, body, HINTS)
+
+
+#: What ``eval`` and ``analyze`` write into ``--output`` (``--overwrite`` removes these only).
+OUTPUT_FILES = frozenset({report.RESULTS_JSON, report.RESULTS_MD, report.PREDICTIONS,
+                          SKIPPED_FILES, "loss_curve.png", "local_separation.png",
+                          "similarity_histograms.png", "hardness_weights.png",
+                          "temperature_functions.png", "embedding_tsne.png",
+                          "embedding_umap.png"})
+
+
+def _check_output(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
+    """``--output`` and the earlier evaluation's files there that ``--overwrite`` replaces."""
+    if not args.output:
+        return None, []
+    out = Path(args.output)
+    return out, check_output_folder(out, overwrite=args.overwrite,
+                                    owned=OUTPUT_FILES.__contains__, what="evaluation")
+
+
+def _write_outputs(out: Path, s: Setup, results: dict, text: str) -> None:
+    """``results.json``, ``results.md`` and ``skipped_files.txt`` of an evaluation."""
+    report.write_json(out / report.RESULTS_JSON, results)
+    report.write_text(out / report.RESULTS_MD, text)
+    write_skipped_files(out, s.skipped)
 
 
 # --- analyze -----------------------------------------------------------------------------------
@@ -677,7 +809,7 @@ def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str
         torch.manual_seed(s.args.seed)
         for start in range(0, len(idx), s.args.batch_size):
             chunk = idx[start : start + s.args.batch_size].tolist()
-            images = torch.stack([dataset[i][0] for i in chunk]).to(s.device)  # type: ignore[index]
+            images = collate_images([dataset[i] for i in chunk])[0].to(s.device)  # type: ignore[index]
             z1.append(backbone(make[0](images)).float().cpu())
             z2.append(backbone(make[1](images)).float().cpu())
     return torch.cat(z1), torch.cat(z2)
@@ -777,17 +909,18 @@ def analyze_command(argv: Sequence[str]) -> int:
 
 
 def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    out, earlier = _check_output(args)
     s = setup(args)
-    out = Path(args.output) if args.output else None
-    metrics, config, figures = analyze(s, out)
-    results = {**_header("analyze", argv), **s.record(), "config": config, "metrics": metrics,
-               "figures": figures}
-    context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
-               "split": args.test_split, "views": " ".join(config["views"])}
-    text = report.metrics_markdown("contrastkit analyze", metrics, context)
-    if out is not None:
-        report.write_json(out / report.RESULTS_JSON, results)
-        report.write_text(out / report.RESULTS_MD, text)
+    with staged_folder(out, earlier) as stage:
+        metrics, config, figures = analyze(s, stage)
+        results = {**_header("analyze", argv), **s.record(), "config": config,
+                   "metrics": metrics, "figures": figures}
+        context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
+                   "split": args.test_split, "views": " ".join(config["views"]),
+                   **_data_context(s)}
+        text = report.metrics_markdown("contrastkit analyze", metrics, context)
+        if stage is not None:
+            _write_outputs(stage, s, results, text)
     print(text)
     return 0
 

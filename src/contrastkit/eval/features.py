@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -35,6 +34,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from contrastkit.checkpoints import file_hash
+from contrastkit.data.datasets import collate_images
+from contrastkit.outputs import temp_file_beside
 
 __all__ = ["extract_features", "feature_cache_key", "load_cached", "save_cached"]
 
@@ -56,8 +57,7 @@ def _stem(cache_key: str) -> str:
 
 def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
     """Call ``write(tmp_path)`` on a temporary file next to ``path``, then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     os.close(fd)
     try:
         write(tmp)
@@ -134,6 +134,7 @@ def load_cached(cache_dir: str | os.PathLike, cache_key: str) -> tuple[Tensor, T
         if data_files:
             _warn_corrupt(data_files[0], "its checksum sidecar is missing")
         return None
+    damaged = sidecar_path  # the file the warning names: the sidecar until it has been read
     try:
         sidecar = json.loads(sidecar_path.read_text())
         data = cache_dir / str(sidecar["file"])
@@ -141,6 +142,7 @@ def load_cached(cache_dir: str | os.PathLike, cache_key: str) -> tuple[Tensor, T
             raise ValueError("the sidecar belongs to another key")
         if not data.exists():
             raise ValueError(f"data file {data.name} is missing")
+        damaged = data
         if file_hash(data) != sidecar["sha256"]:
             raise ValueError("SHA-256 of the stored content does not match the sidecar")
         tensors = _read_data(data)
@@ -149,7 +151,7 @@ def load_cached(cache_dir: str | os.PathLike, cache_key: str) -> tuple[Tensor, T
                 or list(labels.shape) != sidecar["labels_shape"]):
             raise ValueError("stored shapes differ from the sidecar")
     except Exception as err:  # any failure means: do not trust this entry
-        _warn_corrupt(sidecar_path, str(err))
+        _warn_corrupt(damaged, str(err))
         return None
     return features.float(), labels.long()
 
@@ -165,7 +167,8 @@ def _batches(dataset: Dataset, batch_size: int) -> Iterator[tuple[Tensor, Tensor
     if callable(fast):
         yield from fast(batch_size)
         return
-    for images, labels in DataLoader(dataset, batch_size=batch_size, shuffle=False):
+    for images, labels in DataLoader(dataset, batch_size=batch_size, shuffle=False,
+                                     collate_fn=collate_images):
         yield images, torch.as_tensor(labels)
 
 

@@ -282,7 +282,9 @@ def knn_predict(
 def topk_accuracy(scores: Tensor, labels: Tensor, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
     """Fraction of rows whose label is among the ``k`` highest scores, for each ``k``.
 
-    ``k`` is capped at the number of classes (top-5 of a 3-class problem is top-3 = 1.0).
+    A ``k`` that is not smaller than the number of classes (``scores.shape[1]``) is left out:
+    every label is among the top ``k`` then, so its accuracy is 1 whatever the model (top-5 of
+    4 classes). ``k = 1`` is always reported.
 
     Returns:
         ``{"top1": ..., "top5": ...}`` fractions in [0, 1].
@@ -291,7 +293,9 @@ def topk_accuracy(scores: Tensor, labels: Tensor, ks: tuple[int, ...] = (1, 5)) 
     labels = labels.to(scores.device)
     out = {}
     for k in ks:
-        top = torch.topk(scores, min(k, scores.shape[1]), dim=1).indices
+        if k > 1 and k >= scores.shape[1]:
+            continue
+        top = torch.topk(scores, k, dim=1).indices
         out[f"top{k}"] = float((top == labels[:, None]).any(dim=1).double().mean())
     return out
 

@@ -7,7 +7,6 @@ Each function writes one image atomically (temporary file in the same folder, th
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.eval.metrics import TemperatureLike, hardness_weights
+from contrastkit.outputs import temp_file_beside
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -39,9 +39,8 @@ def _save(fig: Figure, path: PathLike) -> Path:
     path = Path(path)
     if path.suffix == "":
         raise ValueError(f"path must have an image suffix such as .png, got {str(path)!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             fig.savefig(handle, format=path.suffix.lstrip(".").lower())

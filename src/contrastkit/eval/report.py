@@ -16,12 +16,13 @@ import io
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from contrastkit.outputs import temp_file_beside
 
 __all__ = [
     "flatten_metrics",
@@ -41,8 +42,7 @@ PREDICTIONS = "predictions.npz"
 
 def _atomic_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

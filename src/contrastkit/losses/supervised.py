@@ -33,6 +33,9 @@ Choices made where the paper leaves room (each is tested in ``tests/losses/test_
   This is the only reading that keeps the denominator positive for every ε ≥ 0 (``exp(·) - ε``
   could be negative) and it reduces to SINCERE at ε = 0 as the paper states. In cosine units the
   margin is ``ε·τ``. With ε > 0 the loss can be negative (its infimum is ``-ε``).
+* **No noise sample.** When every label in the batch is the same, ``N(S)`` is empty for every
+  anchor and each pair term reduces to ``-log exp(s_Sp/τ) / exp(s_Sp/τ - ε) = -ε`` (0 for
+  SINCERE): a constant without gradient. The formula's value is returned, with a warning.
 * **Normalisation.** Eq. 12 divides by the batch size ``N``; anchors without a same-class partner
   (``P(S) = ∅``, where ``1/|P|`` is undefined) are left out of the mean here instead of producing
   ``0/0 = NaN``. When no anchor has a partner the loss is an exact zero that is still connected to
@@ -167,6 +170,14 @@ def _noise_contrastive(
     z, y = _flatten_views(features, labels)
     logits = _scaled_similarities(z, temperature)
     _, positives, negatives = _pair_masks(y)
+    if not bool(negatives.any()):
+        warnings.warn(
+            f"{name}: every sample in the batch has the same label, so there is no noise sample "
+            f"(N(S) is empty): the loss is the constant -epsilon = {0.0 - epsilon:g} with zero "
+            "gradients",
+            UserWarning,
+            stacklevel=3,
+        )
     lse_noise = _masked_logsumexp(logits, negatives)  # (M,): log Σ_{n∈N(S)} exp(s_Sn/τ)
     log_denominator = torch.logaddexp(logits - epsilon, lse_noise[:, None])  # (M, M)
     return _reduce_pairs(log_denominator - logits, positives, name, stacklevel=4)

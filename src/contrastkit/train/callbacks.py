@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import numpy as np
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from contrastkit.outputs import temp_file_beside
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -30,8 +33,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError("AtomicCheckpointIO does not take storage_options")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = temp_file_beside(path)
         try:
             with os.fdopen(fd, "wb") as handle:
                 torch.save(checkpoint, handle)
@@ -151,6 +153,28 @@ class LossCurveCallback(L.Callback):
                                     "optimiser steps)", ylabel="loss",
                                     title="pretraining loss")
                 return
+
+
+class EpochSummaryCallback(L.Callback):
+    """With the progress bar off, print one line per epoch (after its validation): the epoch,
+    its wall time and the last logged values of the loss and of the monitors."""
+
+    KEYS = ("train/loss", "val/knn_top1", "val/online_linear_top1")
+
+    def __init__(self) -> None:
+        self._start = 0.0
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
+            return
+        metrics = trainer.callback_metrics
+        values = [f"{k} {float(metrics[k]):.4f}" for k in self.KEYS if k in metrics]
+        total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+        print(f"epoch {trainer.current_epoch + 1}{total} (step {trainer.global_step}, "
+              f"{time.perf_counter() - self._start:.1f} s): " + ", ".join(values), flush=True)
 
 
 class BestCheckpoint(ModelCheckpoint):

@@ -2,37 +2,82 @@
 :class:`PretrainDataModule`.
 
 Configuration is YAML validated by jsonargparse against the classes' signatures: an unknown
-key or a wrong type is an error that lists what is allowed. ``--resume PATH`` (or
-``--resume last``) continues a run exactly from a checkpoint.
+key or a wrong type is an error that lists what is allowed; the rest of the configuration
+(temperatures, data, a checkpoint to resume) is checked before anything is written. ``--output``
+names the run folder, which must be empty or new (``--overwrite`` replaces an earlier run
+there); ``--resume PATH`` (or ``--resume last``) continues a run exactly from a checkpoint,
+dropping the metrics the interrupted run logged after it.
 """
 
 from __future__ import annotations
 
+import csv
 import importlib
 import importlib.util
 import inspect
+import logging
+import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.cli import LightningCLI
 
+from contrastkit.outputs import (
+    SKIPPED_FILES,
+    check_output_folder,
+    check_output_path,
+    clear_outputs,
+    temp_file_beside,
+    write_skipped_files,
+)
 from contrastkit.train.callbacks import (
-    AtomicCheckpointIO,
     BestCheckpoint,
+    EpochSummaryCallback,
     LossCurveCallback,
     PreflightCallback,
     RNGStateCallback,
     latest_checkpoint,
 )
-from contrastkit.train.datamodule import PretrainDataModule
+from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 
 
 class PretrainCLI(LightningCLI):
-    """LightningCLI with the data module's class count linked into the model, and errors
-    about a class's unknown option that list the options it accepts."""
+    """LightningCLI with the data module's class count linked into the model, errors about a
+    class's unknown option that list the options it accepts, and the run folder of
+    ``--output``.
+
+    Args:
+        output_dir: the run folder. It replaces the folder of the trainer and of the CSV and
+            TensorBoard loggers that a config names (a run's saved ``config.yaml`` names its
+            own folder; reused with ``--config`` for another ``--output`` it would otherwise
+            send the logs there).
+        purge_step: TensorBoard's ``purge_step`` when resuming (see :func:`trainer_defaults`).
+    """
+
+    _FOLDER_LOGGERS = ("contrastkit.train.logging.ResumableCSVLogger",
+                       "lightning.pytorch.loggers.CSVLogger",
+                       "lightning.pytorch.loggers.TensorBoardLogger")
+
+    def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
+                 **kwargs) -> None:
+        self.output_dir, self.purge_step = output_dir, purge_step
+        super().__init__(*args, **kwargs)
+
+    def before_instantiate_classes(self) -> None:
+        if self.output_dir is None:
+            return
+        trainer = self.config.trainer
+        trainer.default_root_dir = self.output_dir
+        loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
+        for logger in loggers:
+            if getattr(logger, "class_path", None) in self._FOLDER_LOGGERS:
+                logger.init_args.save_dir = self.output_dir
+                if logger.class_path.endswith("TensorBoardLogger"):
+                    logger.init_args.purge_step = self.purge_step
 
     def init_parser(self, **kwargs):
         parser = super().init_parser(**kwargs)
@@ -96,13 +141,14 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         "default_root_dir": output_dir,
         "logger": loggers,
         "use_distributed_sampler": False,
-        "plugins": [AtomicCheckpointIO()],
+        "plugins": [{"class_path": "contrastkit.train.callbacks.AtomicCheckpointIO"}],
         "callbacks": [
             latest_checkpoint(str(Path(output_dir) / "checkpoints")),
             BestCheckpoint(str(Path(output_dir) / "checkpoints")),
             RNGStateCallback(),
             PreflightCallback(),
             LossCurveCallback(),
+            EpochSummaryCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
         "max_epochs": 100,
@@ -113,12 +159,25 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
     }
 
 
+#: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
+RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
+                         "tensorboard", "loss_curve.png", SKIPPED_FILES})
+
+#: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
+RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
+  --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
+                        loss_curve.png (default: runs/pretrain); it must be empty or new
+  --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt)
+  --overwrite           replace the earlier run in --output (removes only its files)
+"""
+
+
 def _pop_option(argv: list[str], name: str) -> str | None:
     """Remove ``--name VALUE`` or ``--name=VALUE`` from ``argv`` and return VALUE."""
     for i, arg in enumerate(argv):
         if arg == name:
-            if i + 1 >= len(argv):
-                raise SystemExit(f"{name} needs a value")
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                raise ValueError(f"{name} needs a value")
             value = argv[i + 1]
             del argv[i : i + 2]
             return value
@@ -134,41 +193,182 @@ def resolve_resume(resume: str | None, output_dir: str) -> str | None:
         return None
     path = Path(output_dir) / "checkpoints" / "last.ckpt" if resume == "last" else Path(resume)
     if not path.is_file():
-        raise SystemExit(f"--resume: no checkpoint at {path}")
+        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
     return str(path)
 
 
+def read_checkpoint(path: str) -> dict:
+    """The Lightning checkpoint at ``path`` (tensors memory-mapped, not read).
+
+    Raises:
+        ValueError: when it is not a readable Lightning checkpoint (truncated, another file).
+    """
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as err:  # truncated zip, pickle or random bytes: all mean unreadable
+        raise ValueError(f"--resume {path} is not a readable checkpoint "
+                         f"({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or "state_dict" not in state or "global_step" not in state:
+        raise ValueError(f"--resume {path} is not a contrastkit pretraining checkpoint "
+                         "(no state_dict / global_step)")
+    return state
+
+
+def _check_run_folder(output_dir: str, overwrite: bool) -> list[Path]:
+    """Entries of an earlier run to remove before a fresh run in ``output_dir``."""
+    last = Path(output_dir) / "checkpoints" / "last.ckpt"
+    if last.is_file() and not overwrite:
+        raise FileExistsError(
+            f"--output {output_dir} already holds a run ({last}): pass --resume last to "
+            "continue it, --overwrite to start afresh there, or choose another --output")
+    return check_output_folder(output_dir, overwrite=overwrite, owned=RUN_OUTPUTS.__contains__)
+
+
+def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) -> None:
+    """Checks of the whole configuration that would otherwise fail after training started.
+
+    Raises:
+        ValueError: for a non-positive temperature, a method that needs labels on unlabelled
+            images, or a checkpoint to resume whose model differs from the configured one.
+    """
+    method = cli.model.method
+    for name, value in vars(method).items():
+        if name.endswith("temperature") and isinstance(value, (int, float)) and not value > 0:
+            raise ValueError(f"model.method.init_args.{name} must be > 0, got {value}")
+    data = cli.datamodule
+    data.setup("fit")
+    if getattr(method, "needs_labels", False) and not is_labelled(data.train_set):
+        raise ValueError(f"{type(method).__name__} needs labels, but data.root {data.root} has "
+                         "no class sub-folders")
+    if resumed is not None:
+        _check_same_model(cli.model.state_dict(), resumed["state_dict"], ckpt_path)
+
+
+def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
+    missing = [k for k in expected if k not in found]
+    unexpected = [k for k in found if k not in expected]
+    shapes = [f"{k} {tuple(found[k].shape)} instead of {tuple(v.shape)}"
+              for k, v in expected.items() if k in found and found[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        details = "; ".join(part for part in (
+            f"missing {missing[:3]}" if missing else "",
+            f"unexpected {unexpected[:3]}" if unexpected else "",
+            f"shapes {shapes[:3]}" if shapes else "") if part)
+        run = Path(path).parent.parent if path else Path("RUN")
+        raise ValueError(f"--resume {path}: the checkpoint's model differs from the configured "
+                         f"one ({details}); resume with the run's own config: --config "
+                         f"{run / 'config.yaml'}")
+
+
+def truncate_metrics(path: Path, step: int) -> int:
+    """Drop the rows of a Lightning ``metrics.csv`` logged at optimiser step ``step`` or later
+    (a resumed run logs them again); returns how many were dropped. Written atomically."""
+    if not path.is_file():
+        return 0
+    with open(path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    if not rows or "step" not in rows[0]:
+        return 0
+    column = rows[0].index("step")
+    kept = [rows[0]] + [r for r in rows[1:] if not (r[column] and int(float(r[column])) >= step)]
+    fd, tmp = temp_file_beside(path)
+    with os.fdopen(fd, "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(kept)
+    os.replace(tmp, path)
+    return len(rows) - len(kept)
+
+
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
-    """Parse ``contrastkit pretrain`` arguments and build the trainer, model and data.
+    """Parse ``contrastkit pretrain`` arguments, validate them and build the trainer, model and
+    data. Nothing is written to the run folder before everything is valid.
 
     Returns:
         ``(cli, ckpt_path)``: ``cli.trainer.fit(cli.model, datamodule=cli.datamodule,
         ckpt_path=ckpt_path)`` runs it.
+
+    Raises:
+        ValueError, OSError: for a bad option, folder or checkpoint (one-line messages);
+            ``SystemExit`` for a config the parser rejects (it prints why).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    silence_known_warnings()
+    if "-h" in argv or "--help" in argv:
+        print(RUN_OPTIONS_HELP)
     resume = _pop_option(argv, "--resume")
     output_dir = _pop_option(argv, "--output") or "runs/pretrain"
     overwrite = "--overwrite" in argv
     if overwrite:
         argv.remove("--overwrite")
-    existing = Path(output_dir) / "checkpoints" / "last.ckpt"
-    if resume is None and existing.is_file() and not overwrite:
-        raise SystemExit(
-            f"--output {output_dir} already holds a run ({existing}): pass --resume last to "
-            "continue it, --overwrite to start afresh there, or choose another --output"
+    if overwrite and resume is not None:
+        raise ValueError("--overwrite starts afresh and --resume continues: give one of them")
+    check_output_path(output_dir)
+    earlier: list[Path] = []
+    resumed = None
+    ckpt_path = resolve_resume(resume, output_dir)
+    if ckpt_path is None:
+        earlier = _check_run_folder(output_dir, overwrite)
+    else:
+        resumed = read_checkpoint(ckpt_path)
+    try:
+        cli = PretrainCLI(
+            PretrainModule,
+            PretrainDataModule,
+            args=argv,
+            run=False,
+            seed_everything_default=0,
+            auto_configure_optimizers=False,
+            trainer_defaults=trainer_defaults(output_dir),
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"prog": "contrastkit pretrain", "default_env": False},
+            output_dir=output_dir,
+            purge_step=None if resumed is None else int(resumed["global_step"]),
         )
-    cli = PretrainCLI(
-        PretrainModule,
-        PretrainDataModule,
-        args=argv,
-        run=False,
-        seed_everything_default=0,
-        auto_configure_optimizers=False,
-        trainer_defaults=trainer_defaults(output_dir),
-        save_config_kwargs={"overwrite": True},
-        parser_kwargs={"prog": "contrastkit pretrain", "default_env": False},
-    )
-    return cli, resolve_resume(resume, output_dir)
+    except ValueError as err:
+        raise _unwrap_link_error(err) from None
+    validate_run(cli, resumed, ckpt_path)
+    clear_outputs(earlier)
+    if resumed is not None:
+        truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
+    write_skipped_files(Path(output_dir), cli.datamodule.skipped)
+    return cli, ckpt_path
+
+
+#: Messages that every run printed and that say nothing about it: LightningCLI's note about
+#: ``args`` (``contrastkit pretrain`` passes its arguments that way by design), torch's
+#: deprecation of ``isinstance(treespec, LeafSpec)`` used inside Lightning, the checkpoint
+#: folder's "exists and is not empty" (a fresh run's folder is checked to be empty, so it only
+#: appears when resuming, where it is expected), the empty list of validation loaders of a run
+#: without monitor (``data.val_split: null``, unlabelled images), and Lightning's advertisement
+#: for a cloud logger.
+_NOISE = ("LightningCLI's args parameter is intended to run from within Python",
+          r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+          r"Checkpoint directory .* exists and is not empty",
+          r"Total length of `list` across ranks is zero")
+_TIP = "💡 Tip:"
+
+
+class _DropTips(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_TIP)
+
+
+def silence_known_warnings() -> None:
+    """Hide the known messages of :data:`_NOISE` and Lightning's logger tip (nothing else)."""
+    for message in _NOISE:
+        warnings.filterwarnings("ignore", message=message)
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _DropTips) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropTips())
+
+
+def _unwrap_link_error(err: ValueError) -> BaseException:
+    """jsonargparse reports an error of the data -> num_classes link as "Call to compute_fn of
+    link ... failed: <error>" with the data module's repr; give back the error itself."""
+    if str(err).startswith("Call to compute_fn of link") and err.__cause__ is not None:
+        return err.__cause__
+    return err
 
 
 def pretrain(argv: list[str] | None = None) -> PretrainCLI:

@@ -19,6 +19,7 @@ from typing import Literal
 
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler, Subset
 
 from contrastkit.data import datasets
@@ -28,6 +29,7 @@ DatasetName = Literal[
     "digits", "cifar10", "cifar100", "stl10", "svhn", "tinyimagenet", "imagenet100",
     "folder", "image_archive", "ucf101", "hmdb51", "kinetics", "video_folder",
 ]
+DATASET_NAMES: tuple[str, ...] = DatasetName.__args__  # type: ignore[attr-defined]
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -70,22 +72,41 @@ class EpochShuffleSampler(Sampler[int]):
         return self.n // (self.world_size * self.batch_size) * self.batch_size
 
 
+class MissingSplitError(ValueError):
+    """A split that the data does not have (an image folder without that sub-folder and no
+    held-out fraction); callers add the option that fixes it."""
+
+
 def build_dataset(
     name: str, root: str | None, split: str, *, cache_dir: str | None = None,
     image_size: int | None = None, skip_corrupt: bool = False,
+    test_fraction: float | None = None, split_seed: int = 0,
 ) -> Dataset:
     """Open split ``split`` of dataset ``name`` (see :data:`DatasetName`).
 
-    ``folder`` reads ``root/<split>/<class>/*`` (or ``root/<class>/*`` when ``root/<split>``
-    does not exist); ``image_archive`` reads a ``.tar.gz`` of such folders (for example
+    ``folder`` reads ``root/<split>/<class>/*`` when ``root/<split>`` exists. A folder without
+    split sub-folders (``root/<class>/*``, or images directly in ``root``: unlabelled) is the
+    ``train`` split as a whole; its ``test`` split exists only with ``test_fraction``, which
+    holds out that share of each class (stratified, seeded by ``split_seed``, see
+    :func:`~contrastkit.data.datasets.hold_out`) and leaves the rest as ``train``, so the two
+    never share an image. ``image_archive`` reads a ``.tar.gz`` of such folders (for example
     ``cifar10-jpg.tar.gz``) through the array cache. File datasets with a ``cache_dir`` are
-    decoded once into the uint8 array cache, resized to ``image_size`` if given.
+    decoded once into the uint8 array cache, resized to ``image_size`` if given. The
+    unreadable files left out with ``skip_corrupt`` are listed in the result's ``skipped``.
 
     Raises:
-        ValueError: for an unknown name or a missing ``root``.
+        ValueError: for an unknown name, a missing ``root``, or ``test_fraction`` with a
+            dataset other than ``folder`` or a folder that has a ``test`` sub-folder.
+        MissingSplitError: for a folder split that does not exist.
+        FileNotFoundError: when the data is not found under ``root``.
     """
+    if name not in DATASET_NAMES:
+        raise ValueError(f"unknown dataset {name!r}; one of {', '.join(DATASET_NAMES)}")
     if name != "digits" and root is None:
         raise ValueError(f"data.root is required for dataset {name!r}")
+    if test_fraction is not None and name != "folder":
+        raise ValueError(f"a test fraction applies to dataset 'folder' only, not {name!r} "
+                         "(its splits are given)")
     size = (image_size, image_size) if image_size else None
     if name == "digits":
         return datasets.Digits(split=split)
@@ -103,18 +124,74 @@ def build_dataset(
         return datasets.ArrayCache.build_or_load(root, cache_dir, subdir=split, size=size,
                                                  skip_corrupt=skip_corrupt)
     if name == "tinyimagenet":
-        files: Dataset = datasets.TinyImageNet(root, split=split, skip_corrupt=skip_corrupt)
+        files: datasets.ImageFiles = datasets.TinyImageNet(root, split=split,
+                                                           skip_corrupt=skip_corrupt)
     elif name == "imagenet100":
         files = datasets.ImageNet100(root, split=split, skip_corrupt=skip_corrupt)
     elif name == "folder":
-        base = Path(root) / split if (Path(root) / split).is_dir() else Path(root)
-        files = datasets.ImageFolder(base, skip_corrupt=skip_corrupt)
+        files = _folder_split(Path(root), split, skip_corrupt, test_fraction, split_seed)  # type: ignore[arg-type]
     else:
-        raise ValueError(f"data.dataset must be one of {DatasetName.__args__}, got {name!r}")  # type: ignore[attr-defined]
+        raise ValueError(f"dataset {name!r} is a video dataset: open it with "
+                         "contrastkit.train.video.build_video_dataset")
     if cache_dir is not None:
-        return datasets.ArrayCache.build_or_load(files, cache_dir, size=size,
-                                                 skip_corrupt=skip_corrupt)
+        cached = datasets.ArrayCache.build_or_load(files, cache_dir, size=size,
+                                                   skip_corrupt=skip_corrupt)
+        cached.skipped = list(files.skipped)
+        return cached
     return files
+
+
+def _folder_split(root: Path, split: str, skip_corrupt: bool, test_fraction: float | None,
+                  split_seed: int) -> datasets.ImageFiles:
+    if test_fraction is not None and split in ("train", "test"):
+        if (root / "test").is_dir():
+            raise ValueError(f"image folder {root} has a test/ sub-folder: it is the test "
+                             "split, a test fraction would split the data a second way")
+        base = root / "train" if (root / "train").is_dir() else root
+        whole = datasets.open_image_folder(base, skip_corrupt=skip_corrupt)
+        return datasets.hold_out(whole, test_fraction, split_seed, split)
+    if (root / split).is_dir():
+        return datasets.open_image_folder(root / split, skip_corrupt=skip_corrupt)
+    if split == "train":
+        return datasets.open_image_folder(root, skip_corrupt=skip_corrupt)
+    raise MissingSplitError(f"image folder {root} has no {split}/ sub-folder")
+
+
+def skipped_files(dataset: Dataset) -> list[str]:
+    """The unreadable files a dataset from :func:`build_dataset` left out (``skip_corrupt``)."""
+    return list(getattr(dataset, "skipped", []))
+
+
+def open_split(
+    name: str, root: str | None, split: str, *, cache_dir: str | None = None,
+    image_size: int | None = None, load_size: int | None = None,
+    classes: list[str] | None = None, skip_corrupt: bool = False,
+    test_fraction: float | None = None, split_seed: int = 0,
+) -> tuple[Dataset, list[str]]:
+    """:func:`build_dataset`, then :class:`ResizedSquare` (``load_size``) and
+    :func:`select_classes` (``classes``): the images pretraining and evaluation read.
+
+    Returns:
+        ``(dataset, skipped)``: the dataset and the unreadable files it left out.
+    """
+    dataset = build_dataset(name, root, split, cache_dir=cache_dir, image_size=image_size,
+                            skip_corrupt=skip_corrupt, test_fraction=test_fraction,
+                            split_seed=split_seed)
+    skipped = skipped_files(dataset)
+    if name == "folder" and isinstance(dataset, datasets.ImageFiles) and not (
+            skip_corrupt and load_size is not None):
+        # your own images: fail now, not at the first batch, on a non-image or mixed sizes
+        datasets.check_headers(dataset, same_size=load_size is None)
+    if load_size is not None:
+        dataset = ResizedSquare(dataset, load_size)
+    if classes is not None:
+        dataset = select_classes(dataset, classes)
+    return dataset, skipped
+
+
+def is_labelled(dataset: Dataset) -> bool:
+    """Whether ``dataset`` has classes (an unlabelled image folder has none)."""
+    return bool(getattr(dataset, "classes", []))
 
 
 class PretrainDataModule(L.LightningDataModule):
@@ -141,7 +218,15 @@ class PretrainDataModule(L.LightningDataModule):
         long_tail_ratio: keep a long-tailed subset (``n_max * ratio^(c/(C-1))`` per class).
         monitor_bank_size: cap on the number of bank images for the kNN monitor.
         seed: shuffling seed.
-        skip_corrupt: skip unreadable image (or video) files with one warning that counts them.
+        skip_corrupt: skip unreadable image (or video) files with one warning that counts them;
+            the skipped image files are listed in ``skipped`` (and in the run folder's
+            ``skipped_files.txt``).
+        test_fraction: for an image ``folder`` without ``test/`` sub-folder: hold out this
+            share of each class as the ``test`` split (the kNN monitor's queries) and pretrain
+            on the rest (see :func:`build_dataset`). Without it such a folder has no ``test``
+            split: set it, or ``val_split: null``.
+        split_seed: seed of the held-out split (kept apart from ``seed`` so that runs with
+            other shuffling seeds are evaluated on the same images).
         video: clip sampling of the video datasets (``ucf101``, ``hmdb51``, ``kinetics``,
             ``video_folder``; see :mod:`contrastkit.train.video`): training items are
             ``data.video.num_clips`` clips of one video, the kNN monitor sees the centre clip.
@@ -166,6 +251,8 @@ class PretrainDataModule(L.LightningDataModule):
         monitor_bank_size: int | None = 10000,
         seed: int = 0,
         skip_corrupt: bool = False,
+        test_fraction: float | None = None,
+        split_seed: int = 0,
         video: VideoDataSpec | None = None,
     ) -> None:
         super().__init__()
@@ -192,6 +279,10 @@ class PretrainDataModule(L.LightningDataModule):
         self.monitor_bank_size = monitor_bank_size
         self.seed = seed
         self.skip_corrupt = skip_corrupt
+        if test_fraction is not None and not 0.0 < test_fraction < 1.0:
+            raise ValueError(f"data.test_fraction must be between 0 and 1, got {test_fraction}")
+        self.test_fraction, self.split_seed = test_fraction, split_seed
+        self.skipped: list[str] = []
         from contrastkit.train.video import is_video_dataset
 
         self.is_video = is_video_dataset(dataset)
@@ -214,11 +305,13 @@ class PretrainDataModule(L.LightningDataModule):
                                           role="monitor" if monitor else "train",
                                           skip_corrupt=self.skip_corrupt)
             return select_classes(dataset, self.classes) if self.classes is not None else dataset
-        dataset = build_dataset(self.dataset_name, self.root, split, cache_dir=self.cache_dir,
-                                image_size=self.image_size, skip_corrupt=self.skip_corrupt)
-        if self.load_size is not None:
-            dataset = ResizedSquare(dataset, self.load_size)
-        return select_classes(dataset, self.classes) if self.classes is not None else dataset
+        dataset, skipped = open_split(
+            self.dataset_name, self.root, split, cache_dir=self.cache_dir,
+            image_size=self.image_size, load_size=self.load_size, classes=self.classes,
+            skip_corrupt=self.skip_corrupt, test_fraction=self.test_fraction,
+            split_seed=self.split_seed)
+        self.skipped += [p for p in skipped if p not in self.skipped]
+        return dataset
 
     @property
     def num_classes(self) -> int:
@@ -240,19 +333,38 @@ class PretrainDataModule(L.LightningDataModule):
                 f"({self.batch_size}): no full batch can be formed"
             )
         self.train_set = train
+        if self.val_split is not None and not is_labelled(train):
+            rank_zero_info(f"data: {self.root} has no class sub-folders (unlabelled images): "
+                           "pretraining without the kNN monitor and the online classifier")
+            self.val_split = None
+        if self.val_split is not None and self.val_split == self.bank_split:
+            rank_zero_info(f"data: the kNN monitor queries its own bank (data.val_split = "
+                           f"data.bank_split = {self.val_split}): not a held-out accuracy")
         if self.val_split is not None:
             same = self.bank_split == self.train_split and not self.is_video
             bank = train if same else self._open(self.bank_split, monitor=True)
             if self.monitor_bank_size is not None and len(bank) > self.monitor_bank_size:
                 bank = _fixed_subset(bank, self.monitor_bank_size, self.seed)
             self.bank_set = bank
-            self.val_set = self._open(self.val_split, monitor=True)
+            try:
+                self.val_set = self._open(self.val_split, monitor=True)
+            except MissingSplitError as err:
+                raise MissingSplitError(
+                    f"data.val_split {self.val_split}: {err}, so the kNN monitor has no images "
+                    "of its own; pass --data.test_fraction 0.2 to hold out a stratified 20% "
+                    "(left out of pretraining), or --data.val_split null to pretrain without "
+                    "the monitor") from None
+        if self.test_fraction is not None:
+            rank_zero_info(f"data: {self.root}: pretraining on {len(train)} images, "
+                           f"data.test_fraction {self.test_fraction} of each class held out as "
+                           f"the test split (data.split_seed {self.split_seed})")
 
     def _loader(self, dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
         return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler,
                           num_workers=self.num_workers, drop_last=drop_last,
                           pin_memory=torch.cuda.is_available(),
-                          persistent_workers=self.num_workers > 0)
+                          persistent_workers=self.num_workers > 0,
+                          collate_fn=None if self.is_video else datasets.collate_images)
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None

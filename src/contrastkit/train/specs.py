@@ -170,14 +170,16 @@ class OnlineEvalSpec:
     Attributes:
         linear: train a linear classifier on detached backbone features during pretraining.
         knn: run a weighted kNN monitor on the validation split every ``every_n_epochs``.
-        knn_k: neighbours of the kNN monitor.
-        knn_temperature: temperature of the kNN vote weights exp(s / t).
+        knn_k: neighbours of the kNN monitor (default: ``contrastkit eval knn``'s, 200).
+        knn_temperature: temperature of the kNN vote weights exp(s / t) (default:
+            ``contrastkit eval knn``'s, 0.1, so that with the same bank the monitor and the
+            evaluation of a checkpoint report the same accuracy).
     """
 
     linear: bool = True
     knn: bool = True
-    knn_k: int = 20
-    knn_temperature: float = 0.07
+    knn_k: int = 200
+    knn_temperature: float = 0.1
 
 
 @dataclass

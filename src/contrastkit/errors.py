@@ -1,0 +1,49 @@
+"""One-line errors of the ``contrastkit`` commands.
+
+Expected failures (bad options, files, data, checkpoints) raise ``ValueError`` or ``OSError``
+with a message naming the argument, file or config key. The commands print that message on one
+line, ``contrastkit <command>: error: <message>``, with the command's own option that fixes it
+when there is one (``--skip-corrupt`` for ``eval``, ``--data.skip_corrupt true`` for
+``pretrain``), and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+
+#: The last line of a traceback: ``package.module.ErrorName: message``.
+_LAST_LINE = re.compile(r"^(?:[\w.]+\.)?\w+: (?P<message>.*)$")
+
+EXPECTED = (ValueError, OSError, ImportError)
+
+
+def original_message(err: BaseException) -> str:
+    """The message of ``err``; for an error re-raised from a ``DataLoader`` worker (whose
+    message holds the worker's traceback), the message of the original error."""
+    text = str(err).strip()
+    if "Original Traceback" in text:
+        match = _LAST_LINE.match(text.splitlines()[-1])
+        if match:
+            return match.group("message")
+    return text
+
+
+def error_line(err: BaseException, hints: Mapping[type[BaseException], str]) -> str:
+    """``err``'s message on one line, followed by the hint of the first matching type."""
+    message = " ".join(original_message(err).split())
+    for kind, hint in hints.items():
+        if isinstance(err, kind):
+            return f"{message}; {hint}"
+    return message
+
+
+def run_command(prog: str, body: Callable[[], int],
+                hints: Mapping[type[BaseException], str] | None = None) -> int:
+    """Run ``body``; an expected failure becomes ``prog: error: message`` and status 2."""
+    try:
+        return body()
+    except EXPECTED as err:
+        print(f"{prog}: error: {error_line(err, hints or {})}", file=sys.stderr)
+        return 2

@@ -1,0 +1,137 @@
+"""Output files and folders: atomic writes with the usual file mode, one run per folder.
+
+* :func:`temp_file_beside` makes the temporary file of an atomic write (temp file in the target's
+  folder, then ``os.replace``) with the mode an ordinary ``open(path, "w")`` would give, 0o666
+  minus the umask, instead of ``tempfile.mkstemp``'s 0o600, so that others on a shared machine
+  read the results as they read any other file of the user.
+* :func:`check_output_folder` and :func:`clear_outputs` keep each output folder to one run's
+  consistent files: a non-empty folder is refused unless ``--overwrite`` is given, and
+  ``--overwrite`` removes the earlier run's files and nothing else (a folder holding other files
+  is refused even then, naming them).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+#: File listing the unreadable input files a run or an evaluation skipped, one path per line.
+SKIPPED_FILES = "skipped_files.txt"
+
+
+@functools.cache
+def file_mode() -> int:
+    """Mode of a new file under the process's umask (0o644 with the usual umask 022)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def temp_file_beside(path: str | os.PathLike, suffix: str = ".tmp") -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in ``path``'s folder (created if missing), named
+    ``.<name>.<random><suffix>``, with mode :func:`file_mode` (``os.replace`` keeps it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.fchmod(fd, file_mode())
+    return fd, tmp
+
+
+def write_skipped_files(folder: Path, skipped: list[str]) -> None:
+    """Write ``folder/skipped_files.txt`` (one path per line) when ``skipped`` is not empty."""
+    if skipped:
+        path = folder / SKIPPED_FILES
+        fd, tmp = temp_file_beside(path)
+        with os.fdopen(fd, "w") as handle:
+            handle.write("".join(f"{p}\n" for p in skipped))
+        os.replace(tmp, path)
+
+
+def check_output_path(path: str | os.PathLike, option: str = "--output",
+                      folder: bool = True) -> Path:
+    """Fail unless ``path`` is, or can become, a folder (``folder=False``: a file) because no
+    file is in the way.
+
+    Raises:
+        NotADirectoryError: when ``path`` (a folder) or one of its parents is a file.
+    """
+    path = Path(path)
+    for place in (path, *path.parents) if folder else path.parents:
+        if place.exists():
+            if not place.is_dir():
+                where = "is a file" if place == path else f"is inside {place}, which is a file"
+                raise NotADirectoryError(f"{option} {path} {where}: choose another {option}")
+            break
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, *, overwrite: bool,
+                        owned: Callable[[str], bool], option: str = "--output",
+                        what: str = "run") -> list[Path]:
+    """Check that ``path`` may receive a new run; return what ``--overwrite`` must remove.
+
+    Args:
+        path: the output folder (it may not exist yet).
+        overwrite: whether the user asked to replace an earlier run there.
+        owned: whether an entry name (file or folder) is one that this kind of run writes.
+        option: the command-line option naming the folder, for messages.
+        what: what the folder holds (``run``, ``evaluation``), for messages.
+
+    Returns:
+        The entries of an earlier run to remove (empty when the folder is empty or new).
+
+    Raises:
+        NotADirectoryError: when ``path`` is a file or lies under one.
+        FileExistsError: when the folder is not empty and ``overwrite`` is false, or when it
+            holds entries that such a run does not write (never removed).
+    """
+    path = check_output_path(path, option)
+    entries = sorted(path.iterdir()) if path.is_dir() else []
+    if not entries:
+        return []
+    names = ", ".join(e.name for e in entries[:5]) + (" ..." if len(entries) > 5 else "")
+    if not overwrite:
+        raise FileExistsError(f"{option} {path} is not empty ({names}): pass --overwrite to "
+                              f"replace the {what} there, or choose another {option}")
+    foreign = [e.name for e in entries if not owned(e.name)]
+    if foreign:
+        raise FileExistsError(
+            f"{option} {path} holds files that a contrastkit {what} does not write "
+            f"({', '.join(foreign[:5])}): --overwrite removes only an earlier {what}'s files; "
+            f"move them away or choose another {option}")
+    return entries
+
+
+def clear_outputs(entries: list[Path]) -> None:
+    """Remove the files and folders of an earlier run (from :func:`check_output_folder`)."""
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+@contextmanager
+def staged_folder(path: Path | None, replace: list[Path]) -> Iterator[Path | None]:
+    """Yield a temporary folder beside ``path`` to write a run's files into; on success remove
+    ``replace`` (the earlier run's files) and move the new files into ``path``. On failure
+    the temporary folder is removed and ``path`` is left as it was. ``None``: nothing staged.
+    """
+    if path is None:
+        yield None
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield stage
+        clear_outputs(replace)
+        path.mkdir(exist_ok=True)
+        for item in sorted(stage.iterdir()):
+            os.replace(item, path / item.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
