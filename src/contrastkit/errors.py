@@ -1,7 +1,8 @@
 """One-line errors of the ``contrastkit`` commands.
 
 Expected failures (bad options, files, data, checkpoints) raise ``ValueError`` or ``OSError``
-with a message naming the argument, file or config key. The commands print that message on one
+with a message naming the argument, file or config key; a training loss that becomes NaN or
+infinite raises ``FloatingPointError`` (``NonFiniteLossError``) naming the step. The commands print that message on one
 line, ``contrastkit <command>: error: <message>``, with the command's own option that fixes it
 when there is one (``--skip-corrupt`` for ``eval``, ``--data.skip_corrupt true`` for
 ``pretrain``), and exit with status 2.
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 #: The last line of a traceback: ``package.module.ErrorName: message``.
 _LAST_LINE = re.compile(r"^(?:[\w.]+\.)?\w+: (?P<message>.*)$")
 
-EXPECTED = (ValueError, OSError, ImportError)
+EXPECTED = (ValueError, OSError, ImportError, FloatingPointError)
 
 
 def original_message(err: BaseException) -> str:

@@ -147,3 +147,17 @@ def test_inventory_sees_a_host_read(tmp_path) -> None:
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     kinds = Counter(entry.split(" at ")[0] for entry in inventory.found)
     assert kinds == {"aten._local_scalar_dense": 4, "Tensor.tolist": 4}  # batches 2 to 5
+
+
+def test_progress_bar_reads_the_loss_on_logging_steps_only(tmp_path) -> None:
+    """Lightning's default bar refreshes every step, reading the loss back each time."""
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    shown = [*SETTINGS[:-4], "--trainer.log_every_n_steps", "25", *method_args("SimCLR")]
+    cli, _ = build([*shown, "--trainer.enable_progress_bar", "true",
+                    "--output", str(tmp_path / "a")])
+    bars = [c for c in cli.trainer.callbacks if isinstance(c, TQDMProgressBar)]
+    assert [b.refresh_rate for b in bars] == [25]
+    cli, _ = build([*shown, "--trainer.enable_progress_bar", "false",
+                    "--output", str(tmp_path / "b")])
+    assert not any(isinstance(c, TQDMProgressBar) for c in cli.trainer.callbacks)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import lightning as L
@@ -172,3 +173,27 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path, method, kw):
                "--trainer.precision", "bf16-mixed", method=method, **kw)
     assert torch.isfinite(cli.trainer.callback_metrics["train/loss"])
     assert cli.trainer.precision == "bf16-mixed"
+
+
+def test_exploding_learning_rate_stops_in_one_line_naming_step_and_epoch(tmp_path, capsys):
+    """Issue 13 item 6: ``--model.optimizer.base_lr 1e8`` used to die in the loss's input check
+    with a traceback naming no step; now the run stops with the step, the epoch, the last
+    checkpoint and what to try, in one line, and no checkpoint holds the exploded weights."""
+    from contrastkit.cli import main
+
+    out = tmp_path / "boom"
+    code = main(["pretrain", *TINY, *method_args("SimCLR"), "--output", str(out),
+                 "--trainer.max_epochs", "3", "--model.optimizer.warmup_epochs", "0",
+                 "--model.optimizer.base_lr", "1e8"])
+    err = capsys.readouterr().err
+    assert code == 2
+    line = next(ln for ln in err.splitlines() if ln.startswith("contrastkit pretrain: error:"))
+    # the loss, or before a checkpoint the weights (they can blow up a step before the loss)
+    assert re.search(r"NaN or infinite (at|by) step \d+ \(epoch \d+", line)
+    assert "try a lower learning rate (model.optimizer.base_lr)" in line
+    assert "Traceback" not in err
+    last = out / "checkpoints" / "last.ckpt"
+    if last.is_file():  # named in the message, written before the blow-up, finite
+        assert "last.ckpt, was written before it and is intact" in line
+        state = _state(last)["state_dict"]
+        assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())

@@ -22,7 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from contrastkit.outputs import (
@@ -78,6 +78,21 @@ class PretrainCLI(LightningCLI):
                 logger.init_args.save_dir = self.output_dir
                 if logger.class_path.endswith("TensorBoardLogger"):
                     logger.init_args.purge_step = self.purge_step
+
+    def instantiate_trainer(self, **kwargs):
+        """The trainer, with a progress bar refreshed every ``log_every_n_steps`` steps.
+
+        Lightning's default bar refreshes at every step and reads the logged loss from the
+        device each time (a host-device synchronisation per step on a GPU); a progress bar
+        the config names itself is kept as it is.
+        """
+        config = self.config_init["trainer"]
+        callbacks = list(config.get("callbacks") or [])
+        shows_bar = config.get("enable_progress_bar") is not False
+        if shows_bar and not any(isinstance(c, ProgressBar) for c in callbacks):
+            every = max(1, int(config.get("log_every_n_steps") or 1))
+            kwargs.setdefault("callbacks", [*callbacks, TQDMProgressBar(refresh_rate=every)])
+        return super().instantiate_trainer(**kwargs)
 
     def init_parser(self, **kwargs):
         parser = super().init_parser(**kwargs)

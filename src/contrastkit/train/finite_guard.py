@@ -5,15 +5,19 @@ next one is queued. :class:`FiniteGuard` instead keeps, on the loss's device, th
 step whose loss was not finite (``-1`` while none was), updated by one masked fill per step, and
 the host reads it only when asked (:meth:`FiniteGuard.check`): every ``check_every`` steps and
 before every checkpoint, so a checkpoint never holds weights updated with a NaN gradient and the
-error still names the step, epoch and batch where the loss first went bad.
+error still names the step, epoch and batch where the loss first went bad. Under DDP the
+processes' flags are combined (the earliest step) at each check, so all of them stop together.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
-__all__ = ["FiniteGuard", "NonFiniteLossError"]
+from contrastkit.distributed import is_distributed
+
+__all__ = ["FiniteGuard", "NonFiniteLossError", "check_weights"]
 
 #: What to try, printed with the error.
 ADVICE = (
@@ -24,7 +28,32 @@ ADVICE = (
 
 
 class NonFiniteLossError(FloatingPointError):
-    """Raised when the training loss becomes NaN or infinite."""
+    """Raised when the training loss (or, before a checkpoint, a weight) becomes NaN or
+    infinite."""
+
+
+def _kept(last_checkpoint: str | None) -> str:
+    return (f"the last checkpoint, {last_checkpoint}, was written before it and is intact"
+            if last_checkpoint else "no checkpoint was written after it")
+
+
+def check_weights(module: torch.nn.Module, step: int, epoch: int,
+                  last_checkpoint: str | None = None) -> None:
+    """Raise :class:`NonFiniteLossError` if a floating parameter or buffer of ``module`` holds
+    NaN or Inf (one host read; called before each checkpoint).
+
+    A huge learning rate can make the weights infinite one step before the loss shows it: the
+    loss check alone would let such weights into a checkpoint.
+    """
+    tensors = [t for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()]
+    if not tensors:
+        return
+    finite = torch.stack([torch.isfinite(t).all() for t in tensors]).all()
+    if not bool(finite):
+        raise NonFiniteLossError(
+            f"the weights became NaN or infinite by step {step} (epoch {epoch}), before the "
+            f"loss showed it; the run stops here and {_kept(last_checkpoint)}; {ADVICE}"
+        )
 
 
 class FiniteGuard:
@@ -63,15 +92,18 @@ class FiniteGuard:
         """
         if self._first_bad is None:
             return
-        step = int(self._first_bad.item())
+        flag = self._first_bad
+        if is_distributed():  # every process takes the same decision at the same check
+            flag = torch.where(flag < 0, torch.iinfo(torch.long).max, flag)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+            flag = torch.where(flag == torch.iinfo(torch.long).max, -1, flag)
+        step = int(flag.item())
         if step < 0:
             self._where.clear()
             return
         epoch, batch = self._where.get(step, (-1, -1))
         where = f"step {step}" + (f" (epoch {epoch}, batch {batch})" if epoch >= 0 else "")
-        kept = (f"the last checkpoint, {last_checkpoint}, was written before it and is intact"
-                if last_checkpoint else "no checkpoint was written after it")
         raise NonFiniteLossError(
             f"the training loss became NaN or infinite at {where}; the run stops here and "
-            f"{kept}; {ADVICE}"
+            f"{_kept(last_checkpoint)}; {ADVICE}"
         )

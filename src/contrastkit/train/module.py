@@ -36,7 +36,7 @@ from contrastkit.methods.base import ContrastiveMethod
 from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_lambda
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
-from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError
+from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
 from contrastkit.train.performance import compile_encoders, use_channels_last, use_compile
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec, ViewsSpec
 from contrastkit.train.views import build_eval_view, build_train_views
@@ -277,9 +277,10 @@ class PretrainModule(L.LightningModule):
 
     # --- checkpoint metadata -----------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # Called on every process before any file is written: a NaN loss since the last check
-        # stops the run here, so no checkpoint holds weights updated with it.
+        # Called on every process before any file is written: a NaN loss since the last check,
+        # or weights already blown up, stop the run here, so no checkpoint holds them.
         self.finite_guard.check(self._last_checkpoint())
+        check_weights(self, self.global_step, self.current_epoch, self._last_checkpoint())
         if self.augmentation_rng.generator is not None:
             checkpoint[AugmentationRNG.key] = self.augmentation_rng.dump(
                 self._augmentation_states())
