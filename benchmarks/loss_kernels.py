@@ -30,7 +30,8 @@ from contrastkit.hot_path import hot_path
 from contrastkit.losses import info_nce
 from contrastkit.losses.sce import sce
 
-HOST_READS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero"}
+#: The operator behind every host read (item, bool, float, int of a tensor).
+HOST_READS = {"aten::_local_scalar_dense", "aten::nonzero"}
 
 
 def make_inputs(n: int, k: int, d: int, dtype: torch.dtype, device: torch.device):

@@ -25,6 +25,7 @@ Usage::
 
     python benchmarks/train_step.py --batch-size 256 --steps 5 --warmup 1
     python benchmarks/train_step.py --batch-size 256 --components-only
+    python benchmarks/train_step.py --device cuda --bf16 --sync-debug   # warns at each sync
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastkit.hot_path import hot_path
 from contrastkit.losses import nt_xent, sce
 from contrastkit.methods import SCE, SimCLR
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone
@@ -110,10 +112,12 @@ class SupervisedSCEPasses:
 
 
 class MethodStep:
-    """A contrastkit method: forward, backward, SGD step, after-step hook (EMA, queue)."""
+    """A contrastkit method: forward, backward, SGD step, after-step hook (EMA, queue), inside
+    :func:`contrastkit.hot_path.hot_path` as the training engine runs it."""
 
-    def __init__(self, method: nn.Module, views, labels, total_steps: int) -> None:
-        self.method = method.to(DEVICE)
+    def __init__(self, method: nn.Module, views, labels, total_steps: int,
+                 device: torch.device | None = None) -> None:
+        self.method = method.to(device or DEVICE)
         self.opt = _sgd([p for p in method.parameters() if p.requires_grad])
         self.views, self.labels = views, labels
         self.total = total_steps
@@ -122,11 +126,30 @@ class MethodStep:
     def step(self) -> None:
         state = ScheduleState(step=self.i, total_steps=self.total)
         self.opt.zero_grad(set_to_none=True)
-        out = self.method(self.views, self.labels, state)
+        with hot_path():
+            out = self.method(self.views, self.labels, state)
         out.loss.backward()
         self.opt.step()
-        self.method.after_optimizer_step(state)
+        with hot_path():
+            self.method.after_optimizer_step(state)
         self.i += 1
+
+
+def median_ms(fn: Callable[[], object], device: torch.device, iters: int,
+              warmup: int = 1) -> float:
+    """Median milliseconds of ``fn`` over ``iters`` calls after ``warmup`` (device synced)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(iters):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        samples.append(time.perf_counter() - start)
+    return 1000.0 * statistics.median(samples)
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -142,11 +165,15 @@ def component_timings(batch: int, repeats: int) -> dict[str, float]:
     queue = F.normalize(torch.randn(4096, PROJECTOR.out_dim, device=DEVICE), dim=1)
 
     def simclr_loss():
-        nt_xent(z1, z2, temperature=0.2).backward()
+        with hot_path():
+            loss = nt_xent(z1, z2, temperature=0.2)
+        loss.backward()
 
     def sce_loss():
-        sce(z1, z2.detach(), queue, temperature=0.1, target_temperature=0.07,
-            coeff=0.5).backward()
+        with hot_path():
+            loss = sce(z1, z2.detach(), queue, temperature=0.1, target_temperature=0.07,
+                       coeff=0.5)
+        loss.backward()
 
     method = SCE(backbone=BACKBONE, projector=PROJECTOR, momentum=0.99,
                  queue_size=4096).to(DEVICE)
@@ -155,7 +182,8 @@ def component_timings(batch: int, repeats: int) -> dict[str, float]:
     def ema_and_queue():
         method.queue.stage(F.normalize(torch.randn(batch, PROJECTOR.out_dim, device=DEVICE),
                                        dim=1))
-        method.after_optimizer_step(state)
+        with hot_path():
+            method.after_optimizer_step(state)
 
     for name, fn in (("NT-Xent fwd+bwd", simclr_loss), ("SCE loss fwd+bwd (queue 4096)", sce_loss),
                      ("EMA update + queue commit", ema_and_queue)):
@@ -175,6 +203,8 @@ def main() -> None:
                         help="only the machinery timings (loss, EMA + queue), no full steps")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast in the timed steps")
+    parser.add_argument("--sync-debug", action="store_true",
+                        help="CUDA: warn at every host-device synchronisation after warm-up")
     args = parser.parse_args()
     global DEVICE, BF16
     DEVICE, BF16 = torch.device(args.device), args.bf16
@@ -191,7 +221,7 @@ def main() -> None:
     images = torch.randint(0, 256, (b, 3, 32, 32), dtype=torch.uint8).to(DEVICE)
     labels = torch.randint(0, 10, (b,)).to(DEVICE)
     spec = ViewsSpec(size=32, normalize="cifar10")
-    make_views = build_train_views(spec, SCE.default_views)
+    make_views = build_train_views(spec, SCE.default_views).to(DEVICE)
     with torch.no_grad():
         make_views(images)
         aug_ms = _median_ms([_timed(lambda: make_views(images)) for _ in range(5)])
@@ -212,12 +242,16 @@ def main() -> None:
     runners = {n: builders[n]() for n in names}
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(total):
+        if args.sync_debug and DEVICE.type == "cuda" and r == args.warmup:
+            torch.cuda.set_sync_debug_mode("warn")
         this_round = {n: _timed(runners[n].step) for n in names}
         if r >= args.warmup:
             for n, t in this_round.items():
                 times[n].append(t)
         print(f"round {r + 1}/{total}{' (warm-up)' if r < args.warmup else ''}: " + ", ".join(
             f"{n} {1000 * t:.0f} ms" for n, t in this_round.items()), flush=True)
+    if args.sync_debug and DEVICE.type == "cuda":
+        torch.cuda.set_sync_debug_mode("default")
     med = {n: _median_ms(times[n]) for n in names}
     print(f"\n{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"{DEVICE}{' bf16' if BF16 else ''}, {torch.get_num_threads()} threads, batch {b}, "

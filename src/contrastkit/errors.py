@@ -2,10 +2,10 @@
 
 Expected failures (bad options, files, data, checkpoints) raise ``ValueError`` or ``OSError``
 with a message naming the argument, file or config key; a training loss that becomes NaN or
-infinite raises ``FloatingPointError`` (``NonFiniteLossError``) naming the step. The commands print that message on one
-line, ``contrastkit <command>: error: <message>``, with the command's own option that fixes it
-when there is one (``--skip-corrupt`` for ``eval``, ``--data.skip_corrupt true`` for
-``pretrain``), and exit with status 2.
+infinite raises ``FloatingPointError`` (``NonFiniteLossError``) naming the step. The commands
+print that message on one line, ``contrastkit <command>: error: <message>``, with the
+command's own option that fixes it when there is one (``--skip-corrupt`` for ``eval``,
+``--data.skip_corrupt true`` for ``pretrain``), and exit with status 2.
 """
 
 from __future__ import annotations

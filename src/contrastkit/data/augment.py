@@ -317,8 +317,8 @@ class Pipeline(nn.Module):
             y = op.apply(y, prm)
         if self.mean is not None:
             mean, std = self.mean, self.std
-            if mean.dtype != y.dtype:
-                mean, std = mean.to(y.dtype), std.to(y.dtype)
+            if mean.dtype != y.dtype or mean.device != y.device:  # module not moved: a copy
+                mean, std = mean.to(y.device, y.dtype), std.to(y.device, y.dtype)
             y = y.sub(mean).div_(std)
         return y
 
