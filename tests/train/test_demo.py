@@ -207,7 +207,10 @@ def test_cifar10_root_kinds(tmp_path: Path) -> None:
         other: ["--data.dataset", "image_archive", "--data.root", str(other), *cache],
     }
     for root, expected in cases.items():
-        assert demo.cifar10_data_args(str(root), "unused") == expected, root
+        args = demo.cifar10_data_args(str(root), "unused")
+        assert args == expected, root
+        if args[1] == "cifar10":  # the reader opens what the demo resolved
+            assert D.CIFAR10(args[3], split="test").targets == [3, 7], root
     for root, why in ((tmp_path / "absent", "no such file or folder"),
                       (images / "train", "not a CIFAR-10 copy")):
         with pytest.raises(SystemExit, match=f"--root {root}: {why}"):

@@ -33,6 +33,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -41,6 +42,9 @@ from contrastkit.data import datasets
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
 from contrastkit.train import demo_protocol as protocol
+
+if TYPE_CHECKING:
+    from contrastkit.train.cli import PretrainCLI
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "demo"
 CONFIG = {"digits": CONFIGS / "digits_sce.yaml", "cifar10": CONFIGS / "cifar10_sce.yaml"}
@@ -106,11 +110,11 @@ def cifar10_data_args(root: str | None, download_dir: str) -> list[str]:
         "cifar-10-batches-py/, or an archive or folder with train/<class>/ and test/<class>/)")
 
 
-def evaluate(cli: object, output: Path, name: str, shots: list[int], seeds: list[int]) -> dict:
+def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds: list[int]) -> dict:
     """Run the protocol on the finished pretraining run of ``cli`` in ``output`` (data ``name``);
     print the protocol, then the table; write both to ``demo.md`` and the numbers to
     ``demo.json`` there."""
-    data = cli.datamodule  # type: ignore[attr-defined]
+    data = cli.datamodule
     if data.val_set is None:
         raise SystemExit("the demo needs the test split: do not set data.val_split to null")
     pretrained, spec = load_backbone(output / "checkpoints" / "last.ckpt")
@@ -119,11 +123,11 @@ def evaluate(cli: object, output: Path, name: str, shots: list[int], seeds: list
                  "raw pixels": None}
     train, test = protocol.as_tensors(data.train_set), protocol.as_tensors(data.val_set)
     device = cli.trainer.strategy.root_device
-    text = protocol.protocol_text(shots, seeds)  # type: ignore[attr-defined]
+    text = protocol.protocol_text(shots, seeds)
     print(f"\n{text}\n\nevaluating ({len(train[1])} train / {len(test[1])} test "
           f"images, {len(seeds)} draws) ...", flush=True)
-    results = protocol.compare(backbones, train, test, cli.model.eval_view,  # type: ignore[attr-defined]
-                               device, shots, seeds)
+    results = protocol.compare(backbones, train, test, cli.model.eval_view, device, shots,
+                               seeds)
     title = (f"Linear-probe top-1 (%) on the {name} test split "
              f"({len(test[1])} images), {len(seeds)} draws")
     table = protocol.results_table(results)
