@@ -16,8 +16,13 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
+# make demo [DATA=cifar10 [ROOT=/path/to/copy]] [ARGS="--trainer.max_epochs 5 ..."]
+DATA ?= digits
+ROOT ?=
+ARGS ?=
 demo: $(STAMP)
-	$(PY) -m contrastkit.train.demo --trainer.enable_progress_bar false
+	$(PY) -m contrastkit.train.demo --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
+		--trainer.enable_progress_bar false $(ARGS)
 
 demo-losses: $(STAMP)
 	$(PY) -m contrastkit.demo

@@ -1,77 +1,162 @@
-"""The main job: pretrain SCE on the bundled digits and compare kNN accuracies.
+"""The main job: pretrain SCE, then show what the pretrained features are worth with few labels.
 
 ``python -m contrastkit.train.demo`` (``make demo``) runs ``contrastkit pretrain`` with
-``configs/demo/digits_sce.yaml`` into a fresh ``runs/demo-<time>`` folder, then prints the
-weighted kNN accuracy (k=20, t=0.1) on the digits test split of
+``configs/demo/digits_sce.yaml`` (scikit-learn's 8x8 digits, offline) into a fresh
+``runs/demo-<data>-<time>`` folder, then evaluates the pretrained backbone, the same backbone
+randomly initialised and raw pixels with the protocol of
+:mod:`contrastkit.train.demo_protocol` (stated first in the output, then the numbers):
+linear probes trained on 1, 5 and 10 labelled images per class (10 seeded, stratified draws)
+and on all labels, tested on the test split as given and shifted by 1/8 of the image side.
+The printed protocol and table are also written to ``demo.md`` and ``demo.json`` in the run
+folder.
 
-* the pretrained backbone,
-* the same backbone randomly initialised,
-* raw pixels,
+``--data cifar10`` (``make demo DATA=cifar10``) runs the same comparison on CIFAR-10 with
+``configs/demo/cifar10_sce.yaml`` (ResNet-18, CIFAR stem; Lightning's ``accelerator: auto``
+picks a GPU when there is one). ``--root`` names an existing copy:
 
-and where the checkpoint and the loss-curve PNG are.
+* the official ``cifar-10-python.tar.gz``, the folder holding it or ``cifar-10-batches-py/``,
+  or that folder itself (dataset ``cifar10``);
+* any other ``.tar``/``.tar.gz``/``.tgz`` archive of ``train/<class>/*`` and
+  ``test/<class>/*`` images, such as ``cifar10-jpg.tar.gz`` (dataset ``image_archive``);
+* a folder with ``train/<class>/*`` and ``test/<class>/*`` images (dataset ``folder``).
+
+Archives and folders are decoded once into the array cache ``.cache/demo-cifar10``. Without
+``--root`` the official archive is downloaded into ``--download-dir`` (default
+``data/cifar10``) and kept only if its MD5 matches.
+
+Other arguments go to ``contrastkit pretrain`` (e.g. ``--trainer.max_epochs 5``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
 from contrastkit.checkpoints import load_backbone
-from contrastkit.data import augment, datasets
-from contrastkit.eval import knn_predict
+from contrastkit.data import datasets
+from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
+from contrastkit.train import demo_protocol as protocol
 
-CONFIG = Path(__file__).resolve().parents[3] / "configs" / "demo" / "digits_sce.yaml"
+if TYPE_CHECKING:
+    from contrastkit.train.cli import PretrainCLI
 
-
-@torch.no_grad()
-def _features(backbone: nn.Module | None, dataset: datasets.ArrayImages, size: int) -> tuple:
-    images = torch.as_tensor(dataset.images)
-    labels = torch.as_tensor(dataset.labels)
-    if backbone is None:
-        return images.flatten(1).float() / 255.0, labels
-    view = augment.preset("eval", size, small=True)
-    backbone.eval()
-    feats = torch.cat([backbone(view(chunk)) for chunk in images.split(256)])
-    return feats, labels
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "demo"
+CONFIG = {"digits": CONFIGS / "digits_sce.yaml", "cifar10": CONFIGS / "cifar10_sce.yaml"}
+CACHE_DIR = ".cache/demo-cifar10"
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 
 
-def _knn_accuracy(train: tuple, test: tuple) -> float:
-    pred, _ = knn_predict(train[0], train[1], test[0], k=20, temperature=0.1)
-    return float((pred == test[1]).float().mean())
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m contrastkit.train.demo", allow_abbrev=False,
+        description="Pretrain SCE, then compare pretrained features, random init and raw "
+        "pixels with few labels and on shifted test images. Other arguments go to "
+        "`contrastkit pretrain`.")
+    parser.add_argument("--data", choices=tuple(CONFIG), default="digits",
+                        help="digits (offline, minutes on CPU) or cifar10")
+    parser.add_argument("--root", default=None,
+                        help="cifar10 only: existing copy (official archive or folder, or an "
+                        "image archive/folder with train/ and test/); default: download")
+    parser.add_argument("--download-dir", default="data/cifar10",
+                        help="cifar10 without --root: where the official archive is downloaded")
+    parser.add_argument("--output", default=None,
+                        help="run folder (default runs/demo-<data>-<time>)")
+    parser.add_argument("--shots", type=int, nargs="+", default=list(protocol.SHOTS),
+                        help="labelled images per class (default 1 5 10)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(protocol.SEEDS),
+                        help="seeds of the draws of labelled images (default 0..9)")
+    return parser
+
+
+def cifar10_data_args(root: str | None, download_dir: str) -> list[str]:
+    """``--data.*`` arguments of ``contrastkit pretrain`` for the CIFAR-10 copy at ``root``.
+
+    Without ``root`` the official archive is downloaded (MD5-checked) into ``download_dir``.
+
+    Raises:
+        SystemExit: one line naming ``--root`` when it is missing or not a CIFAR-10 copy, or
+            the download's error.
+    """
+    if root is None:
+        try:
+            datasets.CIFAR10(download_dir, split="test", download=True)
+        except (ConnectionError, ValueError) as err:
+            raise SystemExit(f"CIFAR-10 download: {err}; or pass --root (ROOT=) to a copy") \
+                from err
+        return ["--data.dataset", "cifar10", "--data.root", download_dir]
+    path = Path(root).expanduser()
+    official = "cifar-10-python.tar.gz"
+    if path.is_file() and path.name == official:
+        return ["--data.dataset", "cifar10", "--data.root", str(path.parent)]
+    if path.is_file() and path.name.endswith(_ARCHIVE_SUFFIXES):
+        return ["--data.dataset", "image_archive", "--data.root", str(path),
+                "--data.cache_dir", CACHE_DIR]
+    if path.is_dir():
+        if (path / "cifar-10-batches-py").is_dir() or (path / official).is_file() or \
+                path.name == "cifar-10-batches-py":
+            return ["--data.dataset", "cifar10", "--data.root", str(path)]
+        if (path / "train").is_dir() and (path / "test").is_dir():
+            return ["--data.dataset", "folder", "--data.root", str(path),
+                    "--data.cache_dir", CACHE_DIR]
+    what = "no such file or folder" if not path.exists() else "not a CIFAR-10 copy"
+    raise SystemExit(
+        f"--root {root}: {what} (expected {official}, a folder holding it or "
+        "cifar-10-batches-py/, or an archive or folder with train/<class>/ and test/<class>/)")
+
+
+def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds: list[int]) -> dict:
+    """Run the protocol on the finished pretraining run of ``cli`` in ``output`` (data ``name``);
+    print the protocol, then the table; write both to ``demo.md`` and the numbers to
+    ``demo.json`` there."""
+    data = cli.datamodule
+    if data.val_set is None:
+        raise SystemExit("the demo needs the test split: do not set data.val_split to null")
+    pretrained, spec = load_backbone(output / "checkpoints" / "last.ckpt")
+    torch.manual_seed(0)
+    backbones = {"pretrained": pretrained, "random init": build_backbone(spec).eval(),
+                 "raw pixels": None}
+    train, test = protocol.as_tensors(data.train_set), protocol.as_tensors(data.val_set)
+    device = cli.trainer.strategy.root_device
+    text = protocol.protocol_text(shots, seeds)
+    print(f"\n{text}\n\nevaluating ({len(train[1])} train / {len(test[1])} test "
+          f"images, {len(seeds)} draws) ...", flush=True)
+    results = protocol.compare(backbones, train, test, cli.model.eval_view, device, shots,
+                               seeds)
+    title = (f"Linear-probe top-1 (%) on the {name} test split "
+             f"({len(test[1])} images), {len(seeds)} draws")
+    table = protocol.results_table(results)
+    print(f"\n{title}\n{table}")
+    write_text(output / "demo.md", f"# {title}\n\n```\n{text}\n```\n\n{table}")
+    write_json(output / "demo.json", {"data": name, "dataset": data.dataset_name,
+                                      "root": data.root, "shots": shots, "seeds": seeds,
+                                      "probe": protocol.PROBE, "results": results})
+    print(f"checkpoint: {output / 'checkpoints' / 'last.ckpt'}\n"
+          f"loss curve: {output / 'loss_curve.png'}\ntable:      {output / 'demo.md'}")
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo; extra arguments are passed to ``contrastkit pretrain``."""
+    """Run the demo (see the module docstring)."""
     from contrastkit.train.cli import pretrain
 
-    if not CONFIG.is_file():
-        raise SystemExit(f"demo config not found at {CONFIG} (run from a source checkout)")
-    output = Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
-    extra = list(sys.argv[1:] if argv is None else argv)
-    cli = pretrain(["--config", str(CONFIG), "--output", str(output), *extra])
-    size = cli.model.views_spec.size
-
-    checkpoint = output / "checkpoints" / "last.ckpt"
-    pretrained, spec = load_backbone(checkpoint)
-    torch.manual_seed(0)
-    random_init = build_backbone(spec)
-    train, test = datasets.Digits("train"), datasets.Digits("test")
-    rows = []
-    for name, backbone in (("SCE-pretrained backbone", pretrained),
-                           ("same backbone, random init", random_init),
-                           ("raw pixels", None)):
-        rows.append((name, _knn_accuracy(_features(backbone, train, size),
-                                         _features(backbone, test, size))))
-    print("\nkNN accuracy on the digits test split (k=20, t=0.1, bank = train split)")
-    print(f"| {'features':<28} | top-1 |\n|{'-' * 30}|-------|")
-    for name, acc in rows:
-        print(f"| {name:<28} | {100 * acc:5.1f} |")
-    print(f"\ncheckpoint: {checkpoint}\nloss curve: {output / 'loss_curve.png'}")
+    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    config = CONFIG[args.data]
+    if not config.is_file():
+        raise SystemExit(f"demo config not found at {config} (run from a source checkout)")
+    if args.root is not None and args.data != "cifar10":
+        raise SystemExit("--root applies to --data cifar10 only (digits are built in)")
+    if min(args.shots) < 1:
+        raise SystemExit(f"--shots must be positive, got {args.shots}")
+    data_args = cifar10_data_args(args.root, args.download_dir) if args.data == "cifar10" else []
+    output = Path(args.output or time.strftime(f"runs/demo-{args.data}-%Y%m%d-%H%M%S"))
+    cli = pretrain(["--config", str(config), "--output", str(output), *data_args, *extra])
+    evaluate(cli, output, args.data, args.shots, args.seeds)
     return 0
 
 
