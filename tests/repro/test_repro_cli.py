@@ -1,5 +1,6 @@
 """contrastkit.repro.cli through the ``contrastkit`` command: ``repro list``, a dry run, a
-report from a summary file, and the one-line error outside a source checkout."""
+report from a summary file, and one-line errors (outside a source checkout, a bad
+``--summary``)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,14 @@ def test_repro_outside_a_checkout_is_a_one_line_error(monkeypatch, tmp_path, cap
                           "found: contrastkit repro runs from a source checkout")
     assert err.count("\n") == 1
     assert not (tmp_path / "docs").exists() and not (tmp_path / "runs").exists()
+
+
+def test_repro_report_names_a_bad_summary_file(tmp_path, capsys):
+    missing, broken = tmp_path / "missing.json", tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert main(["repro", "report", "--summary", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"contrastkit repro: error: --summary {missing}: no such "
+                                       "file\n")
+    assert main(["repro", "report", "--summary", str(broken)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"contrastkit repro: error: --summary {broken} is not JSON (")

@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     repo = layout.require_checkout()
     if args.command == "report":
         if args.summary:
-            summary = json.loads(Path(args.summary).read_text())
+            summary = _read_summary(Path(args.summary))
         else:
             summary = collect()
             write_summary(summary, repo / SUMMARY)
@@ -87,3 +87,13 @@ def _run(args: argparse.Namespace) -> int:
         done = run_studies("gpu", studies, args.seeds, runner, epochs=args.epochs,
                            chunk_seconds=parse_duration(args.chunk_time), device=args.device)
     return 0 if done or args.dry_run else 1
+
+
+def _read_summary(path: Path) -> dict:
+    """The summary JSON given as ``--summary``, with errors that name the option and file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"--summary {path}: no such file")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise ValueError(f"--summary {path} is not JSON ({err})") from err
