@@ -27,7 +27,6 @@ from contrastkit.repro.studies import Claim, Study
 ABSOLUTE_TOLERANCE = 1.0  # points: Part B absolute numbers
 SIGN_STANDARD_ERRORS = 2.0  # a sign claim's seed mean must exceed this many standard errors
 
-
 #: A run counts as collapsed when, in its last epoch, the two views' mean cosine similarity is
 #: at least this and the loss fell by less than COLLAPSE_MAX_DROP of its first epoch's value.
 COLLAPSE_SIMILARITY = 0.95
@@ -48,8 +47,6 @@ def collapsed(metrics: dict[str, float]) -> bool:
     except KeyError:
         return False
     return similarity >= COLLAPSE_SIMILARITY and final >= (1.0 - COLLAPSE_MAX_DROP) * first
-
-
 
 
 @dataclass
