@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests benchmarks
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
@@ -39,11 +39,11 @@ bench: $(STAMP)
 # The CPU-scale reproduction study (docs/reproduction.md): every study with its default seeds
 # (61 runs of 3-8 min plus 1-3 min of evaluation each on 2 cores: about 5 hours); resumable.
 repro-cpu: $(STAMP)
-	$(PY) scripts/repro.py cpu
-	$(PY) scripts/repro.py report
+	$(VENV)/bin/contrastkit repro cpu
+	$(VENV)/bin/contrastkit repro report
 
 repro-report: $(STAMP)
-	$(PY) scripts/repro.py report
+	$(VENV)/bin/contrastkit repro report
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,4 +1,4 @@
-"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | export``."""
+"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | export | repro``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ commands:
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
              torchvision's layout): contrastkit export --checkpoint CKPT --output FILE
+  repro      the reproduction study of docs/reproduction.md, from a source checkout:
+             contrastkit repro {cpu,gpu,report,list} (--help for each)
 """
 
 
@@ -67,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         return _pretrain(rest)
     if command == "export":
         return _export(rest)
+    if command == "repro":
+        from contrastkit.repro.cli import main as repro_main
+
+        return repro_main(rest)
     if command in ("eval", "analyze", "compare"):
         from contrastkit.eval import cli as eval_cli
 

@@ -1,0 +1,201 @@
+"""Collection of the study's results: scan the run folders into one summary, and read it back.
+
+:func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
+reached its last epoch (the checkpoint's loop state), the first and last epochs' training loss
+from ``metrics.csv``, the wall time of pretraining, every evaluation's ``results.json`` (with a
+bootstrap interval of its top-1 when it saved predictions) and every ``comparison.json``.
+:func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
+:func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
+of a summary.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+from contrastkit.outputs import temp_file_beside
+from contrastkit.repro import layout
+from contrastkit.repro.layout import RUNS, eval_dir
+from contrastkit.repro.studies import STUDIES, Variant
+
+
+def config_epochs(config: str) -> int:
+    """``trainer.max_epochs`` of a config (path relative to the checkout; 0 when unset)."""
+    import yaml
+
+    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    return int((raw.get("trainer") or {}).get("max_epochs") or 0)
+
+
+def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
+    """Whether ``ckpt`` was written at the end of the last epoch (Lightning loop state)."""
+    if not ckpt.is_file():
+        return False
+    import torch
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    loop = (state.get("loops") or {}).get("fit_loop") or {}
+    processed = (((loop.get("epoch_progress") or {}).get("current") or {}).get("processed", 0))
+    last_batch = (loop.get("epoch_loop.batch_progress") or {}).get("is_last_batch", False)
+    return int(processed) >= max_epochs and bool(last_batch)
+
+
+def read_losses(metrics_csv: Path) -> dict[str, float]:
+    """Mean ``train/loss`` of the first and of the last logged epoch (Feeney & Hughes 2023,
+    Table 4), and the last epoch's mean ``train/positive_similarity`` when logged (see
+    :func:`contrastkit.repro.verdicts.collapsed`)."""
+    import csv
+
+    by_epoch: dict[int, list[float]] = {}
+    positive: dict[int, list[float]] = {}
+    with open(metrics_csv, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row.get("train/loss") and row.get("epoch"):
+                epoch = int(float(row["epoch"]))
+                by_epoch.setdefault(epoch, []).append(float(row["train/loss"]))
+                if row.get("train/positive_similarity"):
+                    positive.setdefault(epoch, []).append(float(row["train/positive_similarity"]))
+    if not by_epoch:
+        return {}
+    first, last = min(by_epoch), max(by_epoch)
+    out = {"initial_loss": sum(by_epoch[first]) / len(by_epoch[first]),
+           "final_loss": sum(by_epoch[last]) / len(by_epoch[last]),
+           "logged_epochs": last + 1}
+    if positive.get(last):
+        out["final_positive_similarity"] = sum(positive[last]) / len(positive[last])
+    return out
+
+
+def _flat(prefix: str, metrics: dict) -> dict[str, float]:
+    """The numeric entries of ``metrics`` flattened to ``prefix + "a/b"`` keys, as floats."""
+    from contrastkit.eval.report import flatten_metrics
+
+    return {key: float(value) for key, value in flatten_metrics(metrics, prefix).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def collect(root: Path | None = None) -> dict:
+    """Scan ``runs/repro`` under ``root`` (default: the checkout) for every known run,
+    evaluation and comparison."""
+    root = layout.REPO if root is None else root
+    runs: dict[str, dict] = {}
+    comparisons: dict[str, dict] = {}
+    for tag_dir in sorted((root / RUNS).glob("*")):
+        if not tag_dir.is_dir():
+            continue
+        tag = tag_dir.name
+        part, _, ep = tag.partition("-e")
+        for study in STUDIES.values():
+            if study.part != part:
+                continue
+            for variant in study.variants:
+                for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
+                    key = f"{tag}/{variant.stem}/{seed_dir.name}"
+                    if key not in runs:
+                        runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
+            for a, b, protocol in study.all_pairs():
+                sa, sb = study.variant(a).stem, study.variant(b).stem
+                base = tag_dir / "compare" / f"{sa}__vs__{sb}" / protocol
+                for seed_dir in sorted(base.glob("seed*")):
+                    data = _read_json(seed_dir / "comparison.json")
+                    if data:
+                        comparisons[f"{tag}/{sa}__vs__{sb}/{protocol}/{seed_dir.name}"] = {
+                            k: data.get(k) for k in ("difference", "ci_low", "ci_high",
+                                                     "confidence", "verdict", "num_test",
+                                                     "accuracy_a", "accuracy_b", "n_resamples")}
+    return {"generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "runs": runs, "comparisons": comparisons}
+
+
+def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:
+    """95% percentile bootstrap interval of top-1 (1,000 test-set resamples, seed 0) from the
+    evaluation's predictions (read with ``contrastkit.eval.report.load_run``); empty when it
+    wrote none."""
+    if not isinstance(results.get("predictions"), str):
+        return {}
+    from contrastkit.eval import bootstrap_accuracy
+    from contrastkit.eval.report import load_run
+
+    try:
+        _, arrays = load_run(folder)
+    except FileNotFoundError:
+        return {}
+    _, low, high = bootstrap_accuracy(arrays["pred"], arrays["labels"])
+    return {f"{protocol}/top1_ci_low": low, f"{protocol}/top1_ci_high": high}
+
+
+def pretrain_minutes(pretrain_dir: Path) -> float | None:
+    """Wall-clock minutes of a pretraining run, start-up included: from the write of its
+    ``config.yaml`` (LightningCLI saves it before the first step) to that of ``last.ckpt``.
+
+    None when either file is missing. A resumed run rewrites ``config.yaml``, so the figure
+    then covers the last invocation only.
+    """
+    config, ckpt = pretrain_dir / "config.yaml", pretrain_dir / "checkpoints" / "last.ckpt"
+    if not (config.is_file() and ckpt.is_file()):
+        return None
+    return max(0.0, (ckpt.stat().st_mtime - config.stat().st_mtime) / 60.0)
+
+
+def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
+                 root: Path) -> dict:
+    epochs = int(ep) if ep else config_epochs(variant.config)
+    pre = seed_dir / "pretrain"
+    finished = pretrain_finished(pre / "checkpoints" / "last.ckpt", epochs)
+    metrics: dict[str, float] = {}
+    if (pre / "metrics.csv").is_file():
+        metrics.update(_flat("pretrain/", read_losses(pre / "metrics.csv")))
+    minutes = pretrain_minutes(pre)
+    if minutes is not None:
+        metrics["pretrain/wall_minutes"] = minutes
+    figures: dict[str, str] = {}
+    for protocol in variant.evals:
+        data = _read_json(eval_dir(seed_dir, protocol) / "results.json")
+        if data:
+            metrics.update(_flat(f"{protocol}/", data.get("metrics") or {}))
+            metrics.update(_accuracy_interval(eval_dir(seed_dir, protocol), data, protocol))
+            for name in data.get("figures") or []:
+                figures[f"{protocol}/{name}"] = str(
+                    (eval_dir(seed_dir, protocol) / name).relative_to(root))
+    evals_done = [p for p in variant.evals
+                  if (eval_dir(seed_dir, p) / "results.json").is_file()]
+    return {"part": part, "tag": tag, "config": variant.config, "stem": variant.stem,
+            "seed": int(seed_dir.name.removeprefix("seed")), "epochs": epochs,
+            "pretrain_finished": finished, "evals_done": evals_done,
+            "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
+            "metrics": metrics, "figures": figures}
+
+
+def write_summary(summary: dict, path: Path) -> None:
+    """Write ``summary`` as indented JSON to ``path``, atomically."""
+    fd, tmp = temp_file_beside(path)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(summary, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def run_tags(summary: dict, part: str) -> list[str]:
+    """Run tags of ``part`` in the summary: the configs' own budget first, then overrides."""
+    tags = {r["tag"] for r in summary.get("runs", {}).values() if r.get("part") == part}
+    return sorted(tags, key=lambda t: (t != part, t))
+
+
+def seed_values(summary: dict, tag: str, stem: str, metric: str) -> list[float]:
+    """``metric`` of every finished run of config ``stem`` under ``tag``, one value per seed."""
+    out = []
+    for run in summary.get("runs", {}).values():
+        if run.get("tag") == tag and run.get("stem") == stem and run.get("pretrain_finished") \
+                and metric in run.get("metrics", {}):
+            out.append(run["metrics"][metric])
+    return out

@@ -1,0 +1,159 @@
+"""Figures of the reproduction report (``docs/figures/repro_*.png``), from measured runs only.
+
+Per study: accuracy, uniformity and tolerance against the temperature with Wang & Liu 2021's
+supplement numbers beside them (study 2); the training loss curves of SINCERE and SupCon
+(Feeney & Hughes 2023, Table 4 compares their first and last epochs); bar charts of the seed
+mean accuracy (SCE, DySTreSS and baseline studies); and copies of the runs' own ``analyze``
+figures (local separation, Wang & Liu 2021 supplement Figs. 1, 4; nearest target and noise
+similarity histograms, Feeney & Hughes 2023 Fig. 2). Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from contrastkit.outputs import temp_file_beside
+from contrastkit.repro import layout
+from contrastkit.repro.collection import run_tags, seed_values
+from contrastkit.repro.layout import RUNS
+from contrastkit.repro.studies import TEMPERATURES, WANG_LIU, Study
+
+
+def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[str, str]]:
+    """Write the study's figures (only from measured runs) and return (file, caption) pairs."""
+    tags = run_tags(summary, study.part)
+    if not tags:
+        return []
+    tag = tags[0]
+    made: list[tuple[str, str]] = []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures_dir.mkdir(parents=True, exist_ok=True)
+
+    def mean(stem: str, metric: str, scale: float = 1.0) -> float | None:
+        vals = seed_values(summary, tag, stem, metric)
+        return scale * sum(vals) / len(vals) if vals else None
+
+    def save(fig, name: str, caption: str) -> None:
+        path = figures_dir / name
+        fd, tmp = temp_file_beside(path, suffix=".png")
+        os.close(fd)
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        os.replace(tmp, path)
+        made.append((name, caption))
+
+    if study.name == "temperature":
+        panels = [("linear/top1", 100.0, "linear top-1 (%)"), ("knn200/top1", 100.0,
+                                                                 "200-NN top-1 (%)"),
+                  ("analyze/uniformity", 1.0, "uniformity (lower: more uniform)"),
+                  ("analyze/tolerance", 1.0, "tolerance")]
+        if any(mean(v.stem, m) is not None for v in study.variants for m, _, _ in panels):
+            fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
+            for ax, (metric, scale, ylabel) in zip(axes, panels, strict=True):
+                for kind, style in (("contrastive", "o-"), ("hard", "s--")):
+                    xs, ys = [], []
+                    for t in TEMPERATURES:
+                        y = mean(study.variant(f"{kind}_t{t}").stem, metric, scale)
+                        if y is not None:
+                            xs.append(float(t))
+                            ys.append(y)
+                    if xs:
+                        ax.plot(xs, ys, style, label="ordinary" if kind == "contrastive"
+                                else "hard")
+                if metric == "linear/top1":
+                    for kind, style in (("contrastive", "o:"), ("hard", "s:")):
+                        ax.plot([float(t) for t in TEMPERATURES],
+                                [WANG_LIU[kind][t] for t in TEMPERATURES], style, alpha=0.4,
+                                label=f"paper, {'ordinary' if kind == 'contrastive' else 'hard'}")
+                ax.set_xscale("log")
+                ax.set_xlabel("temperature")
+                ax.set_ylabel(ylabel)
+                ax.legend(fontsize=7)
+            save(fig, "repro_temperature.png",
+                 "Study 2: accuracy, uniformity and tolerance against the temperature "
+                 f"(`runs/repro/{tag}`, seed mean; faint dotted: the paper's CIFAR-10 linear "
+                 "numbers, supplement Tables 1-2, at full scale).")
+        made += _copy_run_figures(study, summary, tag, figures_dir,
+                                  [("contrastive_t0.05", "analyze/local_separation.png"),
+                                   ("contrastive_t1.0", "analyze/local_separation.png"),
+                                   ("hard_t0.05", "analyze/local_separation.png"),
+                                   ("hard_t1.0", "analyze/local_separation.png")],
+                                  "local separation (supplement Figs. 1, 4)")
+    elif study.name.startswith("sincere"):
+        from contrastkit.train.callbacks import read_metrics_csv
+
+        curves = {}
+        for v in study.variants:
+            metrics_csv = layout.REPO / RUNS / tag / v.stem / "seed0" / "pretrain" / "metrics.csv"
+            if metrics_csv.is_file():
+                curves[v.label] = read_metrics_csv(metrics_csv, "train/loss")
+        if curves:
+            fig, ax = plt.subplots(figsize=(5, 3.2))
+            for label, (steps, losses) in curves.items():
+                ax.plot(steps, losses, label=label)
+            ax.set_xlabel("optimiser step")
+            ax.set_ylabel("training loss")
+            ax.legend()
+            save(fig, f"repro_{study.name}_loss.png",
+                 f"{study.title}: training loss (seed 0, `runs/repro/{tag}`; SINCERE Table 4 "
+                 "compares the first and last epochs' values).")
+        made += _copy_run_figures(study, summary, tag, figures_dir,
+                                  [("supcon", "analyze/similarity_histograms.png"),
+                                   ("sincere", "analyze/similarity_histograms.png")],
+                                  "nearest target / noise similarity histograms (SINCERE Fig. 2)")
+    elif study.name in ("sce_lambda", "sce_tau_m", "baselines", "dystress", "gpu_table6",
+                        "gpu_table3"):
+        metric = "knn200/top1" if study.name in ("dystress", "gpu_table3") else (
+            "linear_d1/top1" if study.name == "gpu_table6" else "linear/top1")
+        labels, values, errs = [], [], []
+        for v in study.variants:
+            vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
+            if vals:
+                m = sum(vals) / len(vals)
+                sd = (sum((x - m) ** 2 for x in vals) / (len(vals) - 1)) ** 0.5 \
+                    if len(vals) > 1 else 0.0
+                labels.append(v.label)
+                values.append(m)
+                errs.append(sd)
+        if values:
+            fig, ax = plt.subplots(figsize=(1.6 * len(values) + 2, 3.2))
+            ax.bar(range(len(values)), values, yerr=errs, capsize=4, color="#4c72b0")
+            ax.set_xticks(range(len(values)), labels, rotation=20, ha="right", fontsize=8)
+            lo = min(v - e for v, e in zip(values, errs, strict=True))
+            hi = max(v + e for v, e in zip(values, errs, strict=True))
+            ax.set_ylim(max(0.0, lo - 2.0), min(100.0, hi + 1.0))
+            ax.set_ylabel(f"{metric.split('/')[0]} top-1 (%)")
+            save(fig, f"repro_{study.name}.png",
+                 f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
+                 f"`runs/repro/{tag}`).")
+    return made
+
+
+def _copy_run_figures(study: Study, summary: dict, tag: str, figures_dir: Path,
+                      wanted: list[tuple[str, str]], what: str) -> list[tuple[str, str]]:
+    """Copy each wanted ``(run, figure key)`` figure of the lowest seed that has it."""
+    made = []
+    for name, key in wanted:
+        stem = study.variant(name).stem
+        runs = sorted((r for r in summary.get("runs", {}).values()
+                       if r.get("tag") == tag and r.get("stem") == stem
+                       and key in r.get("figures", {})), key=lambda r: r["seed"])
+        if not runs:
+            continue
+        source = layout.REPO / runs[0]["figures"][key]
+        if not source.is_file():
+            continue
+        target = f"repro_{study.name}_{name}_{Path(key).stem}.png"
+        fd, tmp = temp_file_beside(figures_dir / target)
+        os.close(fd)
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, figures_dir / target)
+        made.append((target, f"{study.variant(name).label}: {what}; seed {runs[0]['seed']}, "
+                             f"`runs/repro/{tag}`."))
+    return made

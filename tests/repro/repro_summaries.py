@@ -1,0 +1,34 @@
+"""Hand-written summaries of the reproduction study (the shape of ``runs/repro/summary.json``)
+for the verdict and report tests: their expected verdicts follow from the rules in
+:mod:`contrastkit.repro.verdicts`."""
+
+from __future__ import annotations
+
+
+def run_entry(stem, seed, metrics, tag="cpu", finished=True, epochs=30):
+    return {f"{tag}/{stem}/seed{seed}": {
+        "part": tag.split("-e")[0], "tag": tag, "config": f"configs/repro/cpu/{stem}.yaml",
+        "stem": stem, "seed": seed, "epochs": epochs, "pretrain_finished": finished,
+        "evals_done": [], "status": "done", "metrics": metrics, "figures": {}}}
+
+
+def comparison_entry(a, b, protocol, seed, low, high, diff, tag="cpu"):
+    return {f"{tag}/{a}__vs__{b}/{protocol}/seed{seed}": {
+        "difference": diff, "ci_low": low, "ci_high": high, "confidence": 0.95,
+        "verdict": "significant" if low > 0 or high < 0 else "not significant",
+        "num_test": 2000, "accuracy_a": 0.8, "accuracy_b": 0.8 - diff, "n_resamples": 1000}}
+
+
+def fake_sincere_summary():
+    runs, comps = {}, {}
+    a, b = "sincere_cifar2_sincere", "sincere_cifar2_supcon"
+    for seed in (0, 1):
+        runs |= run_entry(a, seed, {"analyze/target_noise_margin": 0.30 + 0.01 * seed,
+                               "pretrain/initial_loss": 6.0, "pretrain/final_loss": 5.0,
+                               "knn1/top1": 0.80, "knn5/top1": 0.82})
+        runs |= run_entry(b, seed, {"analyze/target_noise_margin": 0.10,
+                               "pretrain/initial_loss": 6.0, "pretrain/final_loss": 4.0,
+                               "knn1/top1": 0.79, "knn5/top1": 0.78})
+        comps |= comparison_entry(a, b, "knn1", seed, -0.01, 0.03, 0.01)
+        comps |= comparison_entry(a, b, "knn5", seed, 0.01 + 0.01 * seed, 0.07, 0.04)
+    return {"generated": "2026-01-01T00:00:00+00:00", "runs": runs, "comparisons": comps}

@@ -1,0 +1,67 @@
+"""contrastkit.repro.cli through the ``contrastkit`` command: ``repro list``, a dry run, a
+report from a summary file, and one-line errors (outside a source checkout, a bad
+``--summary``)."""
+
+from __future__ import annotations
+
+import json
+
+from repro_summaries import fake_sincere_summary
+
+from contrastkit.cli import main
+from contrastkit.repro import layout
+from contrastkit.repro.studies import STUDIES
+
+
+def test_repro_list_names_every_study(capsys):
+    assert main(["repro", "list"]) == 0
+    out = capsys.readouterr().out
+    for study in STUDIES.values():
+        assert out.count(f"{study.name} ({study.part}, seeds {list(study.seeds)})") == 1
+
+
+def test_repro_cpu_dry_run_passes_the_options(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    (tmp_path / "configs" / "repro").mkdir(parents=True)
+    assert main(["repro", "cpu", "--dry-run", "--study", "baselines", "--seeds", "4",
+                 "--epochs", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    pretrain = [line for line in lines if line.startswith("$ contrastkit pretrain")]
+    assert len(pretrain) == len(STUDIES["baselines"].variants)
+    assert ("--output runs/repro/cpu-e2/baselines_sce/seed4/pretrain --seed_everything 4 "
+            "--trainer.enable_progress_bar false --trainer.max_epochs 2") in pretrain[0]
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+
+
+def test_repro_report_from_a_summary_file(tmp_path, capsys):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps(fake_sincere_summary()))
+    doc = tmp_path / "out" / "reproduction.md"
+    assert main(["repro", "report", "--summary", str(summary), "--output", str(doc),
+                 "--figures", str(tmp_path / "out" / "figures")]) == 0
+    assert capsys.readouterr().out == f"wrote {doc}\n"
+    text = doc.read_text()
+    assert text.startswith("# Reproduction of the papers' claims\n")
+    assert "Summary generated: 2026-01-01T00:00:00+00:00." in text
+    assert not (tmp_path / "out" / "reproduction.json").exists()  # only beside docs/
+
+
+def test_repro_outside_a_checkout_is_a_one_line_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    assert main(["repro", "report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"contrastkit repro: error: {tmp_path / 'configs' / 'repro'} not "
+                          "found: contrastkit repro runs from a source checkout")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "docs").exists() and not (tmp_path / "runs").exists()
+
+
+def test_repro_report_names_a_bad_summary_file(tmp_path, capsys):
+    missing, broken = tmp_path / "missing.json", tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert main(["repro", "report", "--summary", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"contrastkit repro: error: --summary {missing}: no such "
+                                       "file\n")
+    assert main(["repro", "report", "--summary", str(broken)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"contrastkit repro: error: --summary {broken} is not JSON (")
