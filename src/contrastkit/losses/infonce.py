@@ -25,13 +25,12 @@ from contrastkit.losses._checks import (
     check_embedding_layout,
     check_same_shape,
 )
-from contrastkit.losses._logits import (
-    Candidates,
+from contrastkit.losses._logsumexp import Candidates, negative_lse
+from contrastkit.losses._normalize import normalize_checked
+from contrastkit.losses._pairs import (
     Temperature,
     check_same_dtype,
     check_temperature,
-    negative_lse,
-    normalize_checked,
     positive_logits,
     prepare_pairs,
     split_temperature,

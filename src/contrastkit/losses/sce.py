@@ -17,12 +17,8 @@ from contrastkit.losses._checks import (
     check_temperature_value,
     check_unit_interval,
 )
-from contrastkit.losses._logits import (
-    negative_lse,
-    positive_logits,
-    prepare_pairs,
-    target_distribution,
-)
+from contrastkit.losses._logsumexp import negative_lse, target_distribution
+from contrastkit.losses._pairs import positive_logits, prepare_pairs
 
 __all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_terms"]
 
