@@ -19,6 +19,8 @@ from typing import Literal, Protocol
 import torch
 from torch import Tensor
 
+from contrastkit.cosine import cosine_anneal
+
 __all__ = [
     "AnySchedule",
     "ConstantSchedule",
@@ -105,7 +107,7 @@ class CosineSchedule:
     end: float
 
     def __call__(self, state: ScheduleState) -> float:
-        return self.end + (self.start - self.end) * 0.5 * (1.0 + math.cos(math.pi * state.progress))
+        return cosine_anneal(self.start, self.end, state.progress)
 
 
 @dataclass(frozen=True)
