@@ -8,17 +8,9 @@ import pytest
 import torch
 from loss_inputs import F64, SHAPES, make, unit
 
-from contrastkit.losses.infonce import (
-    DCLLoss,
-    HardContrastiveLoss,
-    InfoNCELoss,
-    NTXentLoss,
-    dcl,
-    hard_contrastive,
-    info_nce,
-    nt_xent,
-)
-from contrastkit.losses.temperature import DySTreSSTemperature, LinearTemperature, PairTemperature
+from contrastkit.losses.dystress import DySTreSSTemperature, LinearTemperature, PairTemperature
+from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
+from contrastkit.losses.infonce import DCLLoss, InfoNCELoss, NTXentLoss, dcl, info_nce, nt_xent
 
 
 def tau(t, s):

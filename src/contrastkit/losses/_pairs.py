@@ -22,7 +22,7 @@ from contrastkit.losses._checks import (
 )
 from contrastkit.losses._logsumexp import Candidates, call_temperature
 from contrastkit.losses._normalize import checked_norms, compute_dtype, normalize_checked, rowdot
-from contrastkit.losses.temperature import PairTemperature
+from contrastkit.losses.dystress import PairTemperature
 
 Temperature = float | TemperatureFn | PairTemperature
 

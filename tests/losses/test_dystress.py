@@ -1,4 +1,4 @@
-"""DySTreSS temperature functions (paper 003, Alg. 1, Alg. 2, appendix C, Table 10)."""
+"""DySTreSS temperature functions (Manna et al. 2023, Alg. 1, Alg. 2, appendix C, Table 10)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from contrastkit.losses.infonce import info_nce, nt_xent
-from contrastkit.losses.temperature import (
+from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
     LinearTemperature,
     MonotonicCosineTemperature,
     PairTemperature,
 )
+from contrastkit.losses.infonce import info_nce, nt_xent
 
 F64 = torch.float64
 S = torch.tensor([-1.0, 0.0, 1.0], dtype=F64)
