@@ -5,7 +5,9 @@ anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One fi
 
 * ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023);
 * ``hard_contrastive.py``: :func:`hard_contrastive` (Wang & Liu 2021);
-* ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023);
+* ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023) and
+  the temperature schedules of Kukleva et al. 2023 and MACL (Huang et al. 2023): every value a
+  ``temperature`` may take (:data:`Temperature`) and :func:`resolve_temperature`;
 * ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
 * ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`.
 
@@ -18,9 +20,14 @@ the names they held before, for existing imports.
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
+    KuklevaCosineTemperature,
     LinearTemperature,
+    MACLTemperature,
     MonotonicCosineTemperature,
     PairTemperature,
+    SimilarityTemperature,
+    Temperature,
+    resolve_temperature,
 )
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 from contrastkit.losses.infonce import (
@@ -48,19 +55,24 @@ __all__ = [
     "ExponentialTemperature",
     "HardContrastiveLoss",
     "InfoNCELoss",
+    "KuklevaCosineTemperature",
     "LinearTemperature",
+    "MACLTemperature",
     "MonotonicCosineTemperature",
     "NTXentLoss",
     "PairTemperature",
     "RESSLLoss",
     "SCELoss",
     "SINCERELoss",
+    "SimilarityTemperature",
     "SupConLoss",
+    "Temperature",
     "dcl",
     "eps_supinfonce",
     "hard_contrastive",
     "info_nce",
     "nt_xent",
+    "resolve_temperature",
     "ressl",
     "sce",
     "sce_terms",

@@ -8,42 +8,19 @@ negatives is :func:`._logsumexp.negative_lse`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch import Tensor
 
 from contrastkit.losses._checks import (
-    TemperatureFn,
     check_batch_has_negatives,
     check_embedding_layout,
     check_same_dim,
     check_same_shape,
-    check_temperature_value,
 )
 from contrastkit.losses._logsumexp import Candidates, call_temperature
 from contrastkit.losses._normalize import checked_norms, compute_dtype, normalize_checked, rowdot
-from contrastkit.losses.dystress import PairTemperature
-
-Temperature = float | TemperatureFn | PairTemperature
-
-
-def check_temperature(name: str, temperature: object) -> None:
-    """Raise ``ValueError`` unless ``temperature`` is a float > 0 (or a 0-d float tensor), a
-    callable or a pair."""
-    if isinstance(temperature, PairTemperature) or (
-        callable(temperature) and not isinstance(temperature, Tensor)
-    ):
-        return  # a PairTemperature validates itself
-    check_temperature_value(name, temperature)  # type: ignore[arg-type]
-
-
-def split_temperature(
-    temperature: Temperature,
-) -> tuple[float | TemperatureFn, float | TemperatureFn]:
-    """Return the (positive, negative) temperatures of ``temperature``."""
-    if isinstance(temperature, PairTemperature):
-        return temperature.positive, temperature.negative
-    return temperature, temperature
 
 
 def check_same_dtype(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
@@ -93,9 +70,11 @@ def prepare_pairs(query: Tensor, key: Tensor, negatives: Tensor | None) -> Pairs
     return Pairs(query_hat, key_hat, cands, ())
 
 
-def positive_logits(query: Tensor, key: Tensor, temperature: float | TemperatureFn) -> Tensor:
-    """Row-wise ``(query_i . key_i) / tau`` for normalised inputs; ``tau`` a float or a
-    function of the detached similarity. Shape (N,), float32 or wider."""
+def positive_logits(
+    query: Tensor, key: Tensor, temperature: float | Tensor | Callable[[Tensor], Tensor]
+) -> Tensor:
+    """Row-wise ``(query_i . key_i) / tau`` for normalised inputs; ``tau`` a float (or 0-d
+    tensor) or a function of the detached similarity. Shape (N,), float32 or wider."""
     sim = rowdot(query, key)
     sim = sim.to(compute_dtype(sim.dtype))
     if callable(temperature):

@@ -12,13 +12,8 @@ import torch
 from torch import Tensor, nn
 
 from contrastkit.losses._logsumexp import negative_lse
-from contrastkit.losses._pairs import (
-    Temperature,
-    check_temperature,
-    positive_logits,
-    prepare_pairs,
-    split_temperature,
-)
+from contrastkit.losses._pairs import positive_logits, prepare_pairs
+from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
 
 __all__ = ["HardContrastiveLoss", "hard_contrastive"]
 

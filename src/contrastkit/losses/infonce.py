@@ -30,14 +30,8 @@ from contrastkit.losses._checks import (
 )
 from contrastkit.losses._logsumexp import Candidates, negative_lse
 from contrastkit.losses._normalize import normalize_checked
-from contrastkit.losses._pairs import (
-    Temperature,
-    check_same_dtype,
-    check_temperature,
-    positive_logits,
-    prepare_pairs,
-    split_temperature,
-)
+from contrastkit.losses._pairs import check_same_dtype, positive_logits, prepare_pairs
+from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 
 __all__ = [

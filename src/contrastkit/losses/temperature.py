@@ -5,6 +5,10 @@ Kept so that ``from contrastkit.losses.temperature import DySTreSSTemperature`` 
 :mod:`contrastkit.losses` or :mod:`contrastkit.losses.dystress`.
 """
 
+from collections.abc import Callable
+
+from torch import Tensor
+
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
@@ -19,4 +23,8 @@ __all__ = [
     "LinearTemperature",
     "MonotonicCosineTemperature",
     "PairTemperature",
+    "TemperatureFn",
 ]
+
+#: Former type of a temperature function (see :class:`contrastkit.losses.SimilarityTemperature`).
+TemperatureFn = Callable[[Tensor], Tensor]

@@ -7,10 +7,10 @@ weighted freely (eq. 11, Table 3).
 
 from __future__ import annotations
 
-from contrastkit.losses import sce, sce_terms
-from contrastkit.methods.base import cosine_of_pairs
+from contrastkit.losses import Temperature, resolve_temperature, sce, sce_terms
+from contrastkit.methods.base import cosine_of_pairs, loggable
 from contrastkit.methods.momentum_contrast import MomentumContrast
-from contrastkit.schedules import AnySchedule
+from contrastkit.schedules import Schedule
 
 
 class SCE(MomentumContrast):
@@ -21,10 +21,9 @@ class SCE(MomentumContrast):
 
     Args:
         coeff: lambda, the weight of the one-hot term.
-        temperature: online temperature tau.
-        target_temperature: target temperature tau_m.
+        temperature: online temperature tau, a float or a schedule.
+        target_temperature: target temperature tau_m, a float or a schedule (e.g. a warm-up).
         coeff_schedule: optional schedule of lambda (the paper's open improvement).
-        target_temperature_schedule: optional schedule of tau_m (e.g. a warm-up).
         free_coefficients: ``(lambda, mu, eta)`` weighting the three terms of Proposition 1
             (``lambda * InfoNCE + mu * ReSSL + eta * Ceil``, SCE Table 3) instead of ``sce``.
         **kwargs: :class:`MomentumContrast` arguments.
@@ -35,29 +34,26 @@ class SCE(MomentumContrast):
     def __init__(
         self,
         coeff: float = 0.5,
-        temperature: float = 0.1,
-        target_temperature: float = 0.07,
-        coeff_schedule: AnySchedule | None = None,
-        target_temperature_schedule: AnySchedule | None = None,
+        temperature: Temperature = 0.1,
+        target_temperature: float | Schedule = 0.07,
+        coeff_schedule: Schedule | None = None,
         free_coefficients: tuple[float, float, float] | None = None,
         **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(temperature=temperature, **kwargs)
         if not 0.0 <= coeff <= 1.0:
             raise ValueError(f"coeff must lie in [0, 1], got {coeff}")
         self.coeff = coeff
-        self.temperature = temperature
-        self.target_temperature = target_temperature
+        self.target_temperature = self.checked_temperature("target_temperature",
+                                                           target_temperature)
         self.coeff_schedule = coeff_schedule
-        self.target_temperature_schedule = target_temperature_schedule
         self.free_coefficients = free_coefficients
 
     def pair_loss(self, query, key, negatives, state):
-        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
-        tm = (self.target_temperature_schedule(state)
-              if self.target_temperature_schedule else self.target_temperature)
+        t = self.temperature_at(state, cosine_of_pairs(query, key))
+        tm = resolve_temperature(self.target_temperature, state)
         coeff = float(self.coeff_schedule(state)) if self.coeff_schedule else self.coeff
-        logs = {"temperature": t, "target_temperature": tm, "coeff": coeff}
+        logs = loggable(temperature=t, target_temperature=tm, coeff=coeff)
         if self.free_coefficients is None:
             return sce(query, key, negatives, temperature=t, target_temperature=tm,
                        coeff=coeff), logs
