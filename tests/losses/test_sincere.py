@@ -4,6 +4,10 @@ The reference loops below are written straight from the SINCERE paper (Feeney & 
 in its own notation: the softmax is centred on the partner ``z_p`` (``exp(z_j · z_p / τ)``),
 eqs. 3, 12 and 15. The implementation centres rows on
 the anchor (Khosla et al.), so agreement also checks the App. I equivalence of the two forms.
+
+One file for the three losses of one paper (about 560 lines): its sections (reference loops,
+other libraries, no positives, gradients, low precision, modules, bad input) share the reference
+loop and the table of losses.
 """
 
 from __future__ import annotations
