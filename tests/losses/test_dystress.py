@@ -10,6 +10,7 @@ import torch
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
+    KuklevaCosineTemperature,
     LinearTemperature,
     MonotonicCosineTemperature,
     PairTemperature,
@@ -146,6 +147,8 @@ def test_pair_temperature_of_equal_parts_is_plain_temperature():
         (lambda: ExponentialTemperature(rate=0.0), "rate"),
         (lambda: PairTemperature(positive=0.0, negative=0.1), "positive"),
         (lambda: PairTemperature(positive=0.1, negative="x"), "negative"),
+        (lambda: PairTemperature(positive=KuklevaCosineTemperature(), negative=0.1),
+         "positive must be a float or a per-pair temperature, got a schedule"),
     ],
 )
 def test_bad_parameters_raise_value_error(make, name):

@@ -1,7 +1,8 @@
 """Temperature choices: per-pair functions of the cosine similarity (Manna et al. 2023,
 DySTreSS) and, beside them, the temperature schedules of Kukleva et al. 2023 and MACL.
 
-A ``temperature`` anywhere in contrastkit is a :data:`Temperature`, one of:
+The ``temperature`` of a contrastive loss or of a pretraining method is a :data:`Temperature`,
+one of:
 
 * a float > 0, the same for every pair and every step;
 * a :class:`SimilarityTemperature`: a function mapping a tensor of cosine similarities ``s`` in
@@ -226,6 +227,9 @@ class PairTemperature:
     def __post_init__(self) -> None:
         for name in ("positive", "negative"):
             value = getattr(self, name)
+            if isinstance(value, Schedule):
+                raise ValueError(f"temperature.{name} must be a float or a per-pair temperature, "
+                                 f"got a schedule ({type(value).__name__})")
             if not callable(value):
                 check_positive_float(f"temperature.{name}", value)
 
