@@ -49,8 +49,8 @@ def build_inputs(k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, tor
 def loss_fn(name: str, k: int):
     """Return ``(callable(q, key, queue) -> loss, (anchors, candidates, target_products))``."""
     from contrastkit.losses import infonce  # not `sce`: the package re-exports the function
+    from contrastkit.losses.dystress import DySTreSSTemperature
     from contrastkit.losses.sce import ressl, sce
-    from contrastkit.losses.temperature import DySTreSSTemperature
 
     cands = k if k else N
     if name == "info_nce":

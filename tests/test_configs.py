@@ -308,3 +308,54 @@ def test_cpu_digits_config_trains_one_epoch(tmp_path):
     ])
     assert torch.isfinite(cli.trainer.callback_metrics["train/loss"])
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+
+
+def _method_config(tmp_path: Path, name: str, init_args: str) -> Path:
+    path = tmp_path / "method.yaml"
+    path.write_text(f"# test\nmodel:\n  method:\n    class_path: contrastkit.methods.{name}\n"
+                    f"    init_args:\n{init_args}data:\n  dataset: digits\n")
+    return path
+
+
+@pytest.mark.parametrize("key", ["dynamic_temperature", "temperature_schedule"])
+def test_retired_temperature_keys_say_where_their_value_goes(tmp_path, capsys, key):
+    path = _method_config(tmp_path, "SimCLR", f"      temperature: 0.2\n      {key}: null\n")
+    with pytest.raises(SystemExit):
+        _cli(path)
+    err = capsys.readouterr().err
+    assert f"{key} was merged into temperature" in err
+
+
+@pytest.mark.parametrize("temperature", [
+    "{class_path: contrastkit.losses.LinearTemperature, init_args: {t_min: 0.05, t_max: 0.3}}",
+    "{class_path: contrastkit.losses.ExponentialTemperature, init_args: {rate: 2.0}}",
+    "{class_path: contrastkit.losses.KuklevaCosineTemperature, init_args: {period: 10}}",
+    "{class_path: contrastkit.losses.PairTemperature, init_args: {positive: 0.1, negative: "
+    "{class_path: contrastkit.losses.MonotonicCosineTemperature}}}",
+])
+def test_a_saved_config_keeps_the_temperature_it_was_given(tmp_path, temperature):
+    """The run's ``config.yaml`` (the parser's dump) names the temperature's class, so resuming
+    from it rebuilds the same temperature, not the first class whose fields fit."""
+    path = _method_config(tmp_path, "SimCLR", f"      temperature: {temperature}\n")
+    _, model, _ = _parse_and_build(path)
+    cli = _cli(path)
+    saved = tmp_path / "config.yaml"
+    saved.write_text(cli.parser.dump(cli.config, skip_none=False))
+    _, resumed, _ = _parse_and_build(saved)
+    assert resumed.method.temperature == model.method.temperature
+    assert type(resumed.method.temperature) is type(model.method.temperature)
+
+
+def test_per_pair_temperature_on_sce_names_the_key(tmp_path):
+    path = _method_config(tmp_path, "SCE", "      temperature:\n        class_path: "
+                          "contrastkit.losses.DySTreSSTemperature\n")
+    with pytest.raises(ValueError, match="SCE: temperature is a per-pair temperature"):
+        _parse_and_build(path)
+
+
+@pytest.mark.parametrize("class_path", ["contrastkit.schedules.KuklevaCosineTemperature",
+                                        "contrastkit.losses.temperature.DySTreSSTemperature"])
+def test_former_temperature_class_paths_still_parse(tmp_path, class_path):
+    path = _method_config(tmp_path, "SimCLR", f"      temperature: {{class_path: {class_path}}}\n")
+    _, model, _ = _parse_and_build(path)
+    assert type(model.method.temperature).__name__ == class_path.rpartition(".")[2]

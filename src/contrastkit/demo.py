@@ -9,7 +9,6 @@ epsilon-SupInfoNCE) see both views with random class labels.
 from __future__ import annotations
 
 import argparse
-import importlib
 import statistics
 import time
 from collections.abc import Callable
@@ -17,9 +16,20 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from contrastkit.losses.infonce import dcl, hard_contrastive, info_nce, nt_xent
-from contrastkit.losses.sce import ressl, sce, sce_terms
-from contrastkit.losses.temperature import DySTreSSTemperature, PairTemperature
+from contrastkit.losses import (
+    DySTreSSTemperature,
+    PairTemperature,
+    dcl,
+    eps_supinfonce,
+    hard_contrastive,
+    info_nce,
+    nt_xent,
+    ressl,
+    sce,
+    sce_terms,
+    sincere,
+    supcon,
+)
 
 LossCase = tuple[str, Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]]
 
@@ -49,25 +59,13 @@ def self_supervised_cases(num_hard: int) -> list[LossCase]:
     ]
 
 
-def supervised_cases() -> tuple[list[LossCase], str | None]:
-    """SupCon, SINCERE and epsilon-SupInfoNCE, if ``contrastkit.losses.supervised`` exists."""
-    try:
-        sup = importlib.import_module("contrastkit.losses.supervised")
-    except ImportError as err:
-        return [], f"supervised losses skipped: {err}"
-
-    def views(q: Tensor, k: Tensor) -> Tensor:
-        return torch.cat([q, k])
-
-    cases: list[LossCase] = []
-    for name, extra in [("supcon", {}), ("sincere", {}), ("eps_supinfonce", {"epsilon": 0.25})]:
-        fn = getattr(sup, name, None)
-        if fn is None:
-            continue
-        cases.append((name, lambda q, k, n, y, fn=fn, extra=extra: fn(views(q, k), y, **extra)))
-    missing = {"supcon", "sincere", "eps_supinfonce"} - {name for name, _ in cases}
-    note = f"missing in contrastkit.losses.supervised: {sorted(missing)}" if missing else None
-    return cases, note
+def supervised_cases() -> list[LossCase]:
+    """SupCon, SINCERE and epsilon-SupInfoNCE on both views with the labels."""
+    return [
+        ("supcon", lambda q, k, n, y: supcon(torch.cat([q, k]), y)),
+        ("sincere", lambda q, k, n, y: sincere(torch.cat([q, k]), y)),
+        ("eps_supinfonce", lambda q, k, n, y: eps_supinfonce(torch.cat([q, k]), y, epsilon=0.25)),
+    ]
 
 
 def time_case(fn: Callable[[], Tensor], repeats: int) -> tuple[float, float]:
@@ -99,17 +97,14 @@ def main(argv: list[str] | None = None) -> None:
     queue = torch.randn(args.queue, args.dim, generator=g)
     labels = torch.randint(args.classes, (args.batch,), generator=g).repeat(2)
 
-    sup, note = supervised_cases()
     print(
         f"N={args.batch} D={args.dim} K={args.queue} classes={args.classes} "
         f"threads={args.threads} torch={torch.__version__}"
     )
     print(f"{'loss':40s} {'value':>10s} {'fwd+bwd ms':>11s}")
-    for name, fn in self_supervised_cases(num_hard=min(1024, args.queue)) + sup:
+    for name, fn in self_supervised_cases(num_hard=min(1024, args.queue)) + supervised_cases():
         value, ms = time_case(lambda fn=fn: fn(q, k, queue, labels), args.repeats)
         print(f"{name:40s} {value:10.4f} {ms:11.2f}")
-    if note:
-        print(f"note: {note}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Parameter groups carry a ``lars_adapt`` flag (False for excluded parameters), re
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,6 +20,8 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
+
+from contrastkit.cosine import cosine_anneal
 
 __all__ = [
     "LARS",
@@ -274,7 +275,7 @@ def warmup_cosine(
     if total_steps <= warmup_steps:
         return base_lr
     progress = min((step - warmup_steps) / (total_steps - warmup_steps), 1.0)
-    return final_lr + (base_lr - final_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return cosine_anneal(base_lr, final_lr, progress)
 
 
 def warmup_cosine_lambda(

@@ -8,17 +8,9 @@ import pytest
 import torch
 from loss_inputs import F64, SHAPES, make, unit
 
-from contrastkit.losses.infonce import (
-    DCLLoss,
-    HardContrastiveLoss,
-    InfoNCELoss,
-    NTXentLoss,
-    dcl,
-    hard_contrastive,
-    info_nce,
-    nt_xent,
-)
-from contrastkit.losses.temperature import DySTreSSTemperature, LinearTemperature, PairTemperature
+from contrastkit.losses.dystress import DySTreSSTemperature, LinearTemperature, PairTemperature
+from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
+from contrastkit.losses.infonce import DCLLoss, InfoNCELoss, NTXentLoss, dcl, info_nce, nt_xent
 
 
 def tau(t, s):
@@ -201,13 +193,13 @@ def tied_logits(n, width, num_hard, *, seed=0, dtype=F64):
 @pytest.mark.parametrize("dtype", [F64, torch.float32])
 @pytest.mark.parametrize("num_hard", [1, 50, 1000, 4096, 11999])
 def test_hard_selection_equals_topk_reference_with_ties(dtype, num_hard):
-    from contrastkit.losses._logits import _SELECT_SAMPLE, _hard_mask_
+    from contrastkit.losses._hard_negatives import _SELECT_SAMPLE, hard_mask_
 
     width = 12000
     assert width >= 4 * _SELECT_SAMPLE  # the sampled bracket is used, not the topk fallback
     logits = tied_logits(8, width, num_hard, dtype=dtype)
     ours = logits.clone()
-    _hard_mask_(ours, num_hard, ())
+    hard_mask_(ours, num_hard, ())
     ref = topk_hard_mask(logits, num_hard)
     assert torch.equal(ours, ref)
     kept = (ours > float("-inf")).sum(dim=1)

@@ -1,4 +1,4 @@
-"""ReSSL, SCE and SCE Proposition 1 against per-anchor loops of paper 001 eqs. 3-11 (float64)."""
+"""ReSSL, SCE and SCE Proposition 1 against per-anchor loops of Denize et al. 2023, eqs. 3-11."""
 
 from __future__ import annotations
 

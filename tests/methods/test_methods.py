@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from contrastkit import losses
+from contrastkit.losses import MACLTemperature
 from contrastkit.methods import SCE, MoCo, ReSSL, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
-from contrastkit.schedules import LinearSchedule, MACLTemperature, ScheduleState
+from contrastkit.schedules import LinearSchedule, ScheduleState
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="none")}
@@ -36,7 +37,7 @@ def test_simclr_is_nt_xent_of_the_online_projections():
 def test_simclr_dcl_and_dynamic_temperature():
     v = _views()
     dyn = losses.DySTreSSTemperature(t_min=0.1, t_max=0.2)
-    method = SimCLR(loss="dcl", dynamic_temperature=dyn, **TINY)
+    method = SimCLR(loss="dcl", temperature=dyn, **TINY)
     out = method(v, _labels(), STATE)
     z1, z2 = method.encode(v[0])[1], method.encode(v[1])[1]
     torch.testing.assert_close(out.loss, losses.dcl(z1, z2, temperature=dyn))
@@ -107,7 +108,7 @@ def test_sce_free_coefficients_reproduce_sce_at_lambda_one_minus_lambda():
 def test_coeff_schedule_and_macl_temperature_are_used():
     sched = LinearSchedule(start=1.0, end=0.0)
     method = SCE(coeff_schedule=sched, queue_size=16, momentum=0.9,
-                 temperature_schedule=MACLTemperature(t0=0.1, alpha=0.5), **TINY)
+                 temperature=MACLTemperature(t0=0.1, alpha=0.5), **TINY)
     out = method(_views(), _labels(), ScheduleState(step=5, total_steps=10))
     assert out.logs["coeff"] == pytest.approx(0.5)
     assert out.logs["temperature"] != pytest.approx(0.1)  # adapted to the alignment

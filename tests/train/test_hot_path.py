@@ -112,9 +112,8 @@ SETTINGS = [
     ("method", "kw", "extra"),
     [
         ("SCE", {"queue_size": 32, "shuffle_bn": 4, "symmetric": "true"}, []),
-        ("MoCo", {"queue_size": 32,
-                  "temperature_schedule": "contrastkit.schedules.MACLTemperature"}, []),
-        ("SimCLR", {"dynamic_temperature": "contrastkit.losses.temperature.DySTreSSTemperature"},
+        ("MoCo", {"queue_size": 32, "temperature": "contrastkit.losses.MACLTemperature"}, []),
+        ("SimCLR", {"temperature": "contrastkit.losses.DySTreSSTemperature"},
          ["--model.views.online", "strong_gamma", "--model.views.target", "strong_beta"]),
         ("SupervisedContrastive", {"loss": "sincere"}, []),
     ],

@@ -59,7 +59,8 @@ def test_a_non_empty_folder_without_a_run_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("extra", "error", "message"), [
-    (("--model.method.temperature", "-1"), ValueError, r"temperature must be > 0, got -1"),
+    (("--model.method.temperature", "-1"), ValueError,
+     r"^SimCLR: temperature must be finite and > 0, got -1"),
     (("--data.dataset", "folder", "--data.root", "no/such/folder"), FileNotFoundError,
      r"^image folder no/such/folder does not exist$"),
 ])

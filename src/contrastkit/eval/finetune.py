@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from contrastkit.cosine import cosine_anneal
+
 __all__ = ["SCE_D3_FINETUNE", "FinetuneProtocol", "VideoClassifier", "finetune_video"]
 
 
@@ -73,7 +75,7 @@ class FinetuneProtocol:
     def lr_at(self, step: int, total_steps: int) -> float:
         """Cosine annealing without warm-up: ``scaled_lr * (1 + cos(pi * step / total)) / 2``."""
         progress = min(max(step / max(total_steps, 1), 0.0), 1.0)
-        return self.scaled_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return cosine_anneal(self.scaled_lr, 0.0, progress)
 
 
 #: SCE appendix D.3 fine-tuning on UCF101 / HMDB51.

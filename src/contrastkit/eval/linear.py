@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from contrastkit.cosine import cosine_anneal
 from contrastkit.eval.knn import check_features, check_labels, topk_accuracy
 from contrastkit.losses._checks import check_same_dim
 
@@ -93,7 +94,7 @@ class LinearProtocol:
             return peak * self.gamma**decays
         span = max(self.epochs - self.warmup_epochs, 1e-12)
         progress = min(max((epoch - self.warmup_epochs) / span, 0.0), 1.0)
-        return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return cosine_anneal(peak, 0.0, progress)
 
     def probe_kwargs(self) -> dict[str, object]:
         """Keyword arguments of :func:`linear_probe` for this protocol on cached features."""

@@ -1,39 +1,51 @@
 """Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE.
 
 Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
-anchors, with an ``nn.Module`` wrapper taking the same keyword arguments:
+anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
 
-* :func:`info_nce`, :func:`nt_xent`, :func:`dcl`, :func:`hard_contrastive` (``infonce.py``);
-* :func:`ressl`, :func:`sce`, :func:`sce_terms` (``sce.py``);
-* :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (``supervised.py``);
-* temperatures as functions of the cosine similarity (DySTreSS, ``temperature.py``).
+* ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023);
+* ``hard_contrastive.py``: :func:`hard_contrastive` (Wang & Liu 2021);
+* ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023) and
+  the temperature schedules of Kukleva et al. 2023 and MACL (Huang et al. 2023): every value a
+  ``temperature`` may take (:data:`Temperature`) and :func:`resolve_temperature`;
+* ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
+* ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`.
+
+Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
+the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
+pairs), ``_checks.py`` (argument validation). ``supervised.py`` and ``temperature.py`` re-export
+the names they held before, for existing imports.
 """
 
+from contrastkit.losses.dystress import (
+    DySTreSSTemperature,
+    ExponentialTemperature,
+    KuklevaCosineTemperature,
+    LinearTemperature,
+    MACLTemperature,
+    MonotonicCosineTemperature,
+    PairTemperature,
+    SimilarityTemperature,
+    Temperature,
+    resolve_temperature,
+)
+from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 from contrastkit.losses.infonce import (
     DCLLoss,
-    HardContrastiveLoss,
     InfoNCELoss,
     NTXentLoss,
     dcl,
-    hard_contrastive,
     info_nce,
     nt_xent,
 )
 from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_terms
-from contrastkit.losses.supervised import (
+from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
     SINCERELoss,
     SupConLoss,
     eps_supinfonce,
     sincere,
     supcon,
-)
-from contrastkit.losses.temperature import (
-    DySTreSSTemperature,
-    ExponentialTemperature,
-    LinearTemperature,
-    MonotonicCosineTemperature,
-    PairTemperature,
 )
 
 __all__ = [
@@ -43,19 +55,24 @@ __all__ = [
     "ExponentialTemperature",
     "HardContrastiveLoss",
     "InfoNCELoss",
+    "KuklevaCosineTemperature",
     "LinearTemperature",
+    "MACLTemperature",
     "MonotonicCosineTemperature",
     "NTXentLoss",
     "PairTemperature",
     "RESSLLoss",
     "SCELoss",
     "SINCERELoss",
+    "SimilarityTemperature",
     "SupConLoss",
+    "Temperature",
     "dcl",
     "eps_supinfonce",
     "hard_contrastive",
     "info_nce",
     "nt_xent",
+    "resolve_temperature",
     "ressl",
     "sce",
     "sce_terms",

@@ -7,14 +7,11 @@ input is wrong, not a shape error deep inside a matrix product.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from contrastkit.hot_path import in_hot_path
-
-TemperatureFn = Callable[[Tensor], Tensor]
 
 
 def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -> None:

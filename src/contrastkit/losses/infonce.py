@@ -1,14 +1,17 @@
-r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent, DCL and the hard contrastive loss.
+r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent and DCL.
+
+(The hard contrastive loss of Wang & Liu 2021, built from the same pieces, is
+:mod:`contrastkit.losses.hard_contrastive`; it is re-exported here, its former home.)
 
 All functions L2-normalise their embeddings along the last dimension, return the mean over
 anchors as a scalar tensor and accept as ``temperature``:
 
 * a float > 0;
-* a temperature function (e.g. :class:`~contrastkit.losses.temperature.DySTreSSTemperature`)
+* a temperature function (e.g. :class:`~contrastkit.losses.dystress.DySTreSSTemperature`)
   mapping a tensor of cosine similarities to temperatures of the same shape. It is evaluated
   on *detached* similarities and divides every logit element-wise, the positive's included
-  (DySTreSS, paper 003, Alg. 3);
-* a :class:`~contrastkit.losses.temperature.PairTemperature` with separate temperatures for
+  (Manna et al. 2023, DySTreSS Alg. 3);
+* a :class:`~contrastkit.losses.dystress.PairTemperature` with separate temperatures for
   positive and negative logits.
 
 Notation: :math:`q_i, k_i` normalised query and key of anchor i, :math:`n_j` normalised
@@ -25,39 +28,28 @@ from contrastkit.losses._checks import (
     check_embedding_layout,
     check_same_shape,
 )
-from contrastkit.losses._logits import (
-    Candidates,
-    Temperature,
-    check_same_dtype,
-    check_temperature,
-    negative_lse,
-    normalize_checked,
-    positive_logits,
-    prepare_pairs,
-    split_temperature,
-)
+from contrastkit.losses._logsumexp import Candidates, negative_lse
+from contrastkit.losses._normalize import normalize_checked
+from contrastkit.losses._pairs import check_same_dtype, positive_logits, prepare_pairs
+from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
+from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 
 __all__ = [
     "DCLLoss",
-    "HardContrastiveLoss",
+    "HardContrastiveLoss",  # re-exported from contrastkit.losses.hard_contrastive
     "InfoNCELoss",
     "NTXentLoss",
     "dcl",
-    "hard_contrastive",
+    "hard_contrastive",  # re-exported from contrastkit.losses.hard_contrastive
     "info_nce",
     "nt_xent",
 ]
 
 
-def _check_num_hard(num_hard: object) -> None:
-    if isinstance(num_hard, bool) or not isinstance(num_hard, int) or num_hard < 1:
-        raise ValueError(f"num_hard must be an integer >= 1, got {num_hard!r}")
-
-
 def info_nce(
     query: Tensor, key: Tensor, negatives: Tensor | None = None, *, temperature: Temperature = 0.1
 ) -> Tensor:
-    r"""InfoNCE loss, SCE paper 001 eq. (3); with a queue, the MoCo loss.
+    r"""InfoNCE loss (Denize et al. 2023, eq. 3); with a queue, the MoCo loss (He et al. 2020).
 
     In-batch (``negatives`` None), the candidates of anchor i are all N keys:
 
@@ -89,58 +81,6 @@ def info_nce(
     return (torch.logaddexp(pos, lse) - pos).mean()
 
 
-def hard_contrastive(
-    query: Tensor,
-    key: Tensor,
-    negatives: Tensor | None = None,
-    *,
-    temperature: Temperature = 0.1,
-    num_hard: int = 4096,
-) -> Tensor:
-    r"""Hard contrastive loss of Wang & Liu, "Understanding the Behaviour of Contrastive Loss".
-
-    (Paper 002 is the supplement; the loss is defined in the main paper, section 5.) Same
-    candidates as :func:`info_nce`, but the denominator keeps only the positive and the
-    negatives at least as similar to the anchor as its ``num_hard``-th most similar negative
-    :math:`s^{(i)}_\alpha`:
-
-    .. math::
-        L = -\frac1N \sum_i \log \frac{\exp(s_{ii}/\tau_{ii})}
-            {\exp(s_{ii}/\tau_{ii}) + \sum_{j \in \mathcal N_i,\, s_{ij} \ge s^{(i)}_\alpha}
-             \exp(s_{ij}/\tau_{ij})}
-
-    with :math:`s_{ij}` the cosine similarity and :math:`\mathcal N_i` the negatives of anchor
-    i (the K queue entries, or in-batch the keys :math:`j \ne i`). Hardness is the raw cosine
-    similarity, also under a dynamic temperature. Exactly ``num_hard`` negatives are kept
-    unless similarities tie at the threshold (then all tied ones are kept, as the paper's
-    ``>=`` reads). With ``num_hard`` >= the number of negatives this is :func:`info_nce`.
-
-    Args:
-        query: (N, D) online embeddings.
-        key: (N, D) positives.
-        negatives: optional (K, D) queue.
-        temperature: float > 0, temperature function, or ``PairTemperature``.
-        num_hard: number of hardest negatives kept per anchor, >= 1.
-
-    Returns:
-        Scalar tensor, the mean over anchors.
-
-    Raises:
-        ValueError: as :func:`info_nce`, or ``num_hard`` < 1.
-    """
-    check_temperature("temperature", temperature)
-    _check_num_hard(num_hard)
-    pairs = prepare_pairs(query, key, negatives)
-    pos_t, neg_t = split_temperature(temperature)
-    pos = positive_logits(pairs.query, pairs.key, pos_t)
-    available = pairs.negatives.rows.shape[0] - len(pairs.diagonals)
-    hard = num_hard if num_hard < available else None
-    lse, _ = negative_lse(
-        pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals, num_hard=hard
-    )
-    return (torch.logaddexp(pos, lse) - pos).mean()
-
-
 def _view_logits(z1: Tensor, z2: Tensor, temperature: Temperature) -> tuple[Tensor, Tensor]:
     """Positive logits and log-sum-exp over the 2N - 2 negatives of each of the 2N views."""
     check_temperature("temperature", temperature)
@@ -159,7 +99,8 @@ def _view_logits(z1: Tensor, z2: Tensor, temperature: Temperature) -> tuple[Tens
 
 
 def nt_xent(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.5) -> Tensor:
-    r"""NT-Xent loss of SimCLR, the loss DySTreSS builds on (paper 003, Alg. 3).
+    r"""NT-Xent loss of SimCLR (Chen et al. 2020), which DySTreSS builds on (Manna et al. 2023,
+    Alg. 3).
 
     The 2N views :math:`z = [z^1; z^2]` are all anchors; the positive of view a is its other
     view :math:`a^+`, the other 2N - 2 views are negatives:
@@ -184,7 +125,7 @@ def nt_xent(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.5) -> Tensor
 
 
 def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
-    r"""Decoupled contrastive loss (Yeh et al., DCL; baseline of DySTreSS, paper 003).
+    r"""Decoupled contrastive loss (Yeh et al. 2022, DCL; a baseline of Manna et al. 2023).
 
     NT-Xent with the positive removed from the denominator:
 
@@ -220,24 +161,6 @@ class InfoNCELoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature!r}"
-
-
-class HardContrastiveLoss(nn.Module):
-    """Module form of :func:`hard_contrastive`; arguments are validated at construction."""
-
-    def __init__(self, *, temperature: Temperature = 0.1, num_hard: int = 4096) -> None:
-        super().__init__()
-        check_temperature("temperature", temperature)
-        _check_num_hard(num_hard)
-        self.temperature, self.num_hard = temperature, num_hard
-
-    def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
-        return hard_contrastive(
-            query, key, negatives, temperature=self.temperature, num_hard=self.num_hard
-        )
-
-    def extra_repr(self) -> str:
-        return f"temperature={self.temperature!r}, num_hard={self.num_hard}"
 
 
 class NTXentLoss(nn.Module):

@@ -1,4 +1,4 @@
-r"""ReSSL and SCE losses (Similarity Contrastive Estimation, Denize et al., paper 001).
+r"""ReSSL and SCE losses of Denize et al. 2023, *Similarity Contrastive Estimation*.
 
 Notation: :math:`q_i` normalised query (online branch), :math:`k_i` normalised key (target
 branch), both L2-normalised. The negatives of anchor i are either the other keys
@@ -17,12 +17,8 @@ from contrastkit.losses._checks import (
     check_temperature_value,
     check_unit_interval,
 )
-from contrastkit.losses._logits import (
-    negative_lse,
-    positive_logits,
-    prepare_pairs,
-    target_distribution,
-)
+from contrastkit.losses._logsumexp import negative_lse, target_distribution
+from contrastkit.losses._pairs import positive_logits, prepare_pairs
 
 __all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_terms"]
 
@@ -59,7 +55,7 @@ def ressl(
     temperature: float = 0.1,
     target_temperature: float = 0.04,
 ) -> Tensor:
-    r"""ReSSL loss, SCE paper 001 eqs. (4)-(6).
+    r"""ReSSL loss (Zheng et al. 2021) as written by Denize et al. 2023, eqs. 4-6.
 
     .. math::
         s^1_{ik} = \frac{\exp(q_i \cdot c_k / \tau)}{\sum_j \exp(q_i \cdot c_j / \tau)},\quad
@@ -97,7 +93,10 @@ def sce_terms(
     temperature: float = 0.1,
     target_temperature: float = 0.07,
 ) -> dict[str, Tensor]:
-    r"""The three terms of SCE Proposition 1 (paper 001 eq. (11); proof in 000, appendix B).
+    r"""The three terms of SCE Proposition 1 (Denize et al. 2023, eq. 11).
+
+    The proof is in appendix B of the supplement of the conference version (Denize et al. 2023,
+    WACV).
 
     .. math::
         L_{SCE} = \lambda L_{InfoNCE} + (1 - \lambda)(L_{ReSSL} + L_{Ceil})
@@ -143,7 +142,7 @@ def sce(
     target_temperature: float = 0.07,
     coeff: float = 0.5,
 ) -> Tensor:
-    r"""SCE loss, paper 001 eqs. (8)-(10).
+    r"""SCE loss (Denize et al. 2023, eqs. 8-10).
 
     .. math::
         w^2_{ik} = \lambda \, 1_{k = i^+} + (1 - \lambda) \, s^2_{ik},\qquad

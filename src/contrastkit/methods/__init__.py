@@ -1,8 +1,18 @@
-"""Pretraining methods: small compositions of encoder, target branch, queue and loss."""
+"""Pretraining methods: small compositions of encoder, target branch, queue and loss.
+
+One file per method: ``simclr.py`` (SimCLR and its in-batch variants: DCL, the hard contrastive
+loss of Wang & Liu 2021, DySTreSS of Manna et al. 2023), ``moco.py``, ``ressl.py`` and ``sce.py``
+(Denize et al. 2023) over the momentum base of ``momentum_contrast.py``, and ``supervised.py``
+(SupCon, SINCERE, epsilon-SupInfoNCE of Feeney & Hughes 2023). ``base.py`` holds what every
+method shares, ``queue.py`` the memory queue and ``shuffle_bn.py`` MoCo's shuffling BN.
+"""
 
 from contrastkit.methods.base import ContrastiveMethod, StepOutput
-from contrastkit.methods.momentum_contrast import SCE, MoCo, MomentumContrast, ReSSL
+from contrastkit.methods.moco import MoCo
+from contrastkit.methods.momentum_contrast import MomentumContrast
 from contrastkit.methods.queue import MemoryQueue
+from contrastkit.methods.ressl import ReSSL
+from contrastkit.methods.sce import SCE
 from contrastkit.methods.simclr import SimCLR
 from contrastkit.methods.supervised import SupervisedContrastive
 

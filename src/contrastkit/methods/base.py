@@ -9,7 +9,11 @@ commit).
 
 Online encoder: ``backbone -> projector [-> predictor]``. Target branch (when ``momentum`` is
 set): an EMA copy of ``backbone -> projector`` whose momentum follows the cosine schedule of
-SCE appendix D.1 from ``momentum`` to 1.
+Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1.
+
+Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.dystress.Temperature`
+(a float, a per-pair function of the cosine similarity, or a schedule), checked here and
+turned into what the loss gets at each step by :meth:`ContrastiveMethod.temperature_at`.
 """
 
 from __future__ import annotations
@@ -21,10 +25,29 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from contrastkit.losses.dystress import (
+    PairTemperature,
+    SimilarityTemperature,
+    Temperature,
+    check_temperature,
+    resolve_temperature,
+)
 from contrastkit.methods.queue import MemoryQueue
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 from contrastkit.models.momentum import MomentumBranch, cosine_momentum
-from contrastkit.schedules import AnySchedule, ScheduleState
+from contrastkit.schedules import ScheduleState
+
+#: Constructor options that ``temperature`` and ``target_temperature`` replaced, with what to
+#: do instead: a config that still sets one fails on it as an unknown option, then this hint.
+RETIRED_OPTIONS = {
+    old: f"merged into {new}: write its class_path and init_args under {new} (delete the line "
+    "if it is null, as in configs saved before)"
+    for old, new in (
+        ("dynamic_temperature", "temperature"),
+        ("temperature_schedule", "temperature"),
+        ("target_temperature_schedule", "target_temperature"),
+    )
+}
 
 
 @dataclass
@@ -58,8 +81,13 @@ class ContrastiveMethod(nn.Module, ABC):
             negatives).
         queue_init: ``random`` (MoCo's L2-normalised Gaussian start, the default) or
             ``empty`` (no negatives until filled; in-batch negatives are used meanwhile).
-        temperature_schedule: a schedule (e.g. Kukleva et al.'s cosine or MACL's
-            alignment-adaptive temperature) that replaces the method's constant temperature.
+        temperature: the loss temperature: a float > 0; a schedule evaluated at each step
+            (e.g. :class:`~contrastkit.losses.KuklevaCosineTemperature`, or the
+            alignment-adaptive :class:`~contrastkit.losses.MACLTemperature`); or, for methods
+            whose loss divides each pair by its own temperature (``per_pair_temperature``),
+            a function of the cosine similarity such as
+            :class:`~contrastkit.losses.DySTreSSTemperature`, or a
+            :class:`~contrastkit.losses.PairTemperature`. Each method sets its own default.
 
     Raises:
         ValueError: for a combination the method does not support, with the reason.
@@ -69,6 +97,7 @@ class ContrastiveMethod(nn.Module, ABC):
     supports_queue: ClassVar[bool] = False
     supports_multicrop: ClassVar[bool] = False
     needs_labels: ClassVar[bool] = False
+    per_pair_temperature: ClassVar[bool] = False
     default_views: ClassVar[tuple[str, str]] = ("simclr", "simclr")
 
     def __init__(
@@ -79,10 +108,13 @@ class ContrastiveMethod(nn.Module, ABC):
         momentum: float | None = None,
         queue_size: int = 0,
         queue_init: str = "random",
-        temperature_schedule: AnySchedule | None = None,
+        temperature: Temperature = 0.1,
     ) -> None:
         super().__init__()
         name = type(self).__name__
+        self.temperature = self.checked_temperature(
+            "temperature", temperature, per_pair=self.per_pair_temperature
+        )
         backbone = backbone or BackboneSpec()
         projector = projector or HeadSpec()
         if self.requires_target and momentum is None:
@@ -123,7 +155,6 @@ class ContrastiveMethod(nn.Module, ABC):
             if queue_size
             else None
         )
-        self.temperature_schedule = temperature_schedule
         self.embed_dim = projector.out_dim
 
     # --- encoders -----------------------------------------------------------------------------
@@ -163,25 +194,28 @@ class ContrastiveMethod(nn.Module, ABC):
         return self.objective(views, labels, state)
 
     # --- helpers for subclasses ---------------------------------------------------------------
-    def current_temperature(
-        self, base: float, state: ScheduleState, positive: Tensor | None = None
-    ) -> float | Tensor:
-        """``base``, or the temperature schedule's value at ``state`` when one is set.
+    def checked_temperature(
+        self, name: str, value: Temperature, *, per_pair: bool = False
+    ) -> Temperature:
+        """``value`` if it is a valid temperature setting, else ``ValueError`` naming the method
+        and ``name``: a float > 0 or a schedule, and a per-pair temperature where ``per_pair``."""
+        try:
+            check_temperature(name, value, schedule=True, per_pair=per_pair)
+        except ValueError as err:
+            raise ValueError(f"{type(self).__name__}: {err}") from None
+        return value
+
+    def temperature_at(
+        self, state: ScheduleState, positive: Tensor | None = None
+    ) -> float | Tensor | SimilarityTemperature | PairTemperature:
+        """What the loss gets as temperature at ``state``
+        (:func:`~contrastkit.losses.dystress.resolve_temperature` of ``self.temperature``).
 
         ``positive``: detached cosine similarities of the positive pairs, for
         alignment-adaptive schedules (MACL), whose value is then a 0-d tensor on the
-        embeddings' device (passed to the loss as is: reading it on the host would make a GPU
-        wait).
+        embeddings' device.
         """
-        if self.temperature_schedule is None:
-            return base
-        if positive is not None:
-            state = ScheduleState(
-                step=state.step, total_steps=state.total_steps, epoch=state.epoch,
-                total_epochs=state.total_epochs, positive_similarity=positive.detach(),
-            )
-        value = self.temperature_schedule(state)
-        return value if isinstance(value, Tensor) else float(value)
+        return resolve_temperature(self.temperature, state, positive)
 
     def queue_negatives(self) -> Tensor | None:
         """Queue rows to use as negatives, or ``None`` (in-batch) without a ready queue."""
@@ -205,6 +239,11 @@ class ContrastiveMethod(nn.Module, ABC):
         if self.queue is not None:
             self.queue.commit()
         return logs
+
+
+def loggable(**values: object) -> dict[str, Tensor | float]:
+    """The entries of ``values`` that are numbers or tensors (a per-pair temperature is not)."""
+    return {k: v for k, v in values.items() if isinstance(v, (int, float, Tensor))}
 
 
 def cosine_of_pairs(a: Tensor, b: Tensor) -> Tensor:

@@ -1,6 +1,7 @@
-"""Query/key methods with a momentum target branch and a memory queue: MoCo v2, ReSSL, SCE.
+"""The shared base of the query/key methods with a momentum target branch and a memory queue.
 
-They share everything but the loss (and their default views):
+MoCo v2 (:mod:`.moco`), ReSSL (:mod:`.ressl`) and SCE (:mod:`.sce`) share everything but the
+loss (and their default views):
 
 * the online branch embeds the *query* views, the momentum branch the *key* views
   (``views[0]`` online, ``views[1]`` target: SCE's default is strong online, weak target);
@@ -28,10 +29,9 @@ import torch
 from torch import Tensor
 
 from contrastkit.distributed import gather_no_grad, gather_with_grad, is_distributed
-from contrastkit.losses import info_nce, ressl, sce, sce_terms
 from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
 from contrastkit.methods.shuffle_bn import ShuffleBN
-from contrastkit.schedules import AnySchedule, ScheduleState
+from contrastkit.schedules import ScheduleState
 
 
 class MomentumContrast(ContrastiveMethod):
@@ -113,101 +113,11 @@ class MomentumContrast(ContrastiveMethod):
         return StepOutput(loss=torch.stack(losses).mean(), features=features.detach(), logs=logs)
 
 
-class MoCo(MomentumContrast):
-    """MoCo v2 (Chen et al., 2020): InfoNCE of the query against its key and the queue.
+def __getattr__(name: str) -> type[MomentumContrast]:
+    """``contrastkit.methods.momentum_contrast.{MoCo,ReSSL,SCE}``, their paths before each got
+    its own file (imported lazily: those files import this one)."""
+    if name in ("MoCo", "ReSSL", "SCE"):
+        import contrastkit.methods as methods
 
-    Args:
-        temperature: InfoNCE temperature (0.2 in MoCo v2 and in SCE's CIFAR baseline).
-        **kwargs: :class:`MomentumContrast` arguments.
-    """
-
-    default_views = ("strong", "strong")
-
-    def __init__(self, temperature: float = 0.2, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.temperature = temperature
-
-    def pair_loss(self, query, key, negatives, state):
-        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
-        return info_nce(query, key, negatives, temperature=t), {"temperature": t}
-
-
-class ReSSL(MomentumContrast):
-    """ReSSL (Zheng et al., 2021; SCE eqs. 4-6): relational target of the weak key.
-
-    Args:
-        temperature: online temperature tau.
-        target_temperature: sharper target temperature tau_m.
-        **kwargs: :class:`MomentumContrast` arguments.
-    """
-
-    default_views = ("strong", "weak")
-
-    def __init__(
-        self, temperature: float = 0.1, target_temperature: float = 0.04, **kwargs
-    ) -> None:
-        super().__init__(**kwargs)
-        self.temperature = temperature
-        self.target_temperature = target_temperature
-
-    def pair_loss(self, query, key, negatives, state):
-        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
-        loss = ressl(query, key, negatives, temperature=t,
-                     target_temperature=self.target_temperature)
-        return loss, {"temperature": t}
-
-
-class SCE(MomentumContrast):
-    """Similarity Contrastive Estimation (Denize et al., eqs. 8-10).
-
-    Target ``w = coeff * one_hot + (1 - coeff) * s2`` (s2: the key's sharpened similarity
-    distribution over the negatives) against the query's softmax over positive + negatives.
-
-    Args:
-        coeff: lambda, the weight of the one-hot term.
-        temperature: online temperature tau.
-        target_temperature: target temperature tau_m.
-        coeff_schedule: optional schedule of lambda (the paper's open improvement).
-        target_temperature_schedule: optional schedule of tau_m (e.g. a warm-up).
-        free_coefficients: ``(lambda, mu, eta)`` weighting the three terms of Proposition 1
-            (``lambda * InfoNCE + mu * ReSSL + eta * Ceil``, SCE Table 3) instead of ``sce``.
-        **kwargs: :class:`MomentumContrast` arguments.
-    """
-
-    default_views = ("strong", "weak")
-
-    def __init__(
-        self,
-        coeff: float = 0.5,
-        temperature: float = 0.1,
-        target_temperature: float = 0.07,
-        coeff_schedule: AnySchedule | None = None,
-        target_temperature_schedule: AnySchedule | None = None,
-        free_coefficients: tuple[float, float, float] | None = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(**kwargs)
-        if not 0.0 <= coeff <= 1.0:
-            raise ValueError(f"coeff must lie in [0, 1], got {coeff}")
-        self.coeff = coeff
-        self.temperature = temperature
-        self.target_temperature = target_temperature
-        self.coeff_schedule = coeff_schedule
-        self.target_temperature_schedule = target_temperature_schedule
-        self.free_coefficients = free_coefficients
-
-    def pair_loss(self, query, key, negatives, state):
-        t = self.current_temperature(self.temperature, state, cosine_of_pairs(query, key))
-        tm = (self.target_temperature_schedule(state)
-              if self.target_temperature_schedule else self.target_temperature)
-        coeff = float(self.coeff_schedule(state)) if self.coeff_schedule else self.coeff
-        logs = {"temperature": t, "target_temperature": tm, "coeff": coeff}
-        if self.free_coefficients is None:
-            return sce(query, key, negatives, temperature=t, target_temperature=tm,
-                       coeff=coeff), logs
-        lam, mu, eta = self.free_coefficients
-        terms = sce_terms(query, key, negatives, temperature=t, target_temperature=tm)
-        loss = lam * terms["info_nce"] + mu * terms["ressl"] + eta * terms["ceil"]
-        return loss, logs
-
-
+        return getattr(methods, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

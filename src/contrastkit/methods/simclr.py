@@ -1,9 +1,10 @@
 """SimCLR and its in-batch variants: NT-Xent, DCL, the hard contrastive loss, DySTreSS.
 
-SimCLR (Chen et al., 2020): both views go through the same online encoder; every view is an
+SimCLR (Chen et al. 2020): both views go through the same online encoder; every view is an
 anchor whose positive is its other view and whose negatives are the other 2N-2 views of the
-whole (multi-process) batch. DySTreSS (Manna et al., Alg. 3) keeps this and only changes the
-temperature into a function of each pair's cosine similarity.
+whole (multi-process) batch. DySTreSS (Manna et al. 2023, Alg. 3) keeps this and only changes
+the temperature into a function of each pair's cosine similarity: ``temperature`` set to a
+:class:`~contrastkit.losses.DySTreSSTemperature`.
 """
 
 from __future__ import annotations
@@ -13,22 +14,10 @@ from typing import Literal
 from torch import Tensor
 
 from contrastkit.distributed import gather_with_grad
-from contrastkit.losses import dcl, hard_contrastive, info_nce, nt_xent
-from contrastkit.losses.temperature import (
-    DySTreSSTemperature,
-    ExponentialTemperature,
-    LinearTemperature,
-    MonotonicCosineTemperature,
-    PairTemperature,
-)
-from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.losses import Temperature, dcl, hard_contrastive, info_nce, nt_xent
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs, loggable
 from contrastkit.schedules import ScheduleState
 
-#: Temperature functions a YAML config may name for ``dynamic_temperature``.
-TemperatureFunction = (
-    DySTreSSTemperature | MonotonicCosineTemperature | LinearTemperature
-    | ExponentialTemperature | PairTemperature
-)
 _LOSSES = ("nt_xent", "dcl", "hard_contrastive", "info_nce")
 
 
@@ -42,12 +31,15 @@ class SimCLR(ContrastiveMethod):
             candidates as ``info_nce`` but only the ``num_hard`` most similar negatives;
             symmetrised). Compare ``hard_contrastive`` with ``info_nce``: identical candidate
             sets, only the hard-negative selection differs.
-        temperature: constant temperature (used when ``dynamic_temperature`` is unset).
-        dynamic_temperature: a function of the cosine similarity returning a temperature per
-            pair, e.g. ``contrastkit.losses.temperature.DySTreSSTemperature`` (DySTreSS Alg. 1).
+        temperature: a float; a function of the cosine similarity returning a temperature per
+            pair, e.g. :class:`~contrastkit.losses.DySTreSSTemperature` (DySTreSS Alg. 1), or a
+            :class:`~contrastkit.losses.PairTemperature`; or a schedule such as
+            :class:`~contrastkit.losses.KuklevaCosineTemperature` or
+            :class:`~contrastkit.losses.MACLTemperature` (see
+            :class:`~contrastkit.methods.base.ContrastiveMethod`).
         num_hard: negatives kept by ``hard_contrastive``.
         **kwargs: :class:`~contrastkit.methods.base.ContrastiveMethod` arguments (backbone,
-            projector, predictor, temperature_schedule); no momentum and no queue.
+            projector, predictor); no momentum and no queue.
 
     Distributed: the projections are gathered with gradient from every process and each
     process computes the loss of the whole global batch, so the gradient equals the
@@ -56,23 +48,19 @@ class SimCLR(ContrastiveMethod):
     """
 
     default_views = ("simclr", "simclr")
+    per_pair_temperature = True
 
     def __init__(
         self,
         loss: Literal["nt_xent", "dcl", "hard_contrastive", "info_nce"] = "nt_xent",
-        temperature: float = 0.5,
-        dynamic_temperature: TemperatureFunction | None = None,
+        temperature: Temperature = 0.5,
         num_hard: int = 4096,
         **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(temperature=temperature, **kwargs)
         if loss not in _LOSSES:
             raise ValueError(f"loss must be one of {_LOSSES}, got {loss!r}")
-        if dynamic_temperature is not None and self.temperature_schedule is not None:
-            raise ValueError("set either dynamic_temperature or temperature_schedule, not both")
         self.loss_name = loss
-        self.temperature = temperature
-        self.dynamic_temperature = dynamic_temperature
         self.num_hard = num_hard
 
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
@@ -80,7 +68,7 @@ class SimCLR(ContrastiveMethod):
         _, z2 = self.encode(views[1])
         z1, z2 = gather_with_grad(z1), gather_with_grad(z2)
         positive = cosine_of_pairs(z1, z2)
-        t = self.dynamic_temperature or self.current_temperature(self.temperature, state, positive)
+        t = self.temperature_at(state, positive)
         if self.loss_name == "nt_xent":
             loss = nt_xent(z1, z2, temperature=t)
         elif self.loss_name == "dcl":
@@ -92,7 +80,5 @@ class SimCLR(ContrastiveMethod):
                 hard_contrastive(z1, z2, temperature=t, num_hard=self.num_hard)
                 + hard_contrastive(z2, z1, temperature=t, num_hard=self.num_hard)
             )
-        logs = {"positive_similarity": positive.mean()}
-        if isinstance(t, float):
-            logs["temperature"] = t
+        logs = loggable(temperature=t, positive_similarity=positive.mean())
         return StepOutput(loss=loss, features=f1.detach(), logs=logs)

@@ -1,6 +1,6 @@
 """Supervised contrastive pretraining: SupCon, SINCERE and epsilon-SupInfoNCE on two views.
 
-Feeney & Hughes (SINCERE, eqs. 3, 12, 15). Each image gives two views through the online
+Feeney & Hughes 2023 (SINCERE, eqs. 3, 12, 15). Each image gives two views through the online
 encoder; the projections (B, 2, D) of the whole multi-process batch, gathered with gradient,
 and their labels form the loss.
 """
@@ -14,8 +14,8 @@ from torch import Tensor
 
 from contrastkit.distributed import gather_no_grad, gather_with_grad
 from contrastkit.hot_path import in_hot_path
-from contrastkit.losses import eps_supinfonce, sincere, supcon
-from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.losses import Temperature, eps_supinfonce, sincere, supcon
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs, loggable
 from contrastkit.schedules import ScheduleState
 
 
@@ -24,7 +24,8 @@ class SupervisedContrastive(ContrastiveMethod):
 
     Args:
         loss: ``sincere`` (default), ``supcon`` or ``eps_supinfonce``.
-        temperature: loss temperature.
+        temperature: loss temperature, a float or a schedule (the supervised losses take one
+            temperature for every pair).
         epsilon: margin of epsilon-SupInfoNCE.
         **kwargs: :class:`ContrastiveMethod` arguments (no momentum, no queue).
 
@@ -38,15 +39,14 @@ class SupervisedContrastive(ContrastiveMethod):
     def __init__(
         self,
         loss: Literal["sincere", "supcon", "eps_supinfonce"] = "sincere",
-        temperature: float = 0.1,
+        temperature: Temperature = 0.1,
         epsilon: float = 0.25,
         **kwargs,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(temperature=temperature, **kwargs)
         if loss not in ("sincere", "supcon", "eps_supinfonce"):
             raise ValueError(f"loss must be sincere, supcon or eps_supinfonce, got {loss!r}")
         self.loss_name = loss
-        self.temperature = temperature
         self.epsilon = epsilon
 
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
@@ -61,7 +61,7 @@ class SupervisedContrastive(ContrastiveMethod):
         z = gather_with_grad(torch.stack([z1, z2], dim=1))
         y = gather_no_grad(labels)
         positive = cosine_of_pairs(z[:, 0], z[:, 1])
-        t = self.current_temperature(self.temperature, state, positive)
+        t = self.temperature_at(state, positive)
         if self.loss_name == "sincere":
             loss = sincere(z, y, temperature=t)
         elif self.loss_name == "supcon":
@@ -69,4 +69,4 @@ class SupervisedContrastive(ContrastiveMethod):
         else:
             loss = eps_supinfonce(z, y, temperature=t, epsilon=self.epsilon)
         return StepOutput(loss=loss, features=f1.detach(),
-                          logs={"temperature": t, "positive_similarity": positive.mean()})
+                          logs=loggable(temperature=t, positive_similarity=positive.mean()))

@@ -9,11 +9,12 @@ D.1-D.3: ``m`` follows a cosine schedule from its initial value (Table 21 "ema" 
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any, Literal
 
 import torch
 from torch import nn
+
+from contrastkit.cosine import cosine_anneal
 
 __all__ = ["MomentumBranch", "cosine_momentum"]
 
@@ -39,7 +40,7 @@ def cosine_momentum(step: int, total_steps: int, base: float = 0.99) -> float:
     if not 0.0 <= base <= 1.0:
         raise ValueError(f"base must be in [0, 1], got {base!r}")
     progress = min(step, total_steps) / total_steps
-    return 1.0 - (1.0 - base) * (math.cos(math.pi * progress) + 1.0) / 2.0
+    return cosine_anneal(base, 1.0, progress)
 
 
 class MomentumBranch(nn.Module):

@@ -25,6 +25,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
+from contrastkit.methods.base import RETIRED_OPTIONS
 from contrastkit.outputs import (
     SKIPPED_FILES,
     check_output_folder,
@@ -109,7 +110,7 @@ class PretrainCLI(LightningCLI):
                               apply_on="instantiate")
 
 
-_UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)' is not accepted", re.S)
+_UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)[\w.]*' is not accepted", re.S)
 
 
 def accepted_options(cls: type) -> list[str]:
@@ -127,7 +128,8 @@ def accepted_options(cls: type) -> list[str]:
 
 
 def explain_unknown_option(message: str) -> str:
-    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors."""
+    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors, and
+    what replaced ``x`` when it is a retired option (``methods.base.RETIRED_OPTIONS``)."""
     match = _UNKNOWN.search(message)
     if not match:
         return message
@@ -137,7 +139,9 @@ def explain_unknown_option(message: str) -> str:
     except (ImportError, AttributeError):
         return message
     allowed = ", ".join(accepted_options(cls))
-    return f"{message}\n  {name} accepts: {allowed}"
+    retired = RETIRED_OPTIONS.get(match.group(2))
+    hint = f"\n  {match.group(2)} was {retired}" if retired else ""
+    return f"{message}\n  {name} accepts: {allowed}{hint}"
 
 
 def _num_classes(data: PretrainDataModule) -> int:

@@ -1,4 +1,4 @@
-"""DySTreSS temperature functions (paper 003, Alg. 1, Alg. 2, appendix C, Table 10)."""
+"""DySTreSS temperature functions (Manna et al. 2023, Alg. 1, Alg. 2, appendix C, Table 10)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,15 @@ import math
 import pytest
 import torch
 
-from contrastkit.losses.infonce import info_nce, nt_xent
-from contrastkit.losses.temperature import (
+from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
+    KuklevaCosineTemperature,
     LinearTemperature,
     MonotonicCosineTemperature,
     PairTemperature,
 )
+from contrastkit.losses.infonce import info_nce, nt_xent
 
 F64 = torch.float64
 S = torch.tensor([-1.0, 0.0, 1.0], dtype=F64)
@@ -146,6 +147,8 @@ def test_pair_temperature_of_equal_parts_is_plain_temperature():
         (lambda: ExponentialTemperature(rate=0.0), "rate"),
         (lambda: PairTemperature(positive=0.0, negative=0.1), "positive"),
         (lambda: PairTemperature(positive=0.1, negative="x"), "negative"),
+        (lambda: PairTemperature(positive=KuklevaCosineTemperature(), negative=0.1),
+         "positive must be a float or a per-pair temperature, got a schedule"),
     ],
 )
 def test_bad_parameters_raise_value_error(make, name):

@@ -1,9 +1,13 @@
-"""Tests of SupCon, SINCERE and ε-SupInfoNCE (contrastkit.losses.supervised).
+"""Tests of SupCon, SINCERE and ε-SupInfoNCE (contrastkit.losses.sincere).
 
-The reference loops below are written straight from the SINCERE paper (Feeney & Hughes,
-``shared/papers/004_442325f5760c9675.txt``) in its own notation: the softmax is centred on the
-partner ``z_p`` (``exp(z_j · z_p / τ)``), eqs. 3, 12 and 15. The implementation centres rows on
+The reference loops below are written straight from the SINCERE paper (Feeney & Hughes 2023)
+in its own notation: the softmax is centred on the partner ``z_p`` (``exp(z_j · z_p / τ)``),
+eqs. 3, 12 and 15. The implementation centres rows on
 the anchor (Khosla et al.), so agreement also checks the App. I equivalence of the two forms.
+
+One file for the three losses of one paper (about 560 lines): its sections (reference loops,
+other libraries, no positives, gradients, low precision, modules, bad input) share the reference
+loop and the table of losses.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from contrastkit.losses.supervised import (
+from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
     SINCERELoss,
     SupConLoss,
