@@ -88,8 +88,8 @@ class VideoClassifier(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, dropout: float,
                  normalize: str | None = None) -> None:
         super().__init__()
+        from contrastkit.data.video_views import VideoEvalView
         from contrastkit.eval.video import MultiViewEncoder
-        from contrastkit.train.video import VideoEvalView
 
         out_dim = getattr(backbone, "out_dim", None)
         if not isinstance(out_dim, int):

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastkit.eval.knn import check_features, check_labels, topk_accuracy
-from contrastkit.losses._checks import check_same_dim
+from contrastkit.checks import check_features, check_labels, check_same_dim
+from contrastkit.eval.knn import topk_accuracy
 
 
 @dataclass(frozen=True)

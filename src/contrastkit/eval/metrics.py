@@ -17,8 +17,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from contrastkit.eval.knn import check_features, check_labels, resolve_num_classes
-from contrastkit.losses._checks import check_positive_float, check_same_dim, check_same_shape
+from contrastkit.checks import (
+    check_features,
+    check_labels,
+    check_positive_float,
+    check_same_dim,
+    check_same_shape,
+    resolve_num_classes,
+)
 
 TemperatureLike = float | Callable[[Tensor], Tensor]
 

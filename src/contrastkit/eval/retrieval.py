@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from contrastkit.eval.knn import Backend, check_features, check_labels, nearest_neighbors
-from contrastkit.losses._checks import check_same_dim
+from contrastkit.checks import check_features, check_labels, check_same_dim
+from contrastkit.knn import Backend, nearest_neighbors
 
 
 def retrieval_recall(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from contrastkit.data.video_views import to_backbone_layout
 from contrastkit.eval.linear import LinearProtocol
 
 __all__ = ["SCE_D3", "MultiViewEncoder", "SharedFrameTransform", "flip_only_transform"]
@@ -35,7 +36,7 @@ class MultiViewEncoder(nn.Module):
     """Frozen clip backbone for evaluation batches of one or several views per video.
 
     * uint8 ``(B, V, T, C, H, W)`` (the ``mode="eval"`` datasets): every view goes through
-      ``view`` (e.g. :class:`~contrastkit.train.video.VideoEvalView`) and the backbone, in
+      ``view`` (e.g. :class:`~contrastkit.data.video_views.VideoEvalView`) and the backbone, in
       chunks of ``chunk`` views, and the ``V`` features of each video are averaged
       (:func:`~contrastkit.data.video.average_views`): ``(B, D)``.
     * uint8 ``(B, T, C, H, W)``: one view per video, ``(B, D)``.
@@ -83,8 +84,6 @@ class SharedFrameTransform(nn.Module):
         self.pipeline = pipeline
 
     def forward(self, clips: Tensor) -> Tensor:
-        from contrastkit.train.video import to_backbone_layout
-
         return to_backbone_layout(self.pipeline.forward_clips(clips))
 
 

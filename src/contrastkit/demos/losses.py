@@ -1,4 +1,5 @@
-"""``python -m contrastkit.demo``: every contrastive loss on random embeddings.
+"""``python -m contrastkit.demos.losses`` (``make demo-losses``): every contrastive loss on
+random embeddings.
 
 Prints, for each loss of :mod:`contrastkit.losses`, its value on the same random batch and
 the median wall time of forward + backward. The self-supervised losses see a query/key batch
