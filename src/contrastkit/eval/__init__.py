@@ -21,8 +21,8 @@ from contrastkit.eval.linear import (
     lowshot_linear,
     mean_per_class_accuracy,
     sample_per_class,
-    train_linear_on_images,
 )
+from contrastkit.eval.linear_images import train_linear_on_images
 from contrastkit.eval.metrics import (
     alignment,
     class_centroids,
