@@ -4,10 +4,10 @@ Shared by the pretraining engine's kNN monitor (:mod:`contrastkit.train.module`)
 ``contrastkit eval knn`` (:mod:`contrastkit.eval.knn`, which adds the accuracies), so that
 both report the same accuracy on the same bank.
 
-The classifier of Wu et al. (2018), "Unsupervised Feature Learning via Non-Parametric Instance
-Discrimination", used by DySTreSS (appendix: k = 200, cosine weights on balanced CIFAR; k = 1 and
-10 with L2 distance on long-tailed CIFAR) and SINCERE (App. M: 1-NN and 5-NN, cosine similarity
-to choose neighbours and weight votes).
+The classifier of Wu et al. 2018, "Unsupervised Feature Learning via Non-Parametric Instance
+Discrimination" (eq. 8), used by DySTreSS (Manna et al. 2023, appendix: k = 200, cosine weights
+on balanced CIFAR; k = 1 and 10 with L2 distance on long-tailed CIFAR) and SINCERE (Feeney &
+Hughes 2023, App. M: 1-NN and 5-NN, cosine similarity to choose neighbours and weight votes).
 
 Both backends (faiss when installed, torch otherwise) only search neighbours; the vote is the
 same torch code, so they agree on predictions whenever the neighbour sets agree. The search is
@@ -174,7 +174,8 @@ def knn_predict(
     backend: Backend = "auto",
     chunk_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Weighted k-NN vote (Wu et al. 2018, eq. 8; DySTreSS and SINCERE kNN protocols).
+    """Weighted k-NN vote (Wu et al. 2018, eq. 8; kNN protocols of Manna et al. 2023 and Feeney &
+    Hughes 2023).
 
     For a test feature ``q`` with neighbours ``N_k(q)`` in the training bank, the score of class
     ``c`` is ``w_c(q) = sum_{i in N_k(q)} alpha_i * 1[y_i = c]`` and the prediction is

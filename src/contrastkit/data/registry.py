@@ -6,9 +6,9 @@ evaluation read.
   sub-folder split by a held-out fraction, :func:`~contrastkit.data.datasets.hold_out`), and
   :func:`open_split`, which adds the load-size resize and the class selection
   (:mod:`contrastkit.data.wrappers`);
-* videos (SCE section 4.2 and appendix D.3): :func:`build_video_dataset` for ``ucf101``,
-  ``hmdb51``, ``kinetics`` and ``video_folder``, with the clips a role needs (pretraining
-  pairs, the monitor's centre clip, the 30 evaluation views).
+* videos (SCE, Denize et al. 2023, section 4.2 and appendix D.3): :func:`build_video_dataset`
+  for ``ucf101``, ``hmdb51``, ``kinetics`` and ``video_folder``, with the clips a role needs
+  (pretraining pairs, the monitor's centre clip, the 30 evaluation views).
 """
 
 from __future__ import annotations
@@ -203,7 +203,8 @@ def build_video_dataset(
         spec: clip sampling options (default :class:`VideoDataSpec`).
         role: ``train``: items ``([clip] * spec.num_clips, label)`` of random clips, random
             ``crop_size`` squares; ``monitor``: the centre clip, centre crop (:class:`CentreClip`);
-            ``eval``: ``eval_clips`` clips x 3 crops per item (SCE D.3, 30 views).
+            ``eval``: ``eval_clips`` clips x 3 crops per item (30 views, Denize et al. 2023,
+            appendix D.3).
         skip_corrupt: skip unreadable videos (counted and warned about once each).
         eval_clips: temporal clips of the ``eval`` role.
 

@@ -10,7 +10,7 @@ __all__ = ["VideoDataSpec"]
 
 @dataclass(frozen=True)
 class VideoDataSpec:
-    """Clip sampling and decoding of the video datasets (SCE appendix D.3).
+    """Clip sampling and decoding of the video datasets (SCE, Denize et al. 2023, appendix D.3).
 
     Attributes:
         annotations: split files: UCF101's ``ucfTrainTestlist`` folder, HMDB51's

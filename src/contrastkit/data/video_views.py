@@ -1,5 +1,5 @@
-"""Views of clip batches (SCE section 4.2.1 and appendix D.3), the video counterpart of
-:mod:`contrastkit.data.views`.
+"""Views of clip batches (SCE, Denize et al. 2023, section 4.2.1 and appendix D.3), the video
+counterpart of :mod:`contrastkit.data.views`.
 
 * :class:`ClipView`: one pretraining view of a batch of clips: an image preset applied with the
   same random parameters on every frame of a clip (:class:`~contrastkit.data.video.VideoAugment`),

@@ -1,4 +1,5 @@
-"""The main job: pretrain SCE, then show what the pretrained features are worth with few labels.
+"""The main job: pretrain SCE (Denize et al. 2023), then show what its features are worth with few
+labels.
 
 ``python -m contrastkit.demos.pretrain`` (``make demo``) runs ``contrastkit pretrain`` with
 ``configs/demo/digits_sce.yaml`` (scikit-learn's 8x8 digits, offline) into a fresh

@@ -1,4 +1,5 @@
-"""Linear evaluation of cached frozen features (SCE appendix D.1, D.2; low-shot, SCE Table 10).
+"""Linear evaluation of cached frozen features (SCE, Denize et al. 2023, appendix D.1, D.2;
+low-shot: Table 10).
 
 * :class:`LinearProtocol` and the protocols of SCE (:data:`SCE_D1`, :data:`SCE_D2`);
 * :func:`linear_probe`: the fast variant, on cached features (one forward pass of the backbone,
@@ -107,16 +108,17 @@ class LinearProtocol:
         }
 
 
-#: SCE appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30, momentum 0.9, no weight
-#: decay, lr x0.1 at epochs 60 and 80. The appendix gives no batch size; 256 is MoCo v2's.
+#: Denize et al. 2023, appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30,
+#: momentum 0.9, no weight decay, lr x0.1 at epochs 60 and 80. The appendix gives no batch size;
+#: 256 is MoCo v2's.
 #: lr 30 suits raw (un-standardised) pooled ResNet features: use ``standardize=False``.
 SCE_D1 = LinearProtocol(
     epochs=100, lr=30.0, momentum=0.9, weight_decay=0.0, batch_size=256, schedule="step",
     milestones=(60, 80), gamma=0.1,
 )
 
-#: SCE appendix D.2 (following MoCo v3): 90 epochs, batch 1024, SGD momentum 0.9, no weight decay,
-#: lr 0.1 scaled by batch/256 (= 0.4), cosine decay without restart.
+#: Denize et al. 2023, appendix D.2 (following MoCo v3): 90 epochs, batch 1024, SGD momentum
+#: 0.9, no weight decay, lr 0.1 scaled by batch/256 (= 0.4), cosine decay without restart.
 SCE_D2 = LinearProtocol(
     epochs=90, lr=0.1, momentum=0.9, weight_decay=0.0, batch_size=1024, schedule="cosine",
     milestones=(), lr_reference_batch=256,
@@ -124,7 +126,8 @@ SCE_D2 = LinearProtocol(
 
 
 def mean_per_class_accuracy(pred: Tensor, labels: Tensor, num_classes: int | None = None) -> float:
-    """Mean over classes of the per-class recall (SCE Sec. 4.1.4, Aircraft/Caltech/Pets/Flowers).
+    """Mean over classes of the per-class recall (Denize et al. 2023, Sec. 4.1.4: Aircraft,
+    Caltech, Pets, Flowers).
 
     ``(1 / |C|) sum_{c in C} #{i: y_i = c, pred_i = c} / #{i: y_i = c}``, over the classes ``C``
     present in ``labels`` (a class with no test example has no recall and is skipped).
@@ -174,7 +177,8 @@ def linear_probe(
     num_classes: int | None = None,
     seed: int = 0,
 ) -> dict[str, object]:
-    """Train a linear classifier on cached frozen features (fast SCE D.1/D.2 variant).
+    """Train a linear classifier on cached frozen features (fast variant of Denize et al. 2023,
+    appendix D.1/D.2).
 
     Multinomial logistic regression ``softmax(W x + b)`` trained by mini-batch SGD with momentum
     on the cross-entropy, learning rate ``lr`` following ``schedule`` per iteration (see
@@ -289,8 +293,8 @@ def lowshot_linear(
     seeds: Sequence[int] = (0, 1, 2),
     **probe_kwargs: object,
 ) -> dict[int | None, dict[str, object]]:
-    """Low-shot linear evaluation (SCE Table 10 protocol of Zheng et al. 2021: 16/32/64/all
-    images per class).
+    """Low-shot linear evaluation (Denize et al. 2023, Table 10, protocol of Zheng et al. 2021:
+    16/32/64/all images per class).
 
     For each ``shot`` and ``seed``, :func:`sample_per_class` draws ``shot`` training examples
     per class (``None`` = the whole training set) and :func:`linear_probe` is trained on them

@@ -1,4 +1,5 @@
-"""Linear evaluation on augmented images with a frozen backbone (SCE appendix D.1, D.2, D.3).
+"""Linear evaluation on augmented images with a frozen backbone (SCE, Denize et al. 2023,
+appendix D.1, D.2, D.3).
 
 Unlike :func:`contrastkit.eval.linear.linear_probe` (cached features, no augmentation), the
 frozen backbone runs on every augmented training batch; the protocol's hyper-parameters are a
@@ -38,7 +39,8 @@ def train_linear_on_images(
     device: torch.device | str | None = None,
     seed: int = 0,
 ) -> dict[str, object]:
-    """Linear evaluation on augmented images with a frozen backbone (SCE appendix D.1/D.2).
+    """Linear evaluation on augmented images with a frozen backbone (Denize et al. 2023,
+    appendix D.1/D.2).
 
     Every training batch ``(images, labels)`` is augmented by ``train_transform`` (e.g. random
     resized crop 0.08-1 + horizontal flip), embedded by ``features_fn`` under ``torch.no_grad``

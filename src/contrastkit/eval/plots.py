@@ -41,7 +41,7 @@ def plot_local_separation(
 ) -> Path:
     """Box plots of the positive similarity and the 1st..k-th nearest-negative similarities.
 
-    Like the local-separation figures of Wang & Liu (supplement, figs. 1-7).
+    Like the local-separation figures of Wang & Liu 2021 (supplement, figs. 1-7).
 
     Args:
         separation: output of :func:`contrastkit.eval.metrics.local_separation`
@@ -76,7 +76,8 @@ def plot_similarity_histograms(
     target_sims: Tensor, noise_sims: Tensor, path: PathLike, *, bins: int = 50,
     title: str | None = None,
 ) -> Path:
-    """Histograms of nearest-target and nearest-noise similarities with medians (SINCERE Fig. 2).
+    """Histograms of nearest-target and nearest-noise similarities with medians (Feeney & Hughes
+    2023, Fig. 2).
 
     Args:
         target_sims: ``(N,)`` similarity of each test sample to its nearest same-class sample.
@@ -116,7 +117,7 @@ def plot_hardness_weights(
     num_negatives: int = 4096,
     log_scale: bool = True,
 ) -> Path:
-    """Relative penalty ``r(s)`` (DySTreSS eq. 4) versus similarity for several temperatures.
+    """Relative penalty ``r(s)`` (Manna et al. 2023, eq. 4) versus similarity per temperature.
 
     The anchor's negatives are ``num_negatives`` similarities evenly spaced on [-1, 1]; each curve
     is :func:`contrastkit.eval.metrics.hardness_weights` on that set for one temperature (float
@@ -152,7 +153,7 @@ def plot_temperature_functions(
     functions: Mapping[str, Callable[[Tensor], Tensor]], path: PathLike, *,
     num_points: int = 401,
 ) -> Path:
-    """Temperature versus cosine similarity, like DySTreSS figs. 3-4.
+    """Temperature versus cosine similarity, like Manna et al. 2023, figs. 3-4.
 
     Args:
         functions: ``{label: fn}`` with ``fn`` mapping a tensor of similarities in [-1, 1] to

@@ -4,7 +4,7 @@ It owns what is common to every method and nothing method-specific:
 
 * views: uint8 batch on the device -> augmented float views (GPU augmentation when the batch
   is on a GPU); with ``views.video`` the batch is a pair of clip batches and view ``i`` is made
-  from clip ``i`` (:mod:`contrastkit.train.video`, SCE 4.2);
+  from clip ``i`` (:mod:`contrastkit.train.video`; Denize et al. 2023, section 4.2);
 * the optimiser (SGD/LARS/AdamW, linear scaling rule, warm-up + cosine per step);
 * schedules: the :class:`~contrastkit.schedules.ScheduleState` handed to the method, and the
   method's after-step hook (EMA update, queue commit) once per optimiser step, so gradient

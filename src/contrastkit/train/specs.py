@@ -8,7 +8,8 @@ from typing import Literal
 
 @dataclass(frozen=True)
 class MultiCropSpec:
-    """Multi-crop views (SCE appendix D.2): 2 global crops plus local crops (queries only).
+    """Multi-crop views (Denize et al. 2023, appendix D.2): 2 global crops plus local crops
+    (queries only).
 
     Attributes:
         global_scale: random-resized-crop scale range of the global crops.
@@ -27,7 +28,7 @@ class MultiCropSpec:
 
 @dataclass(frozen=True)
 class VideoViewsSpec:
-    """Views of clip batches (SCE section 4.2.1 and appendix D.3); see
+    """Views of clip batches (Denize et al. 2023, section 4.2.1 and appendix D.3); see
     :mod:`contrastkit.data.video_views`.
 
     Each pretraining view is one clip of the item (view 0 from clip 0 under ``online``, view 1
@@ -77,7 +78,7 @@ class ViewsSpec:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """Optimiser and learning-rate schedule (SCE appendix D.1/D.2).
+    """Optimiser and learning-rate schedule (Denize et al. 2023, appendix D.1/D.2).
 
     Attributes:
         name: ``sgd``, ``lars`` or ``adamw``.
@@ -87,8 +88,8 @@ class OptimizerSpec:
         exclude_bias_and_norm: True: biases, other 1-D parameters and normalisation
             parameters get no weight decay and no LARS adaptation (SCE appendices D.2/D.3,
             its LARS recipes); False: every parameter is decayed (and adapted by LARS), our
-            reading of the SGD recipes, which name no exclusion (SCE D.1, DySTreSS A.1,
-            SINCERE appendix J; configs/README.md).
+            reading of the SGD recipes, which name no exclusion (Denize et al. 2023, D.1;
+            Manna et al. 2023, A.1; Feeney & Hughes 2023, appendix J; configs/README.md).
         momentum: SGD/LARS momentum.
         warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
         final_lr_ratio: final learning rate as a fraction of the peak.

@@ -1,4 +1,5 @@
-"""Video pretraining through the image engine (SCE section 4.2 and appendix D.3): the clip
+"""Video pretraining through the image engine (SCE, Denize et al. 2023, section 4.2 and
+appendix D.3): the clip
 views of a :class:`~contrastkit.train.specs.ViewsSpec` with ``video`` set.
 
 The engine (:class:`~contrastkit.train.module.PretrainModule`,
@@ -17,7 +18,8 @@ from contrastkit.train.specs import ViewsSpec
 
 __all__ = ["VIDEO_JITTER_STRENGTH", "build_eval_view", "build_train_views"]
 
-#: SCE Table 15: colour strength 1.0 is the best for video (the image presets default to 0.5).
+#: Denize et al. 2023, Table 15: colour strength 1.0 is the best for video (the image presets
+#: default to 0.5).
 VIDEO_JITTER_STRENGTH = 1.0
 
 

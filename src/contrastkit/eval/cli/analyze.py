@@ -1,9 +1,10 @@
 """``contrastkit analyze``: embedding diagnostics and figures of a frozen checkpoint.
 
-Alignment and uniformity (Wang & Isola 2020, as used by Wang & Liu 2021), tolerance and local
-separation (Wang & Liu 2021), target-noise margins and the KL bound of SINCERE (Feeney &
-Hughes 2024, Thm. 11), hardness weights and temperature functions (DySTreSS, Manna et al.),
-a 2-D map of the embedding; the formulas are in :mod:`contrastkit.eval.metrics`.
+Alignment and uniformity (Manna et al. 2023, eqs. 16-17, after Wang & Isola 2020), tolerance
+and local separation (Wang & Liu 2021), the target-noise margin and the KL bound of SINCERE
+(Feeney & Hughes 2023, Table 1 and Thm. 11), hardness weights and temperature functions
+(DySTreSS, Manna et al. 2023, eq. 4), a 2-D map of the embedding; the formulas are in
+:mod:`contrastkit.eval.metrics`.
 """
 
 from __future__ import annotations

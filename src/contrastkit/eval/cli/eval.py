@@ -4,8 +4,8 @@ with one protocol.
 Features of the train and test splits (cached, see :mod:`contrastkit.eval.features`), one
 protocol, ``results.json`` / ``results.md`` / ``predictions.npz`` (+ figures) in ``--output``.
 Video datasets (``--data ucf101|hmdb51|kinetics|video_folder``) give one feature per video:
-the mean over its 30 views, 10 temporal clips x 3 spatial crops (Denize et al. 2023, SCE
-appendix D.3); ``finetune`` trains the whole clip backbone (SCE D.3,
+the mean over its 30 views, 10 temporal clips x 3 spatial crops (SCE, Denize et al. 2023,
+appendix D.3); ``finetune`` trains the whole clip backbone (same appendix,
 :mod:`contrastkit.eval.finetune`).
 """
 
@@ -98,7 +98,7 @@ def _features(s: Setup) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def run_knn(s: Setup, out: Path | None) -> Outcome:
-    """Weighted kNN (Wu et al. 2018 eq. 8) with top-1/top-5/mean-per-class accuracy."""
+    """Weighted kNN (Wu et al. 2018, eq. 8) with top-1/top-5/mean-per-class accuracy."""
     from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
 
     a = s.args
@@ -124,7 +124,8 @@ def _probe_kwargs(a: argparse.Namespace) -> dict:
 
 
 def run_linear(s: Setup, out: Path | None) -> Outcome:
-    """Linear probe: fast (cached features) or SCE D.1/D.2 on augmented images."""
+    """Linear probe: fast (cached features) or on augmented images (Denize et al. 2023,
+    appendix D.1/D.2; clips: D.3)."""
     from contrastkit.eval import linear_probe
 
     a = s.args
@@ -158,7 +159,7 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
 
 
 def _linear_on_images(s: Setup, test_classes: int) -> tuple[dict, dict]:
-    """SCE D.1/D.2 linear protocol on augmented images (frozen backbone)."""
+    """Linear protocol on augmented images, frozen backbone (Denize et al. 2023, D.1/D.2)."""
     from contrastkit.eval import SCE_D1, SCE_D2, train_linear_on_images
 
     a = s.args
@@ -202,7 +203,8 @@ def _clip_split(s: Setup, split: str) -> object:
 
 
 def _linear_on_clips(s: Setup, test_classes: int) -> tuple[dict, dict]:
-    """SCE D.3 linear protocol: random clip, random crop, flip; 30-view test features."""
+    """Linear protocol of Denize et al. 2023, appendix D.3: random clip, random crop, flip;
+    30-view test features."""
     from contrastkit.eval import train_linear_on_images
     from contrastkit.eval.video import SCE_D3, flip_only_transform
 
@@ -220,7 +222,7 @@ def _linear_on_clips(s: Setup, test_classes: int) -> tuple[dict, dict]:
 
 
 def run_finetune(s: Setup, out: Path | None) -> Outcome:
-    """Fine-tuning of the whole clip backbone (SCE appendix D.3) on a video dataset."""
+    """Fine-tuning of the whole clip backbone (Denize et al. 2023, appendix D.3) on videos."""
     from contrastkit.eval.finetune import SCE_D3_FINETUNE, finetune_video
 
     a = s.args
@@ -244,7 +246,7 @@ def run_finetune(s: Setup, out: Path | None) -> Outcome:
 
 
 def run_retrieval(s: Setup, out: Path | None) -> Outcome:
-    """Recall@k of cosine retrieval (SCE Table 19); predictions are the 1-NN labels."""
+    """Recall@k of cosine retrieval (Denize et al. 2023, Table 19); predictions: 1-NN labels."""
     from contrastkit.eval import nearest_neighbors, retrieval_recall
 
     a = s.args
@@ -268,7 +270,8 @@ def _parse_shots(values: Sequence[str]) -> list[int | None]:
 
 
 def run_lowshot(s: Setup, out: Path | None) -> Outcome:
-    """Low-shot linear probes (SCE Table 10); predictions are those of the last shot, 1st seed."""
+    """Low-shot linear probes (Denize et al. 2023, Table 10); predictions are those of the last
+    shot, first seed."""
     from contrastkit.eval import linear_probe, lowshot_linear, sample_per_class
 
     a = s.args

@@ -249,7 +249,8 @@ def is_video(s: Setup) -> bool:
 
 
 def video_spec(s: Setup) -> VideoDataSpec:
-    """Clip sampling of the evaluation: the options, else the pretraining run's, else SCE D.3.
+    """Clip sampling of the evaluation: the options, else the pretraining run's, else those of
+    Denize et al. 2023, appendix D.3.
 
     Frames are resized on the short side to ``--short-side`` (default ``--size`` with the small
     transform, ``round(size * 256 / 224)`` with the large one: 256 for 224, as in D.3) and the
@@ -276,7 +277,8 @@ def video_encoder(s: Setup) -> nn.Module:
 
 
 def eval_transform(s: Setup, name: str = "eval") -> nn.Module:
-    """The SCE appendix D evaluation transform (``eval``) or its training variant."""
+    """The evaluation transform (``eval``) of Denize et al. 2023, appendix D, or its training
+    variant."""
     return augment.preset(name, s.size, small=s.small, normalize=s.normalize)
 
 
