@@ -1,6 +1,6 @@
 """Imports run one way (CONTRIBUTING.md, "Layout"): data -> models/losses -> methods -> train;
-eval reads checkpoints and tensors; the applications (``contrastkit.demos``, the command
-dispatcher ``contrastkit.cli``) sit above both.
+eval reads checkpoints and tensors; the applications (``contrastkit.demos``, ``contrastkit.repro``
+and the command dispatcher ``contrastkit.cli``) sit above both.
 
 Every module under ``src/contrastkit`` is parsed with :mod:`ast`; every ``import`` and
 ``from ... import`` in it counts, at module level or inside a function, absolute or relative.
@@ -17,21 +17,23 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "contrastkit"
 
+#: Packages that are layers; every other top-level module is "shared" (cli.py: "cli").
+LAYERS = ("data", "models", "losses", "methods", "train", "eval", "demos", "repro")
+#: What uses training and evaluation together: nothing below imports it.
+APPLICATIONS = frozenset({"demos", "repro", "cli"})
+
 #: (importing layer, layers it must not import, why)
 FORBIDDEN: list[tuple[str, frozenset[str], str]] = [
-    ("eval", frozenset({"train", "demos", "cli"}), "eval reads checkpoints and tensors"),
-    ("train", frozenset({"eval", "demos", "cli"}), "train does not depend on evaluation"),
-    ("methods", frozenset({"train", "eval", "demos", "cli"}), "methods know no engine"),
-    ("models", frozenset({"methods", "train", "eval", "demos", "cli"}), "models are below"),
-    ("losses", frozenset({"methods", "train", "eval", "demos", "cli"}), "losses are below"),
-    ("data", frozenset({"models", "losses", "methods", "train", "eval", "demos", "cli"}),
+    ("eval", frozenset({"train"}) | APPLICATIONS, "eval reads checkpoints and tensors"),
+    ("train", frozenset({"eval"}) | APPLICATIONS, "train does not depend on evaluation"),
+    ("methods", frozenset({"train", "eval"}) | APPLICATIONS, "methods know no engine"),
+    ("models", frozenset({"methods", "train", "eval"}) | APPLICATIONS, "models are below"),
+    ("losses", frozenset({"methods", "train", "eval"}) | APPLICATIONS, "losses are below"),
+    ("data", frozenset({"models", "losses", "methods", "train", "eval"}) | APPLICATIONS,
      "data is the bottom layer"),
-    ("shared", frozenset({"methods", "train", "eval", "demos", "cli"}),
+    ("shared", frozenset({"methods", "train", "eval"}) | APPLICATIONS,
      "top-level modules other than cli.py are below train and eval"),
 ]
-
-#: Packages that are layers; every other top-level module is "shared" (cli.py: "cli").
-LAYERS = ("data", "models", "losses", "methods", "train", "eval", "demos")
 
 
 def module_name(path: Path) -> str:
@@ -128,5 +130,6 @@ def test_imports_are_resolved(tmp_path, source, module, is_package, expected):
 
 def test_layers_of_modules():
     assert layer("contrastkit.eval.knn") == "eval" and layer("contrastkit.train") == "train"
+    assert layer("contrastkit.repro.runner") == "repro" and layer("contrastkit.demos") == "demos"
     assert layer("contrastkit.cli") == "cli" and layer("contrastkit.checkpoints") == "shared"
     assert layer("contrastkit") is None and layer("torch.nn") is None
