@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = ["RunDefaults", "legacy_run_defaults", "run_defaults"]
 
@@ -45,7 +46,7 @@ class RunDefaults:
     split_seed: int | None = None
     video: dict | None = None
 
-    def data_option(self, name: str, dataset: str) -> object:
+    def data_option(self, name: str, dataset: str) -> Any:
         """The run's data option ``name`` when evaluating on its own ``dataset``, else None."""
         return getattr(self, name) if dataset == self.dataset else None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -92,8 +93,6 @@ def common_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
-
-
 
 
 # --- checkpoint, data and features -------------------------------------------------------------
@@ -195,17 +194,15 @@ def setup(args: argparse.Namespace) -> Setup:
     small = args.small if args.small is not None else (run.eval_resize or "small") == "small"
     normalize = args.normalize if args.normalize is not None else run.normalize
     normalize = None if normalize in (None, "none") else normalize
+
+    def data_option(name: str) -> Any:  # the command line's, else the run's on its dataset
+        given = getattr(args, name)
+        return given if given is not None else run.data_option(name, args.data)
+
     return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
-                 run, load_size=_pick(args.load_size, run.data_option("load_size", args.data)),
-                 test_fraction=_pick(args.test_fraction,
-                                     run.data_option("test_fraction", args.data)),
-                 split_seed=int(_pick(args.split_seed, run.data_option("split_seed", args.data),
-                                      0)))
-
-
-def _pick(*values: object) -> object:
-    """The first value that is not None (None when all are)."""
-    return next((v for v in values if v is not None), None)
+                 run, load_size=data_option("load_size"),
+                 test_fraction=data_option("test_fraction"),
+                 split_seed=int(data_option("split_seed") or 0))
 
 
 def open_split(s: Setup, split: str) -> object:
