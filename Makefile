@@ -21,11 +21,11 @@ DATA ?= digits
 ROOT ?=
 ARGS ?=
 demo: $(STAMP)
-	$(PY) -m contrastkit.train.demo --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
+	$(PY) -m contrastkit.demos.pretrain --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
 		--trainer.enable_progress_bar false $(ARGS)
 
 demo-losses: $(STAMP)
-	$(PY) -m contrastkit.demo
+	$(PY) -m contrastkit.demos.losses
 
 test: $(STAMP)
 	$(PY) -m pytest -q

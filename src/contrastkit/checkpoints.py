@@ -3,7 +3,19 @@
 Three formats:
 
 * a contrastkit checkpoint (Lightning ``.ckpt``) stores the backbone description under
-  ``checkpoint["contrastkit"]["backbone"]`` and the weights under ``method.backbone.*``;
+  ``checkpoint["contrastkit"]["backbone"]`` and the weights under ``method.backbone.*``. The
+  same entry holds what evaluating the checkpoint needs (:func:`read_metadata`; written by
+  :meth:`contrastkit.train.module.PretrainModule.on_save_checkpoint`):
+
+  - ``backbone``: the :class:`~contrastkit.models.factory.BackboneSpec` as a dict;
+  - ``method``, ``num_classes``: the method's class name, the classes of the online monitors;
+  - ``views``: the run's ``ViewsSpec`` as a dict (``size``, ``normalize``, ``eval_resize``,
+    ...), its ``online`` / ``target`` presets filled in with the method's defaults;
+  - ``data``: ``dataset``, ``classes`` (names, in label order), ``test_fraction``,
+    ``split_seed``, ``load_size`` and ``video`` (the clip sampling, or None).
+
+  Checkpoints written before ``views`` and ``data`` were added hold the first three keys only;
+  ``contrastkit eval`` then reads those settings from the run's ``config.yaml``;
 * a backbone exported by :func:`contrastkit.export.export_backbone` that is not a 2-D ResNet
   (``small_convnet``, ``resnet3d_*``) keeps its own keys and its description: in a ``.pth``
   as ``{"contrastkit": {"backbone": ...}, "backbone_state_dict": ...}``, in a ``.safetensors``
@@ -61,6 +73,38 @@ def _read(path: str | os.PathLike) -> dict:
     except Exception as err:  # truncated, random bytes, another format: all unreadable
         raise ValueError(f"checkpoint {path} could not be read "
                          f"({type(err).__name__}: {err})") from None
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    """The ``contrastkit`` entry of a checkpoint or exported backbone; ``{}`` when it has none
+    (a torchvision-layout state_dict).
+
+    The weights are not read: a ``.ckpt`` / ``.pth`` is memory-mapped, a ``.safetensors`` file
+    gives its header only.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: when the file cannot be read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if path.suffix == ".safetensors":
+        try:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="pt") as handle:
+                spec = (handle.metadata() or {}).get(SPEC_METADATA)
+        except Exception as err:
+            raise ValueError(f"checkpoint {path} could not be read "
+                             f"({type(err).__name__}: {err})") from None
+        return {} if spec is None else {"backbone": json.loads(spec)}
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
+        data = _read(path)
+    entry = data.get("contrastkit") if isinstance(data, dict) else None
+    return dict(entry) if isinstance(entry, dict) else {}
 
 
 def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:

@@ -15,6 +15,7 @@ from contrastkit.checkpoints import file_hash
 from contrastkit.cli import main
 from contrastkit.data.datasets import Digits
 from contrastkit.eval import cli as eval_cli
+from contrastkit.eval.cli import setup as eval_setup
 from contrastkit.models.resnet import resnet18, resnet50
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 
@@ -85,8 +86,8 @@ def test_eval_knn_on_digits_writes_results(checkpoint, work, capsys):
     assert results["checkpoint"]["sha256"] == file_hash(checkpoint)
     assert results["checkpoint"]["backbone"]["name"] == "small_convnet"
     assert results["config"]["k"] == 20 and results["protocol"] == "knn"
-    assert results["data"]["size"] == 8  # taken from the pretraining run's config.yaml
-    assert results["defaults_from"] == str(checkpoint.parent.parent / "config.yaml")
+    assert results["data"]["size"] == 8  # the pretraining run's, stored in the checkpoint
+    assert results["defaults_from"] == str(checkpoint)
     assert "--k" in results["argv"] and results["command"].startswith("contrastkit eval knn")
     preds = np.load(out / "predictions.npz")
     assert preds["labels"].tolist() == Digits("test").labels.tolist()
@@ -99,6 +100,53 @@ def test_eval_knn_on_digits_writes_results(checkpoint, work, capsys):
     code, stdout2, _ = _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "20")
     assert code == 0 and f"{top1:.4f}" in stdout2
     assert sorted(p.name for p in (work / "cache").iterdir()) == entries
+
+
+def test_the_checkpoint_stores_what_evaluation_needs(checkpoint):
+    entry = torch.load(checkpoint, map_location="cpu", weights_only=False)["contrastkit"]
+    assert entry["backbone"]["name"] == "small_convnet" and entry["method"] == "SimCLR"
+    views = entry["views"]
+    assert (views["size"], views["normalize"], views["eval_resize"]) == (8, None, "small")
+    assert (views["online"], views["target"]) == ("simclr", "simclr")  # SimCLR's defaults
+    assert entry["data"] == {"dataset": "digits", "classes": Digits("train").classes,
+                             "test_fraction": None, "split_seed": 0, "load_size": None,
+                             "video": None}
+
+
+def _knn_size(capsys, ckpt: Path, work: Path) -> tuple[int, str | None]:
+    """``(data.size, defaults_from)`` of ``eval knn`` on ``ckpt`` (no --size given)."""
+    out = work / f"knn_{ckpt.parent.name}_{ckpt.stem}"
+    code, _, err = _run(capsys, "eval", "knn", *_common(ckpt, work), "--k", "5", "--output",
+                        str(out))
+    assert code == 0, err
+    results = json.loads((out / "results.json").read_text())
+    return results["data"]["size"], results["defaults_from"]
+
+
+def test_a_new_checkpoint_evaluates_alone(checkpoint, work, capsys):
+    alone = work / "elsewhere" / "model.ckpt"  # no run folder, no config.yaml
+    alone.parent.mkdir()
+    shutil.copy(checkpoint, alone)
+    assert _knn_size(capsys, alone, work) == (8, str(alone))
+
+
+def test_an_older_checkpoint_falls_back_to_its_run_config(checkpoint, work, capsys):
+    """A checkpoint written before the evaluation record (its entry holds the backbone, method
+    and class count only) takes the defaults from its run's config.yaml, and without a run
+    folder has none."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state["contrastkit"] = {k: state["contrastkit"][k] for k in ("backbone", "method",
+                                                                 "num_classes")}
+    run = work / "old_run"
+    (run / "checkpoints").mkdir(parents=True)
+    shutil.copy(checkpoint.parent.parent / "config.yaml", run / "config.yaml")
+    old = run / "checkpoints" / "old.ckpt"
+    torch.save(state, old)
+    assert _knn_size(capsys, old, work) == (8, str(run / "config.yaml"))
+    stray = work / "stray" / "old.ckpt"
+    stray.parent.mkdir()
+    shutil.copy(old, stray)
+    assert _knn_size(capsys, stray, work) == (32, None)
 
 
 def test_eval_retrieval_on_torchvision_state_dict(torchvision_files, work, capsys):
@@ -119,9 +167,9 @@ def test_eval_retrieval_on_torchvision_state_dict(torchvision_files, work, capsy
 def test_safetensors_state_dict_loads_the_same_backbone(torchvision_files, work):
     args = eval_cli.eval_parser().parse_args(
         ["knn", *_common(torchvision_files["safetensors"], work)])
-    from_st = eval_cli.setup(args)
+    from_st = eval_setup.setup(args)
     args.checkpoint = str(torchvision_files["pth"])
-    from_pth = eval_cli.setup(args)
+    from_pth = eval_setup.setup(args)
     assert from_st.spec == from_pth.spec and from_st.size == 32 and from_st.small
     assert from_st.sha256 != from_pth.sha256  # the cache key sees two different files
     x = torch.rand(2, 3, 16, 16)
@@ -281,7 +329,7 @@ def test_k_larger_than_bank_and_nan_features(torchvision_files, work, capsys, mo
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.full((x.shape[0], 4), float("nan"))
 
-    monkeypatch.setattr(eval_cli, "_load_checkpoint", lambda path: (NaNNet(), {"name": "nan"}))
+    monkeypatch.setattr(eval_setup, "_load_checkpoint", lambda path: (NaNNet(), {"name": "nan"}))
     _expect_error(capsys, ["eval", "knn", *_common(ckpt, work, "--no-cache")], "NaN")
 
 

@@ -79,13 +79,25 @@ def test_a_flat_folder_has_no_test_split_unless_one_is_held_out(run, own, tmp_pa
     code, stdout, err = _cli(capsys, *base, *_data(own, tmp_path), "--output", str(out))
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
-    assert results["data"]["test_fraction"] == 0.25  # the run's, from its config.yaml
+    assert results["data"]["test_fraction"] == 0.25  # the run's, stored in its checkpoint
     assert results["data"]["split_seed"] == 0
     assert results["num_test"] == 4 * 3  # 25% of each class of 12 readable images
     assert "--test-fraction 0.25 of each class" in stdout
     assert "top5" not in results["metrics"]  # 4 classes: top-5 says nothing
     code, stdout, _ = _cli(capsys, *base, *_data(own, tmp_path), "--test-split", "train")
     assert code == 0 and "the test images are in the bank" in stdout  # explicit, and said
+
+
+def test_the_held_out_split_and_load_size_travel_with_the_checkpoint(run, own, tmp_path, capsys):
+    alone = tmp_path / "copied.ckpt"  # outside the run folder: no config.yaml beside it
+    alone.write_bytes(run.read_bytes())
+    out = tmp_path / "knn"
+    code, _, err = _cli(capsys, "eval", "knn", "--checkpoint", str(alone), "--k", "1",
+                        *_data(own, tmp_path, "--skip-corrupt"), "--output", str(out))
+    assert code == 0, err
+    data = json.loads((out / "results.json").read_text())["data"]
+    assert (data["test_fraction"], data["split_seed"], data["load_size"]) == (0.25, 0, 16)
+    assert data["size"] == 16
 
 
 def test_unreadable_images_are_skipped_and_listed_only_when_asked(run, own, tmp_path, capsys):

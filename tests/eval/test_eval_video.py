@@ -24,11 +24,12 @@ from video_fixtures import (
 )
 
 from contrastkit.cli import main
+from contrastkit.data.registry import build_video_dataset
+from contrastkit.data.specs import VideoDataSpec
+from contrastkit.data.video_views import VideoEvalView
 from contrastkit.eval.finetune import FinetuneProtocol, finetune_video
 from contrastkit.eval.video import SCE_D3, MultiViewEncoder
 from contrastkit.models.factory import BackboneSpec, build_backbone
-from contrastkit.train.specs import VideoDataSpec
-from contrastkit.train.video import VideoEvalView, build_video_dataset
 
 
 def _checkpoint(path: Path, seed: int = 0) -> Path:

@@ -10,13 +10,9 @@ import torch
 
 from contrastkit.data import datasets
 from contrastkit.data.datasets import MixedImageSizesError
-from contrastkit.train.datamodule import (
-    EpochShuffleSampler,
-    MissingSplitError,
-    PretrainDataModule,
-    build_dataset,
-    select_classes,
-)
+from contrastkit.data.registry import MissingSplitError, build_dataset
+from contrastkit.data.wrappers import select_classes
+from contrastkit.train.datamodule import EpochShuffleSampler, PretrainDataModule
 from own_images import make_own_folder
 
 
@@ -61,7 +57,7 @@ def test_epoch_shuffle_is_a_function_of_seed_and_epoch():
 
 
 def test_resized_square_makes_variable_images_stackable():
-    from contrastkit.train.datamodule import ResizedSquare
+    from contrastkit.data.wrappers import ResizedSquare
 
     class Varied(torch.utils.data.Dataset):
         classes, targets = ["a"], [0, 0]

@@ -12,9 +12,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 pytest.importorskip("av")
 from video_fixtures import squares_folder
 
+from contrastkit.data.specs import VideoDataSpec
+from contrastkit.data.video_views import ClipView, VideoTwoViews
 from contrastkit.train.datamodule import PretrainDataModule
-from contrastkit.train.specs import VideoDataSpec, VideoViewsSpec, ViewsSpec
-from contrastkit.train.video import ClipView, VideoTwoViews, build_train_views
+from contrastkit.train.specs import VideoViewsSpec, ViewsSpec
+from contrastkit.train.video import build_train_views
 
 TINY_VIDEO = VideoDataSpec(frames=4, duration_s=0.64, short_side=32, crop_size=32)
 

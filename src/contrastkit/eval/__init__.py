@@ -1,8 +1,10 @@
 """Evaluation and analysis of frozen features (tensor level).
 
-kNN (Wu et al. 2018; DySTreSS, SINCERE protocols), retrieval recall (SCE Table 19), paired
-bootstrap of accuracy differences (SINCERE App. M), linear probes (SCE appendix D, Table 10),
-embedding metrics (DySTreSS eqs. 4, 16-18; Wang & Liu; SINCERE Table 1, Thm. 11) and figures
+kNN (Wu et al. 2018, eq. 8; the protocols of DySTreSS, Manna et al. 2023, and SINCERE, Feeney &
+Hughes 2023, App. M), retrieval recall (SCE, Denize et al. 2023, Table 19), paired bootstrap of
+accuracy differences (Feeney & Hughes 2023, App. M), linear probes (Denize et al. 2023,
+appendix D, Table 10), embedding metrics (Manna et al. 2023, eqs. 4, 16-18; Wang & Liu 2021;
+Feeney & Hughes 2023, Table 1, Thm. 11) and figures
 (:mod:`contrastkit.eval.plots`, imported on demand because it needs matplotlib).
 """
 
@@ -21,8 +23,8 @@ from contrastkit.eval.linear import (
     lowshot_linear,
     mean_per_class_accuracy,
     sample_per_class,
-    train_linear_on_images,
 )
+from contrastkit.eval.linear_images import train_linear_on_images
 from contrastkit.eval.metrics import (
     alignment,
     class_centroids,

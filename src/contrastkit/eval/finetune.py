@@ -1,4 +1,4 @@
-"""Fine-tuning evaluation of a pretrained clip backbone (SCE appendix D.3, UCF101 / HMDB51).
+"""Fine-tuning of a pretrained clip backbone (Denize et al. 2023, SCE appendix D.3; UCF101, HMDB51).
 
 SCE D.3 (after Feichtenhofer et al., 2021): the whole pretrained network is trained with a
 classifier for 200 epochs, with dropout of probability 0.8 before the classifier; SGD momentum
@@ -90,8 +90,8 @@ class VideoClassifier(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, dropout: float,
                  normalize: str | None = None) -> None:
         super().__init__()
+        from contrastkit.data.video_views import VideoEvalView
         from contrastkit.eval.video import MultiViewEncoder
-        from contrastkit.train.video import VideoEvalView
 
         out_dim = getattr(backbone, "out_dim", None)
         if not isinstance(out_dim, int):
@@ -118,7 +118,8 @@ def finetune_video(
     max_steps: int | None = None,
     num_workers: int = 0,
 ) -> dict[str, object]:
-    """Fine-tune a copy of ``backbone`` with a dropout + linear classifier (SCE appendix D.3).
+    """Fine-tune a copy of ``backbone`` with a dropout + linear classifier (Denize et al. 2023,
+    appendix D.3).
 
     Args:
         backbone: pretrained clip backbone ``(B, 3, T, H, W) -> (B, D)`` with ``out_dim``

@@ -1,12 +1,15 @@
-"""Linear evaluation of frozen features (SCE appendix D.1, D.2; low-shot, SCE Table 10).
+"""Linear evaluation of cached frozen features (SCE, Denize et al. 2023, appendix D.1, D.2;
+low-shot: Table 10).
 
-Two variants:
-
-* :func:`linear_probe`: the fast one, on cached features (one forward pass of the backbone,
+* :class:`LinearProtocol` and the protocols of SCE (:data:`SCE_D1`, :data:`SCE_D2`);
+* :func:`linear_probe`: the fast variant, on cached features (one forward pass of the backbone,
   no augmentation). Optionally standardises features; the returned ``nn.Linear`` acts on raw
-  features (the standardisation is folded into its weights).
-* :func:`train_linear_on_images`: the augmented-image protocol. The frozen backbone
-  ``features_fn`` runs on every augmented batch, as in SCE D.1/D.2.
+  features (the standardisation is folded into its weights);
+* :func:`lowshot_linear` on :func:`sample_per_class` draws, and the accuracies
+  (:func:`classification_report`, :func:`mean_per_class_accuracy`).
+
+The augmented-image protocol, where the frozen backbone runs on every augmented batch, is
+:func:`contrastkit.eval.linear_images.train_linear_on_images`.
 
 Accuracies are fractions in [0, 1].
 """
@@ -14,16 +17,16 @@ Accuracies are fractions in [0, 1].
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from contrastkit.checks import check_features, check_labels, check_same_dim
 from contrastkit.cosine import cosine_anneal
-from contrastkit.eval.knn import check_features, check_labels, topk_accuracy
-from contrastkit.losses._checks import check_same_dim
+from contrastkit.eval.knn import topk_accuracy
 
 
 @dataclass(frozen=True)
@@ -106,16 +109,17 @@ class LinearProtocol:
         }
 
 
-#: SCE appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30, momentum 0.9, no weight
-#: decay, lr x0.1 at epochs 60 and 80. The appendix gives no batch size; 256 is MoCo v2's.
+#: Denize et al. 2023, appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30,
+#: momentum 0.9, no weight decay, lr x0.1 at epochs 60 and 80. The appendix gives no batch size;
+#: 256 is MoCo v2's.
 #: lr 30 suits raw (un-standardised) pooled ResNet features: use ``standardize=False``.
 SCE_D1 = LinearProtocol(
     epochs=100, lr=30.0, momentum=0.9, weight_decay=0.0, batch_size=256, schedule="step",
     milestones=(60, 80), gamma=0.1,
 )
 
-#: SCE appendix D.2 (following MoCo v3): 90 epochs, batch 1024, SGD momentum 0.9, no weight decay,
-#: lr 0.1 scaled by batch/256 (= 0.4), cosine decay without restart.
+#: Denize et al. 2023, appendix D.2 (following MoCo v3): 90 epochs, batch 1024, SGD momentum
+#: 0.9, no weight decay, lr 0.1 scaled by batch/256 (= 0.4), cosine decay without restart.
 SCE_D2 = LinearProtocol(
     epochs=90, lr=0.1, momentum=0.9, weight_decay=0.0, batch_size=1024, schedule="cosine",
     milestones=(), lr_reference_batch=256,
@@ -123,7 +127,8 @@ SCE_D2 = LinearProtocol(
 
 
 def mean_per_class_accuracy(pred: Tensor, labels: Tensor, num_classes: int | None = None) -> float:
-    """Mean over classes of the per-class recall (SCE Sec. 4.1.4, Aircraft/Caltech/Pets/Flowers).
+    """Mean over classes of the per-class recall (Denize et al. 2023, Sec. 4.1.4: Aircraft,
+    Caltech, Pets, Flowers).
 
     ``(1 / |C|) sum_{c in C} #{i: y_i = c, pred_i = c} / #{i: y_i = c}``, over the classes ``C``
     present in ``labels`` (a class with no test example has no recall and is skipped).
@@ -173,7 +178,8 @@ def linear_probe(
     num_classes: int | None = None,
     seed: int = 0,
 ) -> dict[str, object]:
-    """Train a linear classifier on cached frozen features (fast SCE D.1/D.2 variant).
+    """Train a linear classifier on cached frozen features (fast variant of Denize et al. 2023,
+    appendix D.1/D.2).
 
     Multinomial logistic regression ``softmax(W x + b)`` trained by mini-batch SGD with momentum
     on the cross-entropy, learning rate ``lr`` following ``schedule`` per iteration (see
@@ -251,115 +257,6 @@ def linear_probe(
     return report
 
 
-def _batches(loader: Iterable) -> Iterable[tuple[Tensor, Tensor]]:
-    for batch in loader:
-        if not isinstance(batch, (tuple, list)) or len(batch) < 2:
-            raise ValueError("loaders must yield (images, labels) batches")
-        yield batch[0], batch[1]
-
-
-def train_linear_on_images(
-    features_fn: Callable[[Tensor], Tensor],
-    train_loader: Iterable,
-    test_loader: Iterable,
-    protocol: LinearProtocol,
-    train_transform: Callable[[Tensor], Tensor] | None,
-    test_transform: Callable[[Tensor], Tensor] | None,
-    num_classes: int,
-    *,
-    device: torch.device | str | None = None,
-    seed: int = 0,
-) -> dict[str, object]:
-    """Linear evaluation on augmented images with a frozen backbone (SCE appendix D.1/D.2).
-
-    Every training batch ``(images, labels)`` is augmented by ``train_transform`` (e.g. random
-    resized crop 0.08-1 + horizontal flip), embedded by ``features_fn`` under ``torch.no_grad``
-    (the backbone is frozen: no gradient reaches it) and used for one SGD step of a linear layer
-    on the cross-entropy. The learning rate follows ``protocol`` per iteration when
-    ``len(train_loader)`` is known, else per epoch. Test batches go through ``test_transform``
-    (e.g. resize 256 + centre crop 224). The loader's ``batch_size`` should match
-    ``protocol.batch_size``, which sets the learning-rate scaling.
-
-    Args:
-        features_fn: frozen backbone, ``images -> (B, D)`` features.
-        train_loader: iterable of ``(images, labels)`` re-iterable once per epoch.
-        test_loader: iterable of ``(images, labels)``.
-        protocol: e.g. :data:`SCE_D1` or :data:`SCE_D2`.
-        train_transform: batched augmentation ``images -> images`` (None = identity).
-        test_transform: batched evaluation transform (None = identity).
-        num_classes: number of classes.
-        device: device of the linear layer (default: the features' device).
-        seed: seed of torch's global generator while training (for the augmentations).
-
-    Returns:
-        ``{"top1", "top5", "mean_per_class", "classifier", "loss_curve"}`` as in
-        :func:`linear_probe`.
-    """
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
-    if not isinstance(protocol, LinearProtocol):
-        raise ValueError(f"protocol must be a LinearProtocol, got {type(protocol).__name__}")
-    try:
-        steps: int | None = len(train_loader)  # type: ignore[arg-type]
-    except TypeError:
-        steps = None
-    identity: Callable[[Tensor], Tensor] = lambda images: images  # noqa: E731
-    train_tf, test_tf = train_transform or identity, test_transform or identity
-
-    def embed(images: Tensor, transform: Callable[[Tensor], Tensor]) -> Tensor:
-        with torch.no_grad():
-            feats = features_fn(transform(images))
-        check_features("features_fn output", feats)
-        return feats.detach().float()
-
-    linear: nn.Linear | None = None
-    optimizer: torch.optim.Optimizer | None = None
-    loss_curve: list[float] = []
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for epoch in range(protocol.epochs):
-            total, count = 0.0, 0
-            for step, (images, labels) in enumerate(_batches(train_loader)):
-                feats = embed(images, train_tf)
-                if linear is None:
-                    linear = nn.Linear(feats.shape[1], num_classes).to(device or feats.device)
-                    nn.init.zeros_(linear.weight)
-                    nn.init.zeros_(linear.bias)
-                    optimizer = torch.optim.SGD(
-                        linear.parameters(), lr=protocol.scaled_lr, momentum=protocol.momentum,
-                        weight_decay=protocol.weight_decay,
-                    )
-                assert optimizer is not None
-                check_labels("labels", labels, feats.shape[0], "features_fn output")
-                feats, labels = feats.to(linear.weight.device), labels.to(linear.weight.device)
-                for group in optimizer.param_groups:
-                    group["lr"] = protocol.lr_at(epoch + (step / steps if steps else 0.0))
-                loss = F.cross_entropy(linear(feats), labels)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * labels.shape[0]
-                count += labels.shape[0]
-            if count == 0:
-                raise ValueError("train_loader yielded no batch")
-            loss_curve.append(total / count)
-    assert linear is not None
-    linear.eval()
-    all_scores, all_labels = [], []
-    with torch.no_grad():
-        for images, labels in _batches(test_loader):
-            all_scores.append(linear(embed(images, test_tf).to(linear.weight.device)))
-            all_labels.append(labels.to(linear.weight.device))
-    if not all_scores:
-        raise ValueError("test_loader yielded no batch")
-    report: dict[str, object] = dict(
-        classification_report(torch.cat(all_scores), torch.cat(all_labels))
-    )
-    report["classifier"] = linear
-    report["loss_curve"] = loss_curve
-    return report
-
-
 def sample_per_class(labels: Tensor, shots: int, seed: int = 0) -> Tensor:
     """Indices of ``shots`` examples of each class in ``labels``, drawn without replacement.
 
@@ -397,8 +294,8 @@ def lowshot_linear(
     seeds: Sequence[int] = (0, 1, 2),
     **probe_kwargs: object,
 ) -> dict[int | None, dict[str, object]]:
-    """Low-shot linear evaluation (SCE Table 10 protocol of Zheng et al. 2021: 16/32/64/all
-    images per class).
+    """Low-shot linear evaluation (Denize et al. 2023, Table 10, protocol of Zheng et al. 2021:
+    16/32/64/all images per class).
 
     For each ``shot`` and ``seed``, :func:`sample_per_class` draws ``shot`` training examples
     per class (``None`` = the whole training set) and :func:`linear_probe` is trained on them

@@ -1,11 +1,12 @@
 """Geometry of learned embeddings: alignment, uniformity, tolerance, margins, hardness.
 
 Sources:
-* DySTreSS (Manna et al.), appendix: uniformity (eq. 16), alignment (eq. 17), inter-class
+* DySTreSS (Manna et al. 2023), appendix: uniformity (eq. 16), alignment (eq. 17), inter-class
   uniformity (eq. 18), relative penalty on negatives ``r(s_ij)`` (eq. 4).
-* Wang & Liu, "Understanding the Behaviour of Contrastive Loss" (CVPR 2021): tolerance, hardness
+* Wang & Liu 2021, "Understanding the Behaviour of Contrastive Loss" (CVPR): tolerance, hardness
   weights, local separation figures (supplement, figs. 1-7).
-* SINCERE (Feeney & Hughes): target-noise margin (Table 1, Fig. 2), information bound (Thm. 11).
+* SINCERE (Feeney & Hughes 2023): target-noise margin (Table 1, Fig. 2), information bound
+  (Thm. 11).
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from contrastkit.eval.knn import check_features, check_labels, resolve_num_classes
-from contrastkit.losses._checks import check_positive_float, check_same_dim, check_same_shape
+from contrastkit.checks import (
+    check_features,
+    check_labels,
+    check_positive_float,
+    check_same_dim,
+    check_same_shape,
+    resolve_num_classes,
+)
 
 TemperatureLike = float | Callable[[Tensor], Tensor]
 
@@ -30,7 +37,7 @@ def _rows_per_chunk(n_cols: int) -> int:
 
 
 def alignment(z1: Tensor, z2: Tensor, alpha: float = 2.0, *, normalize: bool = True) -> Tensor:
-    """Alignment of positive pairs, DySTreSS eq. 17 (Wang & Isola 2020 with ``alpha``).
+    """Alignment of positive pairs, Manna et al. 2023, eq. 17 (Wang & Isola 2020 with ``alpha``).
 
     ``A = (1 / N) sum_i ||z1_i - z2_i||_2^alpha``; ``alpha = 2`` is eq. 17. Lower is better
     aligned (zero also for a collapsed encoder).
@@ -74,7 +81,7 @@ def _log_mean_exp_pairs(z: Tensor, t: float) -> Tensor:
 
 
 def uniformity(z: Tensor, t: float = 2.0, *, normalize: bool = True) -> Tensor:
-    """Uniformity, DySTreSS eq. 16 (Wang & Isola 2020; Wang & Liu 2021).
+    """Uniformity, Manna et al. 2023, eq. 16 (Wang & Isola 2020; Wang & Liu 2021).
 
     ``U = log( (2 / (N (N - 1))) sum_{i<j} exp(-t ||z_i - z_j||_2^2) )``: the expectation over
     ``p_pair`` is taken over the ``N (N - 1) / 2`` distinct unordered pairs (no ``i = j`` terms,
@@ -151,7 +158,7 @@ def class_centroids(z: Tensor, labels: Tensor, num_classes: int | None = None) -
 def interclass_uniformity(
     z: Tensor, labels: Tensor, t: float = 2.0, *, num_classes: int | None = None
 ) -> Tensor:
-    """Inter-class uniformity, DySTreSS eq. 18: uniformity of the class centroids.
+    """Inter-class uniformity, Manna et al. 2023, eq. 18: uniformity of the class centroids.
 
     ``U_ic = log( mean_{a<b} exp(-t ||mu_a - mu_b||_2^2) )`` with ``mu_c`` the mean of the
     L2-normalised embeddings of class ``c``. The centroids are NOT re-normalised: the values the
@@ -179,7 +186,7 @@ def interclass_uniformity(
 def target_noise_margin(
     train_z: Tensor, train_labels: Tensor, test_z: Tensor, test_labels: Tensor
 ) -> tuple[float, Tensor, Tensor]:
-    """Target-noise margin, SINCERE Table 1 and Fig. 2.
+    """Target-noise margin, Feeney & Hughes 2023, Table 1 and Fig. 2.
 
     For each test sample ``q`` (label ``y_q``): ``s_target(q) = max_{i: y_i = y_q} cos(q, x_i)``,
     the similarity to its nearest training sample of the same class, and
@@ -238,7 +245,7 @@ def _median(x: Tensor) -> float:
 def sincere_kl_bound(
     loss: float | Tensor, num_noise: int | Tensor, *, clamp: bool = False
 ) -> float | Tensor:
-    """Lower bound on the symmetrised KL between target and noise, SINCERE Theorem 11.
+    """Lower bound on the symmetrised KL between target and noise, Feeney & Hughes 2023, Thm. 11.
 
     Theorem 11: ``L_SINCERE >= log|N| - (KL(p- || p+) + KL(p+ || p-))`` with ``|N|`` the number of
     noise examples in the selection task. Rearranged (the corollary after eq. 11):
@@ -280,7 +287,8 @@ def local_separation(
     *,
     negatives: str = "both",
 ) -> dict[str, Tensor]:
-    """Similarity to the positive and to the ``k`` nearest negatives (Wang & Liu, supp. figs 1-7).
+    """Similarity to the positive and to the ``k`` nearest negatives (Wang & Liu 2021, supp. figs.
+    1-7).
 
     For anchor ``i`` the positive similarity is ``cos(a_i, p_i)``; the negatives are the views of
     the *other* samples of the batch: ``{a_j, p_j : j != i}`` for ``negatives="both"`` (the
@@ -325,7 +333,7 @@ def local_separation(
 
 
 def hardness_weights(similarities: Tensor, temperature: TemperatureLike) -> Tensor:
-    """Relative penalty on each negative, DySTreSS eq. 4 (Wang & Liu 2021, Sec. 3.2).
+    """Relative penalty on each negative, Manna et al. 2023, eq. 4 (Wang & Liu 2021, Sec. 3.2).
 
     ``r(s_ij) = exp(s_ij / t_ij) / sum_{k != i} exp(s_ik / t_ik)``: a softmax over the negatives
     of anchor ``i`` (last dimension), with ``t_ij = temperature`` for a float or

@@ -2,63 +2,38 @@
 
 Each function writes one image atomically (temporary file in the same folder, then
 ``os.replace``) and returns its path. The format follows the suffix (``.png``, ``.pdf``, ...).
+The line plots that pretraining draws too (:func:`plot_curves`, :func:`plot_curve`) live in
+:mod:`contrastkit.figures` and are importable from here.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from contrastkit.eval.metrics import TemperatureLike, hardness_weights
-from contrastkit.outputs import temp_file_beside
+from contrastkit.figures import (
+    PathLike,
+    finite_array,
+    new_figure,
+    plot_curve,
+    plot_curves,
+    save_figure,
+)
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-PathLike = str | os.PathLike
-
-
-def _new_figure(width: float = 7.0, height: float = 4.5) -> Figure:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("plots need matplotlib: pip install 'contrastkit[eval]'") from exc
-    fig = Figure(figsize=(width, height), dpi=120)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Figure, path: PathLike) -> Path:
-    path = Path(path)
-    if path.suffix == "":
-        raise ValueError(f"path must have an image suffix such as .png, got {str(path)!r}")
-    fig.tight_layout()
-    fd, tmp = temp_file_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=path.suffix.lstrip(".").lower())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
-
-
-def _numpy(x: Tensor | np.ndarray | Sequence[float], name: str) -> np.ndarray:
-    arr = x.detach().cpu().double().numpy() if isinstance(x, Tensor) else np.asarray(x, float)
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} contains NaN or Inf values")
-    return arr
+__all__ = [
+    "plot_curve",
+    "plot_curves",
+    "plot_embedding_2d",
+    "plot_hardness_weights",
+    "plot_local_separation",
+    "plot_similarity_histograms",
+    "plot_temperature_functions",
+]
 
 
 def plot_local_separation(
@@ -66,7 +41,7 @@ def plot_local_separation(
 ) -> Path:
     """Box plots of the positive similarity and the 1st..k-th nearest-negative similarities.
 
-    Like the local-separation figures of Wang & Liu (supplement, figs. 1-7).
+    Like the local-separation figures of Wang & Liu 2021 (supplement, figs. 1-7).
 
     Args:
         separation: output of :func:`contrastkit.eval.metrics.local_separation`
@@ -76,11 +51,11 @@ def plot_local_separation(
     """
     if "positive" not in separation or "negatives" not in separation:
         raise ValueError("separation must have keys 'positive' and 'negatives'")
-    pos = _numpy(separation["positive"], "separation['positive']")
-    neg = _numpy(separation["negatives"], "separation['negatives']")
+    pos = finite_array(separation["positive"], "separation['positive']")
+    neg = finite_array(separation["negatives"], "separation['negatives']")
     if neg.ndim != 2:
         raise ValueError(f"separation['negatives'] must be (N, k), got shape {neg.shape}")
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     data = [pos] + [neg[:, j] for j in range(neg.shape[1])]
     labels = ["pos"] + [f"{j + 1}" for j in range(neg.shape[1])]
@@ -94,14 +69,15 @@ def plot_local_separation(
     ax.set_ylim(-1.05, 1.05)
     ax.grid(alpha=0.3)
     ax.set_title(title or "Local separation")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_similarity_histograms(
     target_sims: Tensor, noise_sims: Tensor, path: PathLike, *, bins: int = 50,
     title: str | None = None,
 ) -> Path:
-    """Histograms of nearest-target and nearest-noise similarities with medians (SINCERE Fig. 2).
+    """Histograms of nearest-target and nearest-noise similarities with medians (Feeney & Hughes
+    2023, Fig. 2).
 
     Args:
         target_sims: ``(N,)`` similarity of each test sample to its nearest same-class sample.
@@ -110,9 +86,9 @@ def plot_similarity_histograms(
         bins: number of histogram bins on [-1, 1].
         title: optional title (default shows the margin between medians).
     """
-    target = _numpy(target_sims, "target_sims")
-    noise = _numpy(noise_sims, "noise_sims")
-    fig = _new_figure()
+    target = finite_array(target_sims, "target_sims")
+    noise = finite_array(noise_sims, "noise_sims")
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     edges = np.linspace(min(-1.0, target.min(), noise.min()), max(1.0, target.max(),
                         noise.max()), bins + 1)
@@ -124,7 +100,7 @@ def plot_similarity_histograms(
     ax.set_ylabel("count")
     ax.legend()
     ax.set_title(title or f"Target-noise separation (margin {margin:.3f})")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _temperature_name(temperature: TemperatureLike) -> str:
@@ -141,7 +117,7 @@ def plot_hardness_weights(
     num_negatives: int = 4096,
     log_scale: bool = True,
 ) -> Path:
-    """Relative penalty ``r(s)`` (DySTreSS eq. 4) versus similarity for several temperatures.
+    """Relative penalty ``r(s)`` (Manna et al. 2023, eq. 4) versus similarity per temperature.
 
     The anchor's negatives are ``num_negatives`` similarities evenly spaced on [-1, 1]; each curve
     is :func:`contrastkit.eval.metrics.hardness_weights` on that set for one temperature (float
@@ -158,7 +134,7 @@ def plot_hardness_weights(
     if not items:
         raise ValueError("temperatures is empty")
     sims = torch.linspace(-1.0, 1.0, num_negatives, dtype=torch.float64)
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     for name, temperature in items:
         weights = hardness_weights(sims, temperature)
@@ -170,14 +146,14 @@ def plot_hardness_weights(
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(f"Hardness weights over {num_negatives} negatives on [-1, 1]")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_temperature_functions(
     functions: Mapping[str, Callable[[Tensor], Tensor]], path: PathLike, *,
     num_points: int = 401,
 ) -> Path:
-    """Temperature versus cosine similarity, like DySTreSS figs. 3-4.
+    """Temperature versus cosine similarity, like Manna et al. 2023, figs. 3-4.
 
     Args:
         functions: ``{label: fn}`` with ``fn`` mapping a tensor of similarities in [-1, 1] to
@@ -188,18 +164,19 @@ def plot_temperature_functions(
     if not functions:
         raise ValueError("functions is empty")
     sims = torch.linspace(-1.0, 1.0, num_points, dtype=torch.float64)
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
     for name, fn in functions.items():
         temps = fn(sims)
         temps = temps if isinstance(temps, Tensor) else torch.as_tensor(temps)
-        ax.plot(sims.numpy(), _numpy(temps.expand_as(sims), f"functions[{name!r}]"), label=name)
+        values = finite_array(temps.expand_as(sims), f"functions[{name!r}]")
+        ax.plot(sims.numpy(), values, label=name)
     ax.set_xlabel("cosine similarity")
     ax.set_ylabel("temperature")
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title("Temperature functions")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_embedding_2d(
@@ -217,7 +194,7 @@ def plot_embedding_2d(
         seed: random state of the projection.
         title: optional title.
     """
-    from contrastkit.eval.knn import check_features, check_labels
+    from contrastkit.checks import check_features, check_labels
 
     check_features("z", z)
     check_labels("labels", labels, z.shape[0], "z")
@@ -244,7 +221,7 @@ def plot_embedding_2d(
         perp = min(perplexity, max(1.0, (x.shape[0] - 1) / 3))
         xy = TSNE(n_components=2, perplexity=perp, init="pca", random_state=seed).fit_transform(x)
     y = labels.cpu().numpy()
-    fig = _new_figure(6.0, 6.0)
+    fig = new_figure(6.0, 6.0)
     ax = fig.add_subplot(1, 1, 1)
     points = ax.scatter(xy[:, 0], xy[:, 1], c=y, cmap="tab10" if y.max() < 10 else "tab20", s=8)
     if y.max() < 20:
@@ -252,40 +229,4 @@ def plot_embedding_2d(
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_title(title or f"Embedding ({method.upper()})")
-    return _save(fig, path)
-
-
-def plot_curves(
-    curves: Mapping[str, Sequence[float] | Tensor], path: PathLike, *, xlabel: str = "step",
-    ylabel: str = "loss", title: str | None = None, log_y: bool = False,
-) -> Path:
-    """Line plot of one or more curves (e.g. training loss per step), x = 0, 1, 2, ...
-
-    Args:
-        curves: ``{label: values}``.
-        path: output image path.
-        xlabel, ylabel, title: axis labels and title.
-        log_y: logarithmic y axis.
-    """
-    if not curves:
-        raise ValueError("curves is empty")
-    fig = _new_figure()
-    ax = fig.add_subplot(1, 1, 1)
-    for name, values in curves.items():
-        ax.plot(_numpy(values, f"curves[{name!r}]"), label=name)
-    if log_y:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title)
-    return _save(fig, path)
-
-
-def plot_curve(
-    values: Sequence[float] | Tensor, path: PathLike, *, label: str = "loss", **kwargs: object
-) -> Path:
-    """Single-curve shortcut of :func:`plot_curves` (``kwargs`` are passed on)."""
-    return plot_curves({label: values}, path, **kwargs)  # type: ignore[arg-type]
+    return save_figure(fig, path)

@@ -1,4 +1,5 @@
-"""Nearest-neighbour retrieval recall (SCE, Sec. 4.2 "Video retrieval", Table 19)."""
+"""Nearest-neighbour retrieval recall (SCE, Denize et al. 2023, Sec. 4.2 "Video retrieval",
+Table 19)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from collections.abc import Sequence
 
 from torch import Tensor
 
-from contrastkit.eval.knn import Backend, check_features, check_labels, nearest_neighbors
-from contrastkit.losses._checks import check_same_dim
+from contrastkit.checks import check_features, check_labels, check_same_dim
+from contrastkit.knn import Backend, nearest_neighbors
 
 
 def retrieval_recall(
@@ -22,8 +23,8 @@ def retrieval_recall(
 ) -> dict[str, float]:
     """Recall@k of cosine retrieval from the test set into the training set.
 
-    SCE (Table 19) queries, for each test video, the ``N`` nearest training videos by cosine
-    similarity and reports ``R@N``: a query is a hit when at least one of its ``N`` nearest
+    Denize et al. 2023 (Table 19) query, for each test video, the ``N`` nearest training videos
+    by cosine similarity and report ``R@N``: a query is a hit when at least one of its ``N`` nearest
     neighbours shares its label,
     ``R@k = (1 / N_test) sum_q 1[exists i in N_k(q): y_i = y_q]``.
 

@@ -1,4 +1,5 @@
-"""Video evaluation pieces (SCE appendix D.3): 30-view features and the linear protocol.
+"""Video evaluation pieces (SCE, Denize et al. 2023, appendix D.3): 30-view features and the
+linear protocol.
 
 * :class:`MultiViewEncoder`: a frozen R3D backbone applied to the ``V`` views of each video
   (10 temporal clips x 3 spatial crops, :func:`contrastkit.data.video.average_views`) and
@@ -18,13 +19,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from contrastkit.data.video_views import to_backbone_layout
 from contrastkit.eval.linear import LinearProtocol
 
 __all__ = ["SCE_D3", "MultiViewEncoder", "SharedFrameTransform", "flip_only_transform"]
 
-#: SCE appendix D.3 (after Feichtenhofer et al., 2021): linear classifier on the frozen encoder,
-#: 60 epochs, batch 512, SGD momentum 0.9, no weight decay, lr 2 following the linear scaling
-#: rule with reference batch 512, linear warm-up of 35 epochs then cosine annealing.
+#: Denize et al. 2023, appendix D.3 (after Feichtenhofer et al. 2021): linear classifier on the
+#: frozen encoder, 60 epochs, batch 512, SGD momentum 0.9, no weight decay, lr 2 following the
+#: linear scaling rule with reference batch 512, linear warm-up of 35 epochs then cosine
+#: annealing.
 SCE_D3 = LinearProtocol(
     epochs=60, lr=2.0, momentum=0.9, weight_decay=0.0, batch_size=512, schedule="cosine",
     milestones=(), warmup_epochs=35.0, lr_reference_batch=512,
@@ -35,7 +38,7 @@ class MultiViewEncoder(nn.Module):
     """Frozen clip backbone for evaluation batches of one or several views per video.
 
     * uint8 ``(B, V, T, C, H, W)`` (the ``mode="eval"`` datasets): every view goes through
-      ``view`` (e.g. :class:`~contrastkit.train.video.VideoEvalView`) and the backbone, in
+      ``view`` (e.g. :class:`~contrastkit.data.video_views.VideoEvalView`) and the backbone, in
       chunks of ``chunk`` views, and the ``V`` features of each video are averaged
       (:func:`~contrastkit.data.video.average_views`): ``(B, D)``.
     * uint8 ``(B, T, C, H, W)``: one view per video, ``(B, D)``.
@@ -83,8 +86,6 @@ class SharedFrameTransform(nn.Module):
         self.pipeline = pipeline
 
     def forward(self, clips: Tensor) -> Tensor:
-        from contrastkit.train.video import to_backbone_layout
-
         return to_backbone_layout(self.pipeline.forward_clips(clips))
 
 
@@ -92,10 +93,10 @@ def flip_only_transform(size: int, normalize: str | None = None,
                         jitter_strength: float = 0.0) -> SharedFrameTransform:
     """Horizontal flip (p 0.5) [+ SCE *strong* colour jitter] shared by a clip's frames.
 
-    The training views of SCE D.3 after the loader's random ``size`` crop: the linear protocol
-    uses the flip only (``jitter_strength=0``); fine-tuning adds "colour jittering with the
-    *strong* augmentation parameters" of SCE Table 1 (``jitter_strength=0.5``: brightness,
-    contrast, saturation 0.4, hue 0.1, probability 0.8; no grayscale, blur or crop).
+    The training views of Denize et al. 2023, appendix D.3, after the loader's random ``size`` crop:
+    the linear protocol uses the flip only (``jitter_strength=0``); fine-tuning adds "colour
+    jittering with the *strong* augmentation parameters" of SCE Table 1 (``jitter_strength=0.5``:
+    brightness, contrast, saturation 0.4, hue 0.1, probability 0.8; no grayscale, blur or crop).
     """
     from dataclasses import replace
 

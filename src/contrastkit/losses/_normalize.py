@@ -13,8 +13,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from contrastkit.checks import check_embeddings
 from contrastkit.hot_path import in_hot_path
-from contrastkit.losses._checks import check_embeddings
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 EPS = 1e-12  # the eps of F.normalize: rows are divided by max(norm, eps)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from contrastkit.losses._checks import (
+from contrastkit.checks import (
     check_batch_has_negatives,
     check_embedding_layout,
     check_same_dim,

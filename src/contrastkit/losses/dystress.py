@@ -32,7 +32,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from contrastkit.losses._checks import check_positive_float, check_temperature_value
+from contrastkit.checks import check_positive_float, check_temperature_value
 from contrastkit.schedules import Schedule, ScheduleState
 
 __all__ = [

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.losses._checks import (
+from contrastkit.checks import (
     check_batch_has_negatives,
     check_embedding_layout,
     check_same_shape,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.losses._checks import (
+from contrastkit.checks import (
     check_positive_float,
     check_temperature_value,
     check_unit_interval,

@@ -62,13 +62,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastkit.hot_path import in_hot_path
-from contrastkit.losses._checks import (
+from contrastkit.checks import (
     check_embeddings,
     check_non_negative_float,
     check_positive_float,
     check_temperature_value,
 )
+from contrastkit.hot_path import in_hot_path
 
 __all__ = [
     "EpsSupInfoNCELoss",

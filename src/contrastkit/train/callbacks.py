@@ -145,7 +145,7 @@ class LossCurveCallback(L.Callback):
                 if metrics.is_file():
                     _, values = read_metrics_csv(metrics, self.key)
                     if values:
-                        from contrastkit.eval.plots import plot_curves
+                        from contrastkit.figures import plot_curves
 
                         plot_curves({self.key: values},
                                     Path(trainer.default_root_dir) / self.filename,

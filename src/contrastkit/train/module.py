@@ -4,7 +4,7 @@ It owns what is common to every method and nothing method-specific:
 
 * views: uint8 batch on the device -> augmented float views (GPU augmentation when the batch
   is on a GPU); with ``views.video`` the batch is a pair of clip batches and view ``i`` is made
-  from clip ``i`` (:mod:`contrastkit.train.video`, SCE 4.2);
+  from clip ``i`` (:mod:`contrastkit.train.video`; Denize et al. 2023, section 4.2);
 * the optimiser (SGD/LARS/AdamW, linear scaling rule, warm-up + cosine per step);
 * schedules: the :class:`~contrastkit.schedules.ScheduleState` handed to the method, and the
   method's after-step hook (EMA update, queue commit) once per optimiser step, so gradient
@@ -17,7 +17,10 @@ It owns what is common to every method and nothing method-specific:
 * one augmentation generator per process on its device (:mod:`.augment_rng`);
 * the GPU path: the step runs inside :func:`contrastkit.hot_path.hot_path` (no host reads:
   see ``docs/performance.md`` for the inventory), 2-D backbones in ``channels_last`` on CUDA,
-  optionally ``torch.compile``-d backbone and heads, metrics logged only on logging steps.
+  optionally ``torch.compile``-d backbone and heads, metrics logged only on logging steps;
+* every checkpoint's ``contrastkit`` entry: the backbone spec and what evaluating the
+  checkpoint needs (views, input size, normalisation, class names, data split options; see
+  :mod:`contrastkit.checkpoints`), so that ``contrastkit eval`` needs the checkpoint alone.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from torch import Tensor, nn
 
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
 from contrastkit.hot_path import hot_path
+from contrastkit.knn import knn_predict
 from contrastkit.methods.base import ContrastiveMethod
 from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_lambda
 from contrastkit.schedules import ScheduleState
@@ -249,8 +253,6 @@ class PretrainModule(L.LightningModule):
         query, query_y = feats[1], labels[1]
         truth = _gather_shards(query_y)
         if self.online_spec.knn and self.num_classes > 0:
-            from contrastkit.eval import knn_predict
-
             k = min(self.online_spec.knn_k, bank.shape[0])
             # The bank may be a subset missing some class: let knn_predict infer the count.
             pred, _ = knn_predict(bank, bank_y, query, k=k,
@@ -284,11 +286,22 @@ class PretrainModule(L.LightningModule):
         if self.augmentation_rng.generator is not None:
             checkpoint[AugmentationRNG.key] = self.augmentation_rng.dump(
                 self._augmentation_states())
+        datamodule = getattr(self.trainer, "datamodule", None)
+        record = getattr(datamodule, "evaluation_record", None)
         checkpoint["contrastkit"] = {
             "backbone": asdict(self.method.backbone_spec),
             "method": type(self.method).__name__,
             "num_classes": self.num_classes,
+            "views": self.evaluation_views(),
+            "data": record() if callable(record) else {},
         }
+
+    def evaluation_views(self) -> dict:
+        """The views config with the method's default presets filled in: what evaluating a
+        checkpoint reads (input size, normalisation, eval resize, the two view presets)."""
+        online, target = self.method.default_views
+        spec = self.views_spec
+        return {**asdict(spec), "online": spec.online or online, "target": spec.target or target}
 
 
 def _gather_shards(local: Tensor) -> Tensor:

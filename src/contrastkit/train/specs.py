@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 
 @dataclass(frozen=True)
 class MultiCropSpec:
-    """Multi-crop views (SCE appendix D.2): 2 global crops plus local crops (queries only).
+    """Multi-crop views (Denize et al. 2023, appendix D.2): 2 global crops plus local crops
+    (queries only).
 
     Attributes:
         global_scale: random-resized-crop scale range of the global crops.
@@ -27,8 +28,8 @@ class MultiCropSpec:
 
 @dataclass(frozen=True)
 class VideoViewsSpec:
-    """Views of clip batches (SCE section 4.2.1 and appendix D.3); see
-    :mod:`contrastkit.train.video`.
+    """Views of clip batches (Denize et al. 2023, section 4.2.1 and appendix D.3); see
+    :mod:`contrastkit.data.video_views`.
 
     Each pretraining view is one clip of the item (view 0 from clip 0 under ``online``, view 1
     from clip 1 under ``target``), augmented with the same spatial parameters on every frame,
@@ -44,39 +45,6 @@ class VideoViewsSpec:
 
     rgb_difference_p: float = 0.2
     reverse_p: float = 0.0
-
-
-@dataclass(frozen=True)
-class VideoDataSpec:
-    """Clip sampling and decoding of the video datasets (SCE appendix D.3).
-
-    Attributes:
-        annotations: split files: UCF101's ``ucfTrainTestlist`` folder, HMDB51's
-            ``testTrainMulti_7030_splits`` folder, or for Kinetics a folder of ``<split>.csv``
-            files, a CSV path containing ``{split}``, or one CSV filtered on its ``split``
-            column. Not used by ``video_folder``.
-        fold: official split 1, 2 or 3 of UCF101 / HMDB51.
-        frames: frames kept per clip (8 or 16 in SCE).
-        duration_s: clip duration in seconds (2.56 s: 64 frames at 25 fps).
-        duration_jitter: clip duration factor bounds (SCE 4.2.1 *jitter*: (0.8, 1.2));
-            None: no jitter (SCE's final choice).
-        short_side: frames are resized so that their short side has this many pixels.
-        crop_size: side of the square cut from the resized frames by the loader (a random
-            position per training clip; the centre crop for the monitor) so that clips of
-            different aspect ratios batch; None: the short side.
-        num_clips: clips per training item (2: the two views of SCE 4.2).
-        threads: decoder threads per video.
-    """
-
-    annotations: str | None = None
-    fold: int = 1
-    frames: int = 8
-    duration_s: float = 2.56
-    duration_jitter: tuple[float, float] | None = None
-    short_side: int | None = 128
-    crop_size: int | None = None
-    num_clips: int = 2
-    threads: int = 1
 
 
 @dataclass(frozen=True)
@@ -110,7 +78,7 @@ class ViewsSpec:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """Optimiser and learning-rate schedule (SCE appendix D.1/D.2).
+    """Optimiser and learning-rate schedule (Denize et al. 2023, appendix D.1/D.2).
 
     Attributes:
         name: ``sgd``, ``lars`` or ``adamw``.
@@ -120,8 +88,8 @@ class OptimizerSpec:
         exclude_bias_and_norm: True: biases, other 1-D parameters and normalisation
             parameters get no weight decay and no LARS adaptation (SCE appendices D.2/D.3,
             its LARS recipes); False: every parameter is decayed (and adapted by LARS), our
-            reading of the SGD recipes, which name no exclusion (SCE D.1, DySTreSS A.1,
-            SINCERE appendix J; configs/README.md).
+            reading of the SGD recipes, which name no exclusion (Denize et al. 2023, D.1;
+            Manna et al. 2023, A.1; Feeney & Hughes 2023, appendix J; configs/README.md).
         momentum: SGD/LARS momentum.
         warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
         final_lr_ratio: final learning rate as a fraction of the peak.
@@ -180,12 +148,3 @@ class OnlineEvalSpec:
     knn: bool = True
     knn_k: int = 200
     knn_temperature: float = 0.1
-
-
-@dataclass
-class RunInfo:
-    """Facts about the run stored in each checkpoint for evaluation and export."""
-
-    backbone: dict = field(default_factory=dict)
-    method: str = ""
-    num_classes: int = 0

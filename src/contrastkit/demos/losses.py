@@ -1,9 +1,11 @@
-"""``python -m contrastkit.demo``: every contrastive loss on random embeddings.
+"""``python -m contrastkit.demos.losses`` (``make demo-losses``): every contrastive loss on
+random embeddings.
 
 Prints, for each loss of :mod:`contrastkit.losses`, its value on the same random batch and
 the median wall time of forward + backward. The self-supervised losses see a query/key batch
 (and, for the queue variants, a memory queue); the supervised ones (SupCon, SINCERE,
-epsilon-SupInfoNCE) see both views with random class labels.
+epsilon-SupInfoNCE: Feeney & Hughes 2023, eqs. 3, 12, 15) see both views with random class
+labels. Each loss's docstring cites its paper and equation.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Why this protocol: what self-supervised pretraining promises is a representation
 few labels and is invariant to the changes its views make, not a better classifier when every
 training image is labelled. So the demo measures exactly that, with the project's own
 low-shot protocol (:func:`contrastkit.eval.lowshot_linear`, ``contrastkit eval lowshot``: the
-SCE Table 10 protocol of Zheng et al. 2021, linear probes on 16/32/64 images per class; here
-1, 5 and 10 because the 8x8 digits have only about 144 training images per class) and with a
-shifted copy of the test split (the pretraining views are random resized crops, so
+protocol of Denize et al. 2023, Table 10, after Zheng et al. 2021: linear probes on 16/32/64 images
+per class; here 1, 5 and 10 because the 8x8 digits have only about 144 training images per class)
+and with a shifted copy of the test split (the pretraining views are random resized crops, so
 translations are among the changes the representation was trained to ignore):
 
 * **labelled images**: ``n`` = 1, 5 and 10 per class, drawn from the pretraining split by
@@ -19,8 +19,8 @@ translations are among the changes the representation was trained to ignore):
 * **test images**: the test split as given, and the same images shifted by :func:`shift_images`:
   each image moves by 1/8 of its side (1 pixel of the 8x8 digits, 4 pixels of CIFAR's 32x32:
   the largest shift of the random crop with 4-pixel padding that trains SCE's linear
-  classifiers on CIFAR, appendix D.1 and the conference supplement) towards one of its 8
-  neighbours, drawn per image with seed 0; vacated pixels are 0;
+  classifiers on CIFAR, Denize et al. 2023, appendix D.1 and the conference supplement)
+  towards one of its 8 neighbours, drawn per image with seed 0; vacated pixels are 0;
 * **representations**: the pretrained backbone and the same architecture randomly initialised
   (``torch.manual_seed(0)``), both behind the pretraining run's evaluation transform (that of
   its kNN monitor), and raw pixels (``uint8 / 255``, flattened);

@@ -1,4 +1,4 @@
-"""Argument validation shared by every loss.
+"""Argument validation shared by the losses and the evaluation of frozen features.
 
 Each check raises ``ValueError`` naming the offending argument, so a user sees *which*
 input is wrong, not a shape error deep inside a matrix product.
@@ -12,6 +12,23 @@ import torch
 from torch import Tensor
 
 from contrastkit.hot_path import in_hot_path
+
+__all__ = [
+    "check_batch_has_negatives",
+    "check_embedding_layout",
+    "check_embeddings",
+    "check_features",
+    "check_labels",
+    "check_non_negative_float",
+    "check_positive_float",
+    "check_same_dim",
+    "check_same_shape",
+    "check_temperature_value",
+    "check_unit_interval",
+    "resolve_num_classes",
+]
+
+#: A per-pair temperature function: cosine similarities -> temperatures of the same shape.
 
 
 def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -> None:
@@ -115,3 +132,56 @@ def check_embedding_layout(name: str, x: Tensor, *, ndim: int | tuple[int, ...] 
         raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
     if not x.is_floating_point():
         raise ValueError(f"{name} must be a floating point tensor, got dtype {x.dtype}")
+
+
+def check_features(name: str, x: Tensor) -> None:
+    """Raise ``ValueError`` unless ``x`` is a finite floating ``(N, D)`` tensor (names ``name``)."""
+    check_embeddings(name, x, ndim=2)
+
+
+def check_labels(name: str, labels: Tensor, n: int, features_name: str) -> None:
+    """Raise ``ValueError`` unless ``labels`` is a 1-D integer tensor of ``n`` values >= 0.
+
+    Args:
+        name: argument name used in messages.
+        labels: the label tensor.
+        n: number of feature rows the labels must match.
+        features_name: name of the features argument, used in messages.
+    """
+    if not isinstance(labels, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(labels).__name__}")
+    if labels.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(f"{name} must be an integer tensor, got dtype {labels.dtype}")
+    if labels.shape[0] != n:
+        raise ValueError(
+            f"{name} has {labels.shape[0]} labels but {features_name} has {n} rows: "
+            "feature and label counts differ"
+        )
+    if n > 0 and int(labels.min()) < 0:
+        raise ValueError(f"{name} contains negative labels (min {int(labels.min())})")
+
+
+def resolve_num_classes(labels: Tensor, num_classes: int | None, name: str) -> int:
+    """Number of classes: ``max(labels) + 1`` if ``num_classes`` is None, else checked.
+
+    Raises:
+        ValueError: if a label is >= ``num_classes`` or, when ``num_classes`` is given, a class in
+            ``range(num_classes)`` has no sample in ``labels`` (an empty class).
+    """
+    top = int(labels.max()) + 1
+    if num_classes is None:
+        return top
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+        raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+    if top > num_classes:
+        raise ValueError(f"{name} contains label {top - 1} >= num_classes={num_classes}")
+    counts = torch.bincount(labels.cpu(), minlength=num_classes)
+    empty = torch.nonzero(counts == 0).flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"{name} has no sample of class(es) {empty[:10]} (empty class with "
+            f"num_classes={num_classes})"
+        )
+    return num_classes

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from contrastkit.data import datasets as D
+from contrastkit.demos import pretrain as demo
+from contrastkit.demos import protocol as P
 from contrastkit.eval import linear_probe, sample_per_class
-from contrastkit.train import demo
-from contrastkit.train import demo_protocol as P
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on a shared 2-core CPU
 CIFAR_JPG = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"

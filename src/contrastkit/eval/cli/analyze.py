@@ -1,0 +1,193 @@
+"""``contrastkit analyze``: embedding diagnostics and figures of a frozen checkpoint.
+
+Alignment and uniformity (Manna et al. 2023, eqs. 16-17, after Wang & Isola 2020), tolerance
+and local separation (Wang & Liu 2021), the target-noise margin and the KL bound of SINCERE
+(Feeney & Hughes 2023, Table 1 and Thm. 11), hardness weights and temperature functions
+(DySTreSS, Manna et al. 2023, eq. 4), a 2-D map of the embedding; the formulas are in
+:mod:`contrastkit.eval.metrics`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from contrastkit.data import augment
+from contrastkit.data.datasets import collate_images
+from contrastkit.eval import report
+from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
+from contrastkit.eval.cli.setup import (
+    Setup,
+    common_parser,
+    is_video,
+    open_split,
+    setup,
+    split_features,
+)
+from contrastkit.outputs import staged_folder
+
+
+# --- options ------------------------------------------------------------------------------------
+def analyze_parser() -> argparse.ArgumentParser:
+    """Parser of ``contrastkit analyze ...``."""
+    parser = argparse.ArgumentParser(
+        prog="contrastkit analyze", parents=[common_parser()],
+        description="Embedding diagnostics and figures of a frozen backbone.")
+    parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
+                        help="augmentation preset(s) of the two views (default: the "
+                        "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5])
+    parser.add_argument("--dystress", type=float, nargs="+", default=None,
+                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE]")
+    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none")
+    parser.add_argument("--embedding-samples", type=int, default=2000)
+    parser.add_argument("--max-samples", type=int, default=10000,
+                        help="test samples used (a seeded random subset when larger)")
+    parser.add_argument("--neighbors", type=int, default=10, help="negatives in local separation")
+    parser.add_argument("--loss-value", type=float, default=None,
+                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise)")
+    parser.add_argument("--num-noise", type=int, default=None, help="|N| of SINCERE Thm. 11")
+    return parser
+
+
+
+# --- diagnostics --------------------------------------------------------------------------------
+def _analysis_subset(n: int, limit: int, seed: int) -> Tensor:
+    if limit < 2:
+        raise ValueError(f"--max-samples must be >= 2, got {limit}")
+    if n <= limit:
+        return torch.arange(n)
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:limit].sort().values
+
+
+def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str]) -> tuple[
+        Tensor, Tensor]:
+    """Backbone features of two augmented views of the samples ``idx`` (seeded by --seed)."""
+    online, target = (presets[0], presets[-1])
+    make = [augment.preset(p, s.size, normalize=s.normalize).to(s.device) for p in (online, target)]
+    backbone = s.backbone.to(s.device).eval()
+    z1, z2 = [], []
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        torch.manual_seed(s.args.seed)
+        for start in range(0, len(idx), s.args.batch_size):
+            chunk = idx[start : start + s.args.batch_size].tolist()
+            images = collate_images([dataset[i] for i in chunk])[0].to(s.device)  # type: ignore[index]
+            z1.append(backbone(make[0](images)).float().cpu())
+            z2.append(backbone(make[1](images)).float().cpu())
+    return torch.cat(z1), torch.cat(z2)
+
+
+def _temperature_functions(a: argparse.Namespace) -> dict[str, object]:
+    """``{label: float or callable}`` of --temperatures and --dystress."""
+    temps: dict[str, object] = {f"t={t:g}": t for t in a.temperatures}
+    if a.dystress is not None:
+        from contrastkit.losses import DySTreSSTemperature
+
+        if len(a.dystress) not in (2, 4):
+            raise ValueError("--dystress takes T_MIN T_MAX or T_MIN T_MAX SHIFT SCALE, got "
+                             f"{len(a.dystress)} values")
+        fn = DySTreSSTemperature(*a.dystress)
+        temps["DySTreSS(" + ", ".join(f"{v:g}" for v in a.dystress) + ")"] = fn
+    return temps
+
+
+def _constant(t: float) -> Callable[[Tensor], Tensor]:
+    return lambda s: torch.full_like(s, t)
+
+
+def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
+    """Compute the diagnostics of ``contrastkit analyze`` and write its figures to ``out``.
+
+    Returns:
+        ``(metrics, config, figure file names)``.
+    """
+    from contrastkit.eval import metrics as m
+
+    a = s.args
+    if is_video(s):
+        raise ValueError(f"analyze supports image datasets only, not --data {a.data}")
+    for t in a.temperatures:
+        if not t > 0:
+            raise ValueError(f"--temperatures must be > 0, got {t}")
+    if (a.loss_value is None) != (a.num_noise is None):
+        raise ValueError("--loss-value and --num-noise must be given together (SINCERE Thm. 11)")
+    temps = _temperature_functions(a)
+    presets = tuple(a.views or s.run.views or ("simclr",))
+    if len(presets) > 2:
+        raise ValueError(f"--views takes one or two presets, got {len(presets)}")
+    xtr, ytr = split_features(s, a.train_split)
+    xte_all, yte_all = split_features(s, a.test_split)
+    idx = _analysis_subset(len(yte_all), a.max_samples, a.seed)
+    xte, yte = xte_all[idx], yte_all[idx]
+    z1, z2 = _view_features(s, open_split(s, a.test_split), idx, presets)
+    k = min(a.neighbors, 2 * len(idx) - 2)
+    separation = m.local_separation(z1, z2, k=k)
+    margin, target_sims, noise_sims = m.target_noise_margin(xtr, ytr, xte, yte)
+    metrics: dict = {
+        "alignment": float(m.alignment(z1, z2)),
+        "uniformity": float(m.uniformity(xte)),
+        "tolerance": float(m.tolerance(xte, yte)),
+        "interclass_uniformity": float(m.interclass_uniformity(xte, yte)),
+        "target_noise_margin": float(margin),
+        "target_similarity_median": float(target_sims.median()),
+        "noise_similarity_median": float(noise_sims.median()),
+        "positive_similarity_mean": float(separation["positive"].mean()),
+        "nearest_negative_similarity_mean": float(separation["negatives"][:, 0].mean()),
+    }
+    if a.loss_value is not None:
+        metrics["sincere_kl_bound"] = float(m.sincere_kl_bound(a.loss_value, a.num_noise))
+    config = {"views": list(presets), "num_samples": len(idx), "neighbors": k,
+              "temperatures": list(temps), "embedding": a.embedding, "seed": a.seed,
+              "loss_value": a.loss_value, "num_noise": a.num_noise}
+    figures = [] if out is None else _analysis_figures(out, a, separation, target_sims,
+                                                        noise_sims, temps, xte, yte)
+    return metrics, config, figures
+
+
+def _analysis_figures(out: Path, a: argparse.Namespace, separation: dict, target_sims: Tensor,
+                      noise_sims: Tensor, temps: dict, xte: Tensor, yte: Tensor) -> list[str]:
+    from contrastkit.eval import plots
+
+    plots.plot_local_separation(separation, out / "local_separation.png")
+    plots.plot_similarity_histograms(target_sims, noise_sims, out / "similarity_histograms.png")
+    plots.plot_hardness_weights(temps, out / "hardness_weights.png")  # type: ignore[arg-type]
+    functions = {k: (v if callable(v) else _constant(float(v)))  # type: ignore[arg-type]
+                 for k, v in temps.items()}
+    plots.plot_temperature_functions(functions, out / "temperature_functions.png")
+    names = ["local_separation.png", "similarity_histograms.png", "hardness_weights.png",
+             "temperature_functions.png"]
+    if a.embedding != "none":
+        n = min(len(yte), a.embedding_samples)
+        name = f"embedding_{a.embedding}.png"
+        plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=a.seed)
+        names.append(name)
+    return names
+
+
+# --- command ------------------------------------------------------------------------------------
+def analyze_command(argv: Sequence[str]) -> int:
+    """``contrastkit analyze ...``; returns the exit status."""
+    args = analyze_parser().parse_args(list(argv))
+    return guard("contrastkit analyze", lambda: _analyze(args, argv))
+
+
+def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    out, earlier = check_output(args)
+    s = setup(args)
+    with staged_folder(out, earlier) as stage:
+        metrics, config, figures = analyze(s, stage)
+        results = {**header("analyze", argv), **s.record(), "config": config,
+                   "metrics": metrics, "figures": figures}
+        context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
+                   "split": args.test_split, "views": " ".join(config["views"]),
+                   **data_context(s)}
+        text = report.metrics_markdown("contrastkit analyze", metrics, context)
+        if stage is not None:
+            write_outputs(stage, s, results, text)
+    print(text)
+    return 0
+

@@ -1,0 +1,110 @@
+"""What the pretraining run says about evaluating its checkpoint: the defaults of the common
+options of ``contrastkit eval | analyze``.
+
+A checkpoint written by ``contrastkit pretrain`` carries them in its ``contrastkit`` entry
+(see :mod:`contrastkit.checkpoints`): the view size, normalisation, eval resize and view
+presets, and the data options (dataset, held-out split, load size, clip sampling), so that
+evaluating it needs the checkpoint alone. Checkpoints written before that entry held them
+are read through :func:`legacy_run_defaults`, the run folder's ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RunDefaults", "legacy_run_defaults", "run_defaults"]
+
+
+@dataclass(frozen=True)
+class RunDefaults:
+    """The pretraining run's settings that evaluation starts from (None: not known).
+
+    Attributes:
+        source: where they were read: the checkpoint, the run's ``config.yaml`` (checkpoints
+            written before the record) or None (nothing known: an exported backbone, a
+            torchvision state_dict, a checkpoint outside its run folder).
+        size: view size.
+        eval_resize: ``small`` or ``large`` (the evaluation transform).
+        normalize: normalisation name.
+        views: (online, target) augmentation presets.
+        dataset: dataset name of the run; the data options below apply to that dataset only.
+        load_size, test_fraction, split_seed: image loading and held-out split.
+        video: the clip sampling (``VideoDataSpec`` as a dict).
+    """
+
+    source: Path | None = None
+    size: int | None = None
+    eval_resize: str | None = None
+    normalize: str | None = None
+    views: tuple[str, str] | None = None
+    dataset: str | None = None
+    load_size: int | None = None
+    test_fraction: float | None = None
+    split_seed: int | None = None
+    video: dict | None = None
+
+    def data_option(self, name: str, dataset: str) -> Any:
+        """The run's data option ``name`` when evaluating on its own ``dataset``, else None."""
+        return getattr(self, name) if dataset == self.dataset else None
+
+
+def run_defaults(checkpoint: Path, entry: dict) -> RunDefaults:
+    """The defaults of ``checkpoint`` whose ``contrastkit`` entry is ``entry``.
+
+    The entry's ``views`` and ``data`` records when it has them; otherwise (a checkpoint
+    written before them) :func:`legacy_run_defaults`.
+    """
+    views, data = entry.get("views"), entry.get("data")
+    if not isinstance(views, dict) or not isinstance(data, dict):
+        return legacy_run_defaults(checkpoint)
+    return _defaults(checkpoint, views, data, views.get("online"), views.get("target"))
+
+
+def _defaults(source: Path, views: dict, data: dict, online: object,
+              target: object) -> RunDefaults:
+    video = data.get("video")
+    return RunDefaults(
+        source=source, size=views.get("size"), eval_resize=views.get("eval_resize"),
+        normalize=views.get("normalize"),
+        views=(str(online), str(target)) if online is not None and target is not None else None,
+        dataset=data.get("dataset"), load_size=data.get("load_size"),
+        test_fraction=data.get("test_fraction"), split_seed=data.get("split_seed"),
+        video=video if isinstance(video, dict) else None)
+
+
+# --- fallback for checkpoints written before the record ----------------------------------------
+def legacy_run_defaults(checkpoint: Path) -> RunDefaults:
+    """Fallback for checkpoints whose ``contrastkit`` entry holds no ``views`` / ``data``
+    record (written before it existed): the ``model`` and ``data`` sections of the run's
+    ``config.yaml``, for ``RUN/checkpoints/*.ckpt`` only.
+
+    View presets the config leaves to the method are its class's ``default_views`` (the class
+    is imported by the name the config gives). A config that is missing or unreadable only
+    loses the defaults.
+    """
+    path = checkpoint.parent.parent / "config.yaml"
+    if checkpoint.suffix != ".ckpt" or checkpoint.parent.name != "checkpoints" or \
+            not path.is_file():
+        return RunDefaults()
+    try:
+        import yaml
+
+        config = yaml.safe_load(path.read_text()) or {}
+        model, data = config.get("model") or {}, config.get("data") or {}
+    except Exception:  # a config we cannot read only loses the defaults
+        return RunDefaults()
+    if not isinstance(model, dict) or not isinstance(data, dict):
+        return RunDefaults()
+    views = model.get("views") or {}
+    online, target = views.get("online"), views.get("target")
+    if online is None or target is None:
+        try:
+            module, _, name = str(model["method"]["class_path"]).rpartition(".")
+            defaults = getattr(importlib.import_module(module), name).default_views
+            online, target = online or defaults[0], target or defaults[1]
+        except Exception:
+            online = target = None
+    return _defaults(path, views, data, online, target)

@@ -1,0 +1,323 @@
+"""The setup shared by ``contrastkit eval`` and ``contrastkit analyze``: their common options,
+the checkpoint and the defaults its run gives them (:mod:`.run_defaults`), the datasets of the
+splits and their cached features.
+
+The data come from the dataset registry (:mod:`contrastkit.data.registry`), the same one
+pretraining reads; nothing here depends on the training engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
+from contrastkit.data import augment, registry
+from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
+from contrastkit.data.specs import VideoDataSpec
+from contrastkit.data.video_views import VideoEvalView
+from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
+from contrastkit.eval.features import extract_features, feature_cache_key
+
+DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
+
+
+# --- options ----------------------------------------------------------------------------------
+def common_parser() -> argparse.ArgumentParser:
+    """The options of every ``eval`` protocol and of ``analyze``: checkpoint, data, run."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("checkpoint and data")
+    g.add_argument("--checkpoint", required=True,
+                   help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
+    g.add_argument("--data", required=True, help="dataset name (digits needs no --root)")
+    g.add_argument("--root", default=None, help="dataset folder or archive")
+    g.add_argument("--train-split", default="train", help="bank / training split")
+    g.add_argument("--test-split", default="test", help="query / test split")
+    g.add_argument("--classes", nargs="+", default=None, metavar="NAME",
+                   help="keep only these classes, relabelled 0..k-1 in this order "
+                        "(e.g. --classes cat dog for CIFAR-2)")
+    g.add_argument("--size", type=int, default=None,
+                   help="evaluation image size (default: the pretraining run's, else 32)")
+    size = g.add_mutually_exclusive_group()
+    size.add_argument("--small", dest="small", action="store_const", const=True, default=None,
+                      help="small-dataset transform: resize to --size (default)")
+    size.add_argument("--large", dest="small", action="store_const", const=False,
+                      help="large-dataset transform: resize to size*256/224, centre crop")
+    g.add_argument("--normalize", default=None,
+                   help="normalisation name (cifar10, imagenet, ...) or 'none'")
+    g.add_argument("--image-size", type=int, default=None,
+                   help="resize file images when decoding them into --data-cache-dir")
+    g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets")
+    g.add_argument("--load-size", type=int, default=None, metavar="N",
+                   help="resize each image's shorter side to N and centre-crop it to NxN when "
+                   "loading (folders of images of different sizes; default: the pretraining "
+                   "run's data.load_size)")
+    g.add_argument("--test-fraction", type=float, default=None, metavar="F",
+                   help="--data folder without a test/ sub-folder: hold out this share of each "
+                   "class (stratified, seeded) as the test split, the rest is the train split "
+                   "(default: the pretraining run's data.test_fraction)")
+    g.add_argument("--split-seed", type=int, default=None,
+                   help="seed of --test-fraction's split (default: the run's, else 0)")
+    g.add_argument("--skip-corrupt", action="store_true",
+                   help="skip unreadable image or video files (listed in results.json and "
+                   "skipped_files.txt)")
+    v = p.add_argument_group("video datasets (ucf101, hmdb51, kinetics, video_folder)")
+    v.add_argument("--annotations", default=None,
+                   help="split files: ucfTrainTestlist / testTrainMulti_7030_splits folder, "
+                   "Kinetics CSV folder or CSV")
+    v.add_argument("--fold", type=int, default=1, help="UCF101 / HMDB51 official split")
+    v.add_argument("--frames", type=int, default=None,
+                   help="frames per clip (default: the pretraining run's, else 8)")
+    v.add_argument("--duration", type=float, default=None,
+                   help="clip duration in seconds (default: the pretraining run's, else 2.56)")
+    v.add_argument("--short-side", type=int, default=None,
+                   help="short side of the decoded frames (default: --size, or size*256/224 "
+                   "with --large)")
+    v.add_argument("--crop-size", type=int, default=None,
+                   help="side of the 3 spatial crops (default: the short side)")
+    v.add_argument("--eval-clips", type=int, default=10, help="temporal clips per video")
+    r = p.add_argument_group("run")
+    r.add_argument("--output", default=None,
+                   help="output folder (results.json, results.md, ...); must be empty or new")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace the earlier evaluation in --output (only its files)")
+    r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
+    r.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    r.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
+    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
+    r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+# --- checkpoint, data and features -------------------------------------------------------------
+@dataclass
+class Setup:
+    """Everything resolved from the common options."""
+
+    args: argparse.Namespace
+    backbone: nn.Module
+    spec: dict
+    checkpoint: Path
+    sha256: str
+    size: int
+    small: bool
+    normalize: str | None
+    device: torch.device
+    run: RunDefaults = field(default_factory=RunDefaults)
+    datasets: dict = field(default_factory=dict)
+    load_size: int | None = None
+    test_fraction: float | None = None
+    split_seed: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        """``checkpoint`` and ``data`` sections of ``results.json``."""
+        a = self.args
+        return {
+            "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
+                           "backbone": self.spec},
+            "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
+                     "test_split": a.test_split, "test_fraction": self.test_fraction,
+                     "split_seed": self.split_seed if self.test_fraction else None,
+                     "size": self.size, "small": self.small, "normalize": self.normalize,
+                     "image_size": a.image_size, "load_size": self.load_size,
+                     "skip_corrupt": a.skip_corrupt, "num_skipped": len(self.skipped),
+                     "skipped_files": list(self.skipped),
+                     **({"video": asdict(video_spec(self)), "eval_clips": a.eval_clips}
+                        if is_video(self) else {})},
+            "defaults_from": str(self.run.source) if self.run.source else None,
+        }
+
+
+def _load_checkpoint(path: Path) -> tuple[nn.Module, dict]:
+    """The backbone of ``path`` and its spec (as a dict); one-line errors naming the file."""
+    try:
+        backbone, spec = load_backbone(path)
+    except FileNotFoundError:
+        raise
+    except ValueError as err:
+        if str(path) in str(err):
+            raise
+        raise ValueError(f"checkpoint {path}: {err}") from err
+    except Exception as err:
+        raise ValueError(f"checkpoint {path} could not be loaded as a contrastkit checkpoint or "
+                         f"a torchvision ResNet state_dict ({type(err).__name__}: {err})") from err
+    return backbone, asdict(spec)
+
+
+def _device(name: str) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"--device {name} is not a device: use cpu, cuda, cuda:N or "
+                         "mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: CUDA is not available")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS is not available")
+    return device
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Checks of the common options that need no file (run before anything is read).
+
+    Raises:
+        ValueError: naming the option.
+    """
+    if args.data not in DATASET_NAMES:
+        raise ValueError(f"--data {args.data!r} is not a known dataset; one of "
+                         f"{', '.join(DATASET_NAMES)} (folder for your own images)")
+    for name in ("batch_size", "size", "image_size", "load_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.test_fraction is not None and not 0.0 < args.test_fraction < 1.0:
+        raise ValueError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+
+
+def setup(args: argparse.Namespace) -> Setup:
+    """Load the checkpoint and resolve size / transform / device / data defaults: an option
+    given on the command line, else the pretraining run's setting (:mod:`.run_defaults`),
+    else the built-in default."""
+    check_options(args)
+    device = _device(args.device)
+    path = Path(args.checkpoint).expanduser().resolve()
+    backbone, spec = _load_checkpoint(path)
+    run = run_defaults(path, read_metadata(path))
+    size = args.size or int(run.size or 32)
+    small = args.small if args.small is not None else (run.eval_resize or "small") == "small"
+    normalize = args.normalize if args.normalize is not None else run.normalize
+    normalize = None if normalize in (None, "none") else normalize
+
+    def data_option(name: str) -> Any:  # the command line's, else the run's on its dataset
+        given = getattr(args, name)
+        return given if given is not None else run.data_option(name, args.data)
+
+    return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
+                 run, load_size=data_option("load_size"),
+                 test_fraction=data_option("test_fraction"),
+                 split_seed=int(data_option("split_seed") or 0))
+
+
+def open_split(s: Setup, split: str) -> object:
+    """The dataset of ``split`` (opened once per setup).
+
+    Raises:
+        ValueError: for a split that does not exist or has no labels.
+    """
+    if split not in s.datasets and is_video(s):
+        s.datasets[split] = build_video_dataset(
+            s.args.data, s.args.root, split, video_spec(s), role="eval",
+            skip_corrupt=s.args.skip_corrupt, eval_clips=s.args.eval_clips)
+    if split not in s.datasets:
+        a = s.args
+        if a.root is None and a.data != "digits":
+            raise ValueError(f"--root is required for --data {a.data} (only digits is "
+                             "built in)")
+        try:
+            dataset, skipped = registry.open_split(
+                a.data, a.root, split, cache_dir=a.data_cache_dir, image_size=a.image_size,
+                load_size=s.load_size, classes=a.classes, skip_corrupt=a.skip_corrupt,
+                test_fraction=s.test_fraction, split_seed=s.split_seed)
+        except registry.MissingSplitError as err:
+            raise ValueError(
+                f"--test-split {split}: {err}; pass --test-fraction 0.2 to hold out a stratified "
+                "20% of it as the test split (the rest is the train split), or --test-split "
+                "NAME for an existing sub-folder") from None
+        if not registry.is_labelled(dataset):
+            raise ValueError(
+                f"--root {a.root}: split {split} has no class sub-folders (unlabelled images): "
+                "evaluation needs labels; point --root at a folder with one sub-folder per "
+                "class (ROOT/<class>/*.jpg)")
+        s.skipped += [p for p in skipped if p not in s.skipped]
+        s.datasets[split] = dataset
+    return s.datasets[split]
+
+
+def is_video(s: Setup) -> bool:
+    """Whether ``--data`` names a video dataset."""
+    return registry.is_video_dataset(s.args.data)
+
+
+def video_spec(s: Setup) -> VideoDataSpec:
+    """Clip sampling of the evaluation: the options, else the pretraining run's, else those of
+    Denize et al. 2023, appendix D.3.
+
+    Frames are resized on the short side to ``--short-side`` (default ``--size`` with the small
+    transform, ``round(size * 256 / 224)`` with the large one: 256 for 224, as in D.3) and the
+    3 crops have side ``--crop-size`` (default: the short side, so they cover the frame).
+    """
+    a = s.args
+    run = s.run.video or {}
+    for name in ("frames", "short_side", "crop_size", "eval_clips", "fold"):
+        value = getattr(a, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    short = a.short_side or (s.size if s.small else round(s.size * 256 / 224))
+    return VideoDataSpec(annotations=a.annotations or run.get("annotations"), fold=a.fold,
+                         frames=a.frames or int(run.get("frames") or 8),
+                         duration_s=a.duration or float(run.get("duration_s") or 2.56),
+                         short_side=short, crop_size=a.crop_size)
+
+
+def video_encoder(s: Setup) -> nn.Module:
+    """The frozen clip backbone on the 30 views of each video, their features averaged."""
+    from contrastkit.eval.video import MultiViewEncoder
+
+    return MultiViewEncoder(s.backbone, VideoEvalView(None, normalize=s.normalize))
+
+
+def eval_transform(s: Setup, name: str = "eval") -> nn.Module:
+    """The evaluation transform (``eval``) of Denize et al. 2023, appendix D, or its training
+    variant."""
+    return augment.preset(name, s.size, small=s.small, normalize=s.normalize)
+
+
+def _fingerprint(dataset: object) -> str | None:
+    """Identity of the data under ``dataset`` and the wrappers around it (load-size resize,
+    class selection): the first ``fingerprint()`` or ``source_fingerprint`` found inside."""
+    while dataset is not None:
+        method = getattr(dataset, "fingerprint", None)
+        if callable(method):
+            return str(method())
+        if getattr(dataset, "source_fingerprint", None):
+            return str(dataset.source_fingerprint)  # type: ignore[attr-defined]
+        dataset = getattr(dataset, "dataset", None)
+    return None
+
+
+def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
+    """Cached eval-transform features and labels of ``split``."""
+    dataset = open_split(s, split)
+    fingerprint: object = None if is_video(s) else _fingerprint(dataset)
+    root = str(Path(s.args.root).expanduser().resolve()) if s.args.root else None
+    transform: dict = {"preset": "eval", "size": s.size, "small": s.small,
+                       "normalize": s.normalize}
+    if is_video(s):
+        transform = {"preset": "video_views", "normalize": s.normalize,
+                     "eval_clips": s.args.eval_clips, **asdict(video_spec(s))}
+        # the videos a split lists, in order (files are identified by path and size)
+        samples = getattr(dataset, "samples", [])
+        fingerprint = [[str(p), p.stat().st_size, y] for p, y in samples]
+    key = feature_cache_key(
+        checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
+        fingerprint=fingerprint, transform=transform, image_size=s.args.image_size,
+        classes=getattr(s.args, "classes", None), load_size=s.load_size,
+        test_fraction=s.test_fraction, split_seed=s.split_seed,
+    )
+    cache = None if s.args.no_cache else s.args.cache_dir
+    if is_video(s):
+        backbone, tf = video_encoder(s), None
+    else:
+        backbone, tf = s.backbone, eval_transform(s)
+    return extract_features(backbone, dataset, batch_size=s.args.batch_size,  # type: ignore[arg-type]
+                            transform=tf, device=s.device, cache_dir=cache,
+                            cache_key=key, progress=not s.args.quiet,
+                            desc=f"{s.args.data}:{split}")
+
