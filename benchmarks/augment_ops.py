@@ -20,8 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -30,6 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from contrastkit.train.specs import ViewsSpec
 from contrastkit.train.views import build_train_views
+from timing import median_ms
 
 HOST_READS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero",
               "aten::equal", "aten::unique", "aten::_unique2", "aten::masked_select"}
@@ -40,24 +39,6 @@ def dispatched(fn: Callable[[], object]) -> list[str]:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     return [e.name for e in prof.events() if e.name.startswith("aten::")]
-
-
-def timed_ms(fn: Callable[[], object], device: torch.device, iters: int) -> float:
-    """Median milliseconds of ``fn`` (CUDA events on a GPU, the wall clock elsewhere)."""
-    samples = []
-    for _ in range(iters):
-        if device.type == "cuda":
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            samples.append(start.elapsed_time(stop))
-        else:
-            begin = time.perf_counter()
-            fn()
-            samples.append(1e3 * (time.perf_counter() - begin))
-    return statistics.median(samples)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -92,13 +73,13 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                             generator=generator)
 
             print(f"  {name:<7}{type(step).__name__:<24}draw {len(dispatched(draw)):>4}")
-    fp32 = timed_ms(lambda: views(x), device, args.iters)
+    fp32 = median_ms(lambda: views(x), device, args.iters)
 
     def under_autocast() -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16):
             views(x)
 
-    bf16 = timed_ms(under_autocast, device, args.iters)
+    bf16 = median_ms(under_autocast, device, args.iters)
     print(f"median time per call: {fp32:.2f} ms; inside bf16 autocast: {bf16:.2f} ms "
           f"({args.iters} calls, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}, "

@@ -18,9 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
@@ -29,6 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 from contrastkit.hot_path import hot_path
 from contrastkit.losses import info_nce
 from contrastkit.losses.sce import sce
+from timing import median_ms
 
 #: The operator behind every host read (item, bool, float, int of a tensor).
 HOST_READS = {"aten::_local_scalar_dense", "aten::nonzero"}
@@ -40,23 +38,6 @@ def make_inputs(n: int, k: int, d: int, dtype: torch.dtype, device: torch.device
     key = torch.randn(n, d, generator=g).to(device, dtype)
     queue = torch.nn.functional.normalize(torch.randn(k, d, generator=g), dim=1).to(device)
     return query, key, queue
-
-
-def median_ms(fn: Callable[[], None], device: torch.device, iters: int) -> float:
-    samples = []
-    for _ in range(iters):
-        if device.type == "cuda":
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            samples.append(start.elapsed_time(stop))
-        else:
-            begin = time.perf_counter()
-            fn()
-            samples.append(1e3 * (time.perf_counter() - begin))
-    return statistics.median(samples)
 
 
 def main(argv: list[str] | None = None) -> dict[str, tuple[int, int, float]]:

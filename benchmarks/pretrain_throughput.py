@@ -37,7 +37,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 from contrastkit.train.cli import build
-from train_step import MethodStep, median_ms
+from timing import median_ms
+from train_step import MethodStep
 
 
 class StepTimer(L.Callback):

@@ -135,23 +135,6 @@ class MethodStep:
         self.i += 1
 
 
-def median_ms(fn: Callable[[], object], device: torch.device, iters: int,
-              warmup: int = 1) -> float:
-    """Median milliseconds of ``fn`` over ``iters`` calls after ``warmup`` (device synced)."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(iters):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        samples.append(time.perf_counter() - start)
-    return 1000.0 * statistics.median(samples)
-
-
 def _median_ms(samples: list[float]) -> float:
     return 1000.0 * statistics.median(samples)
 
