@@ -102,20 +102,30 @@ class PretrainModule(L.LightningModule):
         self.finite_guard = FiniteGuard()
         self.augmentation_rng = AugmentationRNG(torch.initial_seed())
         self._channels_last = False
+        self._configured = False
 
     # --- start of training ---------------------------------------------------------------------
-    def on_fit_start(self) -> None:
-        """Per-process augmentation generator, label check, memory layout and compilation."""
-        self.finite_guard = FiniteGuard(max(1, int(self.trainer.log_every_n_steps or 1)))
-        self.augmentation_rng.start(self.train_views, self.device, rank())
-        if self.method.needs_labels:
-            self._check_labelled_training_split()
-        self._channels_last = use_channels_last(self.performance, self.device,
+    def configure_model(self) -> None:
+        """Memory layout and compilation, once, before Lightning moves the model to its device
+        and wraps it for DDP (a later change of parameter strides would leave DDP's gradient
+        buckets with other strides than the gradients)."""
+        if self._configured:
+            return
+        self._configured = True
+        device = self.trainer.strategy.root_device
+        self._channels_last = use_channels_last(self.performance, device,
                                                 images=self.views_spec.video is None)
         if self._channels_last:
             self.method.to(memory_format=torch.channels_last)
         if use_compile(self.performance):
             compile_encoders(self.method, self.performance.compile_mode)
+
+    def on_fit_start(self) -> None:
+        """Per-process augmentation generator (on the device) and the label check."""
+        self.finite_guard = FiniteGuard(max(1, int(self.trainer.log_every_n_steps or 1)))
+        self.augmentation_rng.start(self.train_views, self.device, rank())
+        if self.method.needs_labels:
+            self._check_labelled_training_split()
 
     def _check_labelled_training_split(self) -> None:
         """Supervised methods: every training image has a label (checked once, on the host)."""
