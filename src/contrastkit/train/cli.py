@@ -248,14 +248,13 @@ def _check_run_folder(output_dir: str, overwrite: bool) -> list[Path]:
 def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) -> None:
     """Checks of the whole configuration that would otherwise fail after training started.
 
+    Temperatures are checked by the methods when they are built (before this).
+
     Raises:
-        ValueError: for a non-positive temperature, a method that needs labels on unlabelled
-            images, or a checkpoint to resume whose model differs from the configured one.
+        ValueError: for a method that needs labels on unlabelled images, or a checkpoint to
+            resume whose model differs from the configured one.
     """
     method = cli.model.method
-    for name, value in vars(method).items():
-        if name.endswith("temperature") and isinstance(value, (int, float)) and not value > 0:
-            raise ValueError(f"model.method.init_args.{name} must be > 0, got {value}")
     data = cli.datamodule
     data.setup("fit")
     if getattr(method, "needs_labels", False) and not is_labelled(data.train_set):
