@@ -47,28 +47,27 @@ def gray(x: Tensor) -> Tensor:
     return (x * _luma_weights(x)).sum(dim=1, keepdim=True)
 
 
-def _col(f: Tensor, x: Tensor) -> Tensor:
+def _col(f: Tensor | float, x: Tensor) -> Tensor:
+    """A per-sample value as a ``(B, 1, 1, 1)`` tensor in ``x``'s dtype (a number: every sample)."""
+    if not isinstance(f, Tensor):
+        return x.new_full((x.shape[0], 1, 1, 1), float(f))
     return f.to(dtype=x.dtype).view(-1, 1, 1, 1)
 
 
+# One adjustment alone, for comparisons and tests; the jitter runs them as blend rounds.
 def adjust_brightness(x: Tensor, f: Tensor) -> Tensor:
-    """``clamp(f x, 0, 1)`` per sample."""
-    return x.mul(_col(f, x)).clamp_(0.0, 1.0)
-
-
-def _blend(x: Tensor, other: Tensor, f: Tensor) -> Tensor:
-    """``clamp(f x + (1 - f) other, 0, 1)`` (torchvision's ``_blend``)."""
-    return torch.lerp(other.expand_as(x), x, _col(f, x)).clamp_(0.0, 1.0)
+    """``clamp(f x, 0, 1)`` per sample (:func:`blend_round` with nothing to blend with)."""
+    return blend_round(x, _col(f, x), _col(0.0, x), _col(0.0, x))
 
 
 def adjust_contrast(x: Tensor, f: Tensor) -> Tensor:
-    """Blend with the mean luma of each image."""
-    return _blend(x, gray(x).mean(dim=(1, 2, 3), keepdim=True), f)
+    """Blend with the mean luma of each image (:func:`blend_round`)."""
+    return blend_round(x, _col(f, x), _col(0.0, x), _col(1.0 / (x.shape[-2] * x.shape[-1]), x))
 
 
 def adjust_saturation(x: Tensor, f: Tensor) -> Tensor:
-    """Blend with the per-pixel luma."""
-    return _blend(x, gray(x), f)
+    """Blend with the per-pixel luma (:func:`blend_round`)."""
+    return blend_round(x, _col(f, x), _col(1.0, x), _col(0.0, x))
 
 
 def adjust_hue(x: Tensor, shift: Tensor) -> Tensor:

@@ -41,7 +41,7 @@ from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_c
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
-from contrastkit.train.performance import compile_encoders, use_channels_last, use_compile
+from contrastkit.train.performance import compile_encoders, use_channels_last
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec, ViewsSpec
 from contrastkit.train.views import build_eval_view, build_train_views
 
@@ -117,7 +117,7 @@ class PretrainModule(L.LightningModule):
                                                 images=self.views_spec.video is None)
         if self._channels_last:
             self.method.to(memory_format=torch.channels_last)
-        if use_compile(self.performance):
+        if self.performance.compile:
             compile_encoders(self.method, self.performance.compile_mode)
 
     def on_fit_start(self) -> None:

@@ -13,7 +13,7 @@ from torch import nn
 
 from contrastkit.train.specs import PerformanceSpec
 
-__all__ = ["compile_encoders", "use_channels_last", "use_compile"]
+__all__ = ["compile_encoders", "use_channels_last"]
 
 
 def use_channels_last(spec: PerformanceSpec, device: torch.device, images: bool) -> bool:
@@ -21,11 +21,6 @@ def use_channels_last(spec: PerformanceSpec, device: torch.device, images: bool)
     if not images:
         return False
     return device.type == "cuda" if spec.channels_last is None else spec.channels_last
-
-
-def use_compile(spec: PerformanceSpec) -> bool:
-    """Whether to compile the encoders (``performance.compile``)."""
-    return bool(spec.compile)
 
 
 def compile_encoders(method: nn.Module, mode: str = "default") -> list[str]:
