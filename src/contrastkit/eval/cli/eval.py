@@ -76,6 +76,9 @@ def eval_parser() -> argparse.ArgumentParser:
     fin.add_argument("--finetune-batch-size", type=int, default=None, help="batch (64)")
     fin.add_argument("--dropout", type=float, default=None, help="before the classifier (0.8)")
     fin.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    sub.add_parser("voc07", add_help=False,
+                   help="VOC2007 linear SVMs, mAP, low-shot (SCE Tables 9-10; own options: "
+                   "contrastkit eval voc07 --help)")
     return parser
 
 
@@ -315,6 +318,10 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
 # --- command ------------------------------------------------------------------------------------
 def eval_command(argv: Sequence[str]) -> int:
     """``contrastkit eval PROTOCOL ...``; returns the exit status."""
+    if list(argv[:1]) == ["voc07"]:
+        from contrastkit.eval.cli.voc07 import voc07_command
+
+        return voc07_command(argv[1:])
     args = eval_parser().parse_args(list(argv))
     return guard("contrastkit eval", lambda: _eval(args, argv))
 
