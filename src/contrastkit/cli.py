@@ -16,7 +16,8 @@ commands:
   analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
-             torchvision's layout): contrastkit export --checkpoint CKPT --output FILE
+             torchvision's layout): contrastkit export --checkpoint CKPT --output FILE;
+             --format detectron2 --output FILE.pkl for detectron2 (docs/transfer.md)
   repro      the reproduction study of docs/reproduction.md, from a source checkout:
              contrastkit repro {cpu,gpu,report,list} (--help for each)
 """
@@ -30,11 +31,17 @@ def _export(argv: list[str]) -> int:
         "extension); `contrastkit eval` and contrastkit.checkpoints.load_backbone read both.")
     parser.add_argument("--checkpoint", required=True, help="contrastkit .ckpt file")
     parser.add_argument("--output", required=True, help="output .pth or .safetensors file")
+    parser.add_argument("--format", choices=("torchvision", "detectron2"), default="torchvision",
+                        help="torchvision: state_dict (default); detectron2: a .pkl for "
+                        "MODEL.WEIGHTS (ResNets with the ImageNet stem; docs/transfer.md)")
     args = parser.parse_args(argv)
-    from contrastkit.export import export_backbone
 
     def body() -> int:
-        print(f"wrote {export_backbone(args.checkpoint, args.output)}")
+        if args.format == "detectron2":
+            from contrastkit.export_detectron2 import export_detectron2 as write
+        else:
+            from contrastkit.export import export_backbone as write
+        print(f"wrote {write(args.checkpoint, args.output)}")
         return 0
 
     return run_command("contrastkit export", body)
