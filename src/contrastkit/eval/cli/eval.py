@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.data.datasets import collate_images
-from contrastkit.data.registry import build_video_dataset
+from contrastkit.data.registry import build_video_dataset, is_video_dataset
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
@@ -70,7 +70,9 @@ def eval_parser() -> argparse.ArgumentParser:
                      help="images per class (integers or 'all')")
     low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     _linear_options(low)
-    fin = sub.add_parser("finetune", parents=[common], help="fine-tune a clip backbone (SCE D.3)")
+    fin = sub.add_parser("finetune", parents=[common],
+                         help="fine-tune a clip backbone (SCE D.3); on image data sets: "
+                         "DySTreSS A.2 (contrastkit eval finetune --data NAME --help)")
     fin.add_argument("--epochs", type=int, default=None, help="epochs (SCE D.3: 200)")
     fin.add_argument("--lr", type=float, default=None, help="lr for a batch of 64 (0.1)")
     fin.add_argument("--finetune-batch-size", type=int, default=None, help="batch (64)")
@@ -316,12 +318,23 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
 
 
 # --- command ------------------------------------------------------------------------------------
+def _video_data(argv: Sequence[str]) -> bool:
+    """Whether ``--data`` names a video dataset (``finetune`` on images has its own command)."""
+    data = argparse.ArgumentParser(add_help=False)
+    data.add_argument("--data", default=None)
+    return is_video_dataset(data.parse_known_args(list(argv))[0].data or "")
+
+
 def eval_command(argv: Sequence[str]) -> int:
     """``contrastkit eval PROTOCOL ...``; returns the exit status."""
     if list(argv[:1]) == ["voc07"]:
         from contrastkit.eval.cli.voc07 import voc07_command
 
         return voc07_command(argv[1:])
+    if list(argv[:1]) == ["finetune"] and not _video_data(argv):
+        from contrastkit.eval.cli.finetune_images import finetune_images_command
+
+        return finetune_images_command(argv[1:])
     args = eval_parser().parse_args(list(argv))
     return guard("contrastkit eval", lambda: _eval(args, argv))
 
