@@ -150,3 +150,17 @@ def test_finetune_command_resume_and_bad_input(checkpoint, tmp_path, capsys):
     assert main(_cli(checkpoint, "chaoyang", root, tmp_path / "bad")) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(bad) in err
+
+
+def test_finetune_command_on_class_folders(checkpoint, tmp_path, capsys):
+    for split in ("train", "test"):
+        for label, name in enumerate(("cat", "dog")):
+            for i in range(3):
+                fx.jpeg(tmp_path / "own" / split / name / f"{i}.jpg", label, i)
+    out = tmp_path / "run"
+    assert main(_cli(checkpoint, "folder", tmp_path / "own", out, "--class-weights", "3")) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["data"]["classes"] == ["cat", "dog"] and results["num_test"] == 6
+    assert results["config"]["class_weights"] == [3.0]
+    assert results["curves"]["lr_per_epoch"] == [1.0, 1.0]  # binary: lr 1.0 before epoch 30
+    assert "epoch 2/2" in capsys.readouterr().err

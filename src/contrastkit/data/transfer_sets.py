@@ -35,9 +35,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data._images import decode_image
+from contrastkit.data._images import UnreadableImageError, decode_image, pillow
 
-__all__ = ["TRANSFER_SETS", "FileList", "FileListImages", "read_transfer_set"]
+__all__ = ["TRANSFER_SETS", "FileList", "FileListImages", "check_images", "read_transfer_set"]
 
 
 @dataclass
@@ -60,6 +60,23 @@ class FileListImages(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return torch.from_numpy(decode_image(self.files.paths[i])), self.files.labels[i]
+
+
+def check_images(files: FileList) -> None:
+    """Open the header of every image (not its pixels), so that a file that is not an image
+    stops a run before training rather than at the test set.
+
+    Raises:
+        UnreadableImageError: naming the first such file.
+    """
+    image_mod = pillow()
+    for path in files.paths:
+        try:
+            with image_mod.open(path):
+                pass
+        except (OSError, SyntaxError, ValueError) as err:
+            raise UnreadableImageError(f"{path}: unreadable image (expected a decodable "
+                                       f"JPEG/PNG/WebP file): {err}") from None
 
 
 def _need(path: Path, what: str) -> Path:

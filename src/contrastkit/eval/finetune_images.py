@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -137,6 +138,7 @@ def finetune_images(
     protocol: ImageFinetuneProtocol = DYSTRESS_A2, class_weights: tuple[float, ...] | None = None,
     device: torch.device | str = "cpu", seed: int = 0, state_path: Path | None = None,
     resume: bool = False, record: dict | None = None, stop_after: int | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, object]:
     """Fine-tune a copy of ``backbone`` and a new classifier (module docstring).
 
@@ -154,6 +156,7 @@ def finetune_images(
         resume: continue from ``state_path``.
         record: what the state must match to be resumed (checkpoint, data, protocol).
         stop_after: stop after this many epochs in total (an interrupted run; None: all).
+        log: called with one line per epoch (loss, learning rate); None: silent.
 
     Returns:
         ``{"top1", "mean_per_class", ["auroc"], "loss_curve", "lr_curve", "epochs_done",
@@ -207,6 +210,8 @@ def finetune_images(
             summed, seen = summed + float(loss.detach()) * labels.shape[0], seen + labels.shape[0]
         loss_curve.append(summed / max(seen, 1))
         lr_curve.append(lr)
+        if log is not None:
+            log(f"epoch {epoch + 1}/{protocol.epochs}: loss {loss_curve[-1]:.4f}, lr {lr:g}")
         if state_path is not None:
             _save_state(state_path, {"record": record, "epoch": epoch + 1,
                                      "model": model.state_dict(),

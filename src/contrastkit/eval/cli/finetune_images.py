@@ -14,6 +14,7 @@ class folders, ...). Video datasets go to the clip fine-tuning of SCE D.3 (:mod:
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -22,7 +23,12 @@ import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
 from contrastkit.data import augment, registry
-from contrastkit.data.transfer_sets import TRANSFER_SETS, FileListImages, read_transfer_set
+from contrastkit.data.transfer_sets import (
+    TRANSFER_SETS,
+    FileListImages,
+    check_images,
+    read_transfer_set,
+)
 from contrastkit.data.wrappers import ResizedSquare
 from contrastkit.errors import run_command
 from contrastkit.eval import report
@@ -74,6 +80,7 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help=f"continue from --output/{STATE}")
     p.add_argument("--device", default="cpu")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no line per epoch on stderr")
     return p
 
 
@@ -105,6 +112,7 @@ def _split(args: argparse.Namespace, split: str, load: int):
         raise ValueError(f"--root is required for --data {args.data}")
     if args.data in TRANSFER_SETS:
         files = read_transfer_set(args.data, args.root, split)
+        check_images(files)
         return ResizedSquare(FileListImages(files), load), files.classes
     if args.data not in registry.DATASET_NAMES or registry.is_video_dataset(args.data):
         raise ValueError(f"--data {args.data!r} is not an image data set; one of "
@@ -156,7 +164,8 @@ def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:
         test_transform=augment.preset("eval", protocol.size, small=False,
                                       normalize=normalize).to(device),
         generator=generator, protocol=protocol, class_weights=weights, device=device,
-        seed=args.seed, state_path=out / STATE, resume=args.resume, record=record)
+        seed=args.seed, state_path=out / STATE, resume=args.resume, record=record,
+        log=None if args.quiet else lambda line: print(line, file=sys.stderr, flush=True))
     metrics = {k: result[k] for k in ("top1", "mean_per_class", "auroc") if k in result}
     binary = len(classes) == 2
     config = {"protocol": args.protocol, **asdict(protocol), "class_weights": weights,
