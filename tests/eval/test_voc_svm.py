@@ -87,3 +87,16 @@ def test_cost_selection_is_the_best_mean_held_out_ap():
                         .decision_function(x[b]), y[b]) for a, b in folds]
         assert mean == pytest.approx(np.mean(aps), abs=1e-12)
     assert cost == protocol.costs[int(np.argmax(means))]
+
+
+def test_parallel_classes_give_the_same_result():
+    xtr, ttr = _multilabel(40, 3, 8)
+    xte, tte = _multilabel(20, 3, 9)
+    xtr = xtr + np.random.default_rng(0).normal(0, 1.0, xtr.shape)  # not separable
+    from joblib import parallel_config
+
+    one = voc07_svm(xtr, ttr, xte, tte, protocol=FAST, seed=0, jobs=1)
+    with parallel_config(backend="threading"):  # processes take seconds to start
+        two = voc07_svm(xtr, ttr, xte, tte, protocol=FAST, seed=0, jobs=2)
+    np.testing.assert_array_equal(one["scores"], two["scores"])
+    assert one["costs"] == two["costs"] and one["ap_voc07"] == two["ap_voc07"]

@@ -129,10 +129,17 @@ def choose_cost(x: np.ndarray, y: np.ndarray, protocol: SVMProtocol,
     return float(protocol.costs[int(np.argmax(means))]), means
 
 
+def _one_class(x: np.ndarray, y: np.ndarray, test: np.ndarray, protocol: SVMProtocol,
+               seed: int) -> tuple[np.ndarray, float, list[float]]:
+    """Test scores, chosen cost and cross-validation APs of one class's SVM."""
+    cost, cv = choose_cost(x, y, protocol, seed)
+    return _fit(x, y, cost, protocol, seed).decision_function(test), cost, cv  # type: ignore[attr-defined]
+
+
 def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
               test_features: np.ndarray, test_targets: np.ndarray, *,
               protocol: SVMProtocol = VOC07_SVM, seed: int = 0,
-              positives: np.ndarray | None = None) -> dict:
+              positives: np.ndarray | None = None, jobs: int = 1) -> dict:
     """Train the one-vs-rest SVMs on ``train`` and score ``test`` (module docstring).
 
     Args:
@@ -142,6 +149,7 @@ def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
         seed: seed of the folds and of the solver.
         positives: optional ``(N_train, C)`` mask from :func:`sample_positives`: only these
             positives are used (low-shot); ``None``: every positive.
+        jobs: classes trained in parallel (joblib processes; the results do not depend on it).
 
     Returns:
         ``{"ap_voc07": [per class], "ap_all_point": [...], "ap_interpolated": [...],
@@ -149,25 +157,26 @@ def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
         "costs": [chosen per class], "cv_ap": [[mean AP per cost] per class],
         "num_positives": [per class], "scores": (N_test, C) array}``.
     """
+    from joblib import Parallel, delayed
+
     xtr, xte = l2_normalize(train_features), l2_normalize(test_features)
     if xtr.shape[1] != xte.shape[1] or train_targets.shape[1] != test_targets.shape[1]:
         raise ValueError("train and test features or classes differ in size")
-    out: dict = {name: [] for name in (*AP_METRICS, "costs", "cv_ap", "num_positives")}
-    scores = np.zeros(test_targets.shape, dtype=np.float64)
+    tasks, counts = [], []
     for c in range(train_targets.shape[1]):
         label = train_targets[:, c]
         keep = label != DIFFICULT
         if positives is not None:
             keep &= (label != PRESENT) | positives[:, c]
-        x, y = xtr[keep], label[keep].astype(np.int64)
-        cost, cv = choose_cost(x, y, protocol, seed)
-        scores[:, c] = _fit(x, y, cost, protocol, seed).decision_function(xte)  # type: ignore[attr-defined]
-        for name, metric in AP_METRICS.items():
-            out[name].append(metric(scores[:, c], test_targets[:, c]))
-        out["costs"].append(cost)
-        out["cv_ap"].append(cv)
-        out["num_positives"].append(int((y == PRESENT).sum()))
+        y = label[keep].astype(np.int64)
+        tasks.append(delayed(_one_class)(xtr[keep], y, xte, protocol, seed))
+        counts.append(int((y == PRESENT).sum()))
+    runs = Parallel(n_jobs=jobs)(tasks)
+    scores = np.stack([r[0] for r in runs], axis=1)
+    out: dict = {name: [metric(scores[:, c], test_targets[:, c]) for c in range(len(runs))]
+                 for name, metric in AP_METRICS.items()}
     for name in AP_METRICS:
         out["map" + name[2:]] = float(np.mean(out[name]))
-    out["scores"] = scores
+    out.update(costs=[r[1] for r in runs], cv_ap=[r[2] for r in runs], num_positives=counts,
+               scores=scores)
     return out

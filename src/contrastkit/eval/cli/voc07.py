@@ -65,6 +65,7 @@ def voc07_parser() -> argparse.ArgumentParser:
     p.add_argument("--costs", type=float, nargs="+", default=list(VOC07_SVM.costs),
                    help="SVM costs C tried by cross-validation")
     p.add_argument("--folds", type=int, default=VOC07_SVM.folds, help="cross-validation folds")
+    p.add_argument("--jobs", type=int, default=1, help="classes trained in parallel")
     p.add_argument("--output", default=None, help="output folder (must be empty or new)")
     p.add_argument("--overwrite", action="store_true", help="replace the earlier evaluation")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
@@ -85,7 +86,7 @@ def _parse_shots(values: Sequence[str]) -> list[int | None]:
 
 
 def _check(args: argparse.Namespace) -> list[int | None]:
-    for name in ("size", "batch_size", "folds"):
+    for name in ("size", "batch_size", "folds", "jobs"):
         if getattr(args, name) < (2 if name == "folds" else 1):
             raise ValueError(f"--{name.replace('_', '-')} is too small: {getattr(args, name)}")
     if not args.seeds:
@@ -114,7 +115,8 @@ def _features(args: argparse.Namespace, backbone: torch.nn.Module, sha256: str, 
     return features.numpy()
 
 
-def _table(xtr, ttr, xte, tte, shots, seeds, protocol, classes) -> tuple[dict, dict]:
+def _table(xtr, ttr, xte, tte, shots, seeds, protocol, classes,
+           jobs: int) -> tuple[dict, dict]:
     """``{shot: summary}`` and the last shot's first run (its scores and per-class APs)."""
     table, last = {}, {}
     for shot in shots:
@@ -122,7 +124,7 @@ def _table(xtr, ttr, xte, tte, shots, seeds, protocol, classes) -> tuple[dict, d
         for seed in (seeds[:1] if shot is None else seeds):
             mask = None if shot is None else sample_positives(ttr, shot, seed, classes)
             runs.append(voc07_svm(xtr, ttr, xte, tte, protocol=protocol, seed=seed,
-                                  positives=mask))
+                                  positives=mask, jobs=jobs))
         summary: dict = {}
         for name in ("map_voc07", "map_all_point", "map_interpolated"):
             values = np.array([r[name] for r in runs])
@@ -177,7 +179,7 @@ def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:
     xte = _features(args, backbone, sha256, test, normalize)
     protocol = SVMProtocol(costs=tuple(args.costs), folds=args.folds)
     table, last = _table(xtr, train.targets, xte, test.targets, shots, args.seeds, protocol,
-                         train.classes)
+                         train.classes, args.jobs)
     keep = test.targets != DIFFICULT
     pred = (last["scores"] > 0)[keep]
     labels = (test.targets == PRESENT)[keep]
