@@ -116,6 +116,7 @@ def test_finetune_command_on_flowers102_and_mhist(checkpoint, tmp_path, capsys):
     assert main(_cli(checkpoint, "flowers102", flowers, out)) == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["class_weights"] is None and results["num_test"] == 6
+    assert results["config"]["loss"] == "cross_entropy"  # natural images: no class weights
     assert results["curves"]["lr_per_epoch"] == [0.1, 0.1]
     assert (out / "finetune_state.pt").is_file() and (out / "predictions.npz").is_file()
     assert main(_cli(checkpoint, "flowers102", flowers, out)) == 2  # one run per --output

@@ -169,7 +169,8 @@ def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     metrics = {k: result[k] for k in ("top1", "mean_per_class", "auroc") if k in result}
     binary = len(classes) == 2
     config = {"protocol": args.protocol, **asdict(protocol), "class_weights": weights,
-              "loss": "BCEWithLogits(pos_weight)" if binary else "cross_entropy(weight)",
+              "loss": ("BCEWithLogits" if binary else "cross_entropy")
+              + (("(pos_weight)" if binary else "(weight)") if weights else ""),
               "seed": args.seed, "resumed": args.resume}
     results = {**header("eval finetune", argv),
                "checkpoint": {"path": str(path), "sha256": sha256, "backbone": asdict(spec)},
