@@ -91,6 +91,7 @@ def test_eval_voc07_writes_results_and_compare_reads_them(voc, checkpoint, work,
     shots = results["metrics"]["shots"]
     assert list(shots) == ["2", "all"]
     assert shots["2"]["num_positives"] == [2, 2, 2]
+    assert shots["2"]["num_negatives"] == [4, 4, 4]
     assert shots["all"]["num_positives"] == [6, 6, 6]
     assert len(shots["2"]["map_voc07"]["per_seed"]) == 2
     assert len(shots["all"]["map_voc07"]["per_seed"]) == 1

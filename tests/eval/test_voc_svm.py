@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrastkit.eval.voc_svm import SVMProtocol, choose_cost, sample_positives, voc07_svm
+from contrastkit.eval.voc_svm import SVMProtocol, choose_cost, sample_low_shot, voc07_svm
 
 pytest.importorskip("sklearn")
 
@@ -35,29 +35,33 @@ def test_separable_features_reach_map_one():
 
 
 def test_low_shot_draws_have_exact_per_class_counts():
-    _, targets = _multilabel(80, 4, 2)
+    _, targets = _multilabel(120, 4, 2)
     for shots in (1, 3, 5):
-        mask = sample_positives(targets, shots, seed=7)
-        assert mask.sum(axis=0).tolist() == [shots] * 4
-        assert (targets[mask] == 1).all()  # only positives are drawn
-    assert (sample_positives(targets, 3, 7) == sample_positives(targets, 3, 7)).all()
-    assert (sample_positives(targets, 3, 7) != sample_positives(targets, 3, 8)).any()
+        mask = sample_low_shot(targets, shots, seed=7)
+        positives = (mask & (targets == 1)).sum(axis=0)
+        negatives = (mask & (targets == -1)).sum(axis=0)
+        assert positives.tolist() == [shots] * 4  # k positives
+        assert negatives.tolist() == [3 * shots] * 4  # (C - 1) k negatives
+        assert not (mask & (targets == 0)).any()  # never a difficult image
+    assert (sample_low_shot(targets, 3, 7) == sample_low_shot(targets, 3, 7)).all()
+    assert (sample_low_shot(targets, 3, 7) != sample_low_shot(targets, 3, 8)).any()
 
 
-def test_low_shot_svm_sees_exactly_k_positives():
-    xtr, ttr = _multilabel(80, 3, 3)
+def test_low_shot_svm_trains_on_the_draw_only():
+    xtr, ttr = _multilabel(120, 3, 3)
     xte, tte = _multilabel(30, 3, 4)
-    mask = sample_positives(ttr, 4, seed=0)
-    out = voc07_svm(xtr, ttr, xte, tte, protocol=FAST, seed=0, positives=mask)
-    assert out["num_positives"] == [4, 4, 4]
+    mask = sample_low_shot(ttr, 4, seed=0)
+    out = voc07_svm(xtr, ttr, xte, tte, protocol=FAST, seed=0, subset=mask)
+    assert out["num_positives"] == [4, 4, 4] and out["num_negatives"] == [8, 8, 8]
     full = voc07_svm(xtr, ttr, xte, tte, protocol=FAST, seed=0)
     assert full["num_positives"] == [int((ttr[:, c] == 1).sum()) for c in range(3)]
+    assert full["num_negatives"] == [int((ttr[:, c] == -1).sum()) for c in range(3)]
 
 
 def test_too_few_positives_names_the_class():
-    targets = np.array([[1, 1], [1, -1], [1, 0], [-1, -1]])
-    with pytest.raises(ValueError, match="class dog has only 1 positive"):
-        sample_positives(targets, 2, 0, ["cat", "dog"])
+    targets = np.array([[1, 1], [1, -1], [1, 0], [-1, -1], [-1, -1], [-1, -1]])
+    with pytest.raises(ValueError, match="class dog has 1 positive"):
+        sample_low_shot(targets, 2, 0, ["cat", "dog"])
 
 
 def test_cost_is_chosen_without_the_test_split():

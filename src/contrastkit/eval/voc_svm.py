@@ -11,9 +11,10 @@ that lineage (PCL, ReSSL, FAIR's self-supervision benchmark):
   :attr:`SVMProtocol.positive_weight` = 2 for positives, 1 for negatives) trained on the
   ``trainval`` images labelled 1 or -1 for ``c``; difficult (0) images are left out of training
   and of the AP (:mod:`contrastkit.eval.average_precision`);
-* low-shot: ``k`` positives of each class drawn at random; the SVM of class ``c`` sees exactly
-  those ``k`` positives and every negative of ``c`` (the other positives of ``c`` are left
-  out), repeated for several seeded draws.
+* low-shot: for each class ``c``, ``k`` positives and ``(C - 1) k`` negatives of ``c`` drawn at
+  random (19 k for the 20 VOC classes); the SVM of class ``c`` sees exactly those images, the
+  other training images are left out of it; repeated for several seeded draws (the public
+  code: 5).
 
 Our choice where the public code differs: the cost ``C`` of each class is chosen by stratified
 k-fold cross-validation on the training images (mean held-out AP of the metric
@@ -28,10 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contrastkit.data.voc07 import DIFFICULT, PRESENT
+from contrastkit.data.voc07 import ABSENT, DIFFICULT, PRESENT
 from contrastkit.eval.average_precision import ap_all_point, ap_interpolated, ap_voc07
 
-__all__ = ["VOC07_SVM", "SVMProtocol", "l2_normalize", "sample_positives", "voc07_svm"]
+__all__ = ["VOC07_SVM", "SVMProtocol", "l2_normalize", "sample_low_shot", "voc07_svm"]
 
 AP_METRICS = {"ap_voc07": ap_voc07, "ap_all_point": ap_all_point,
               "ap_interpolated": ap_interpolated}
@@ -60,23 +61,28 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(norms, 1e-12)
 
 
-def sample_positives(targets: np.ndarray, shots: int, seed: int,
-                     classes: list[str] | None = None) -> np.ndarray:
-    """``(N, C)`` boolean mask: exactly ``shots`` positives (label 1) of each class, drawn
-    without replacement with ``numpy.random.default_rng(seed)``, class after class.
+def sample_low_shot(targets: np.ndarray, shots: int, seed: int,
+                    classes: list[str] | None = None) -> np.ndarray:
+    """``(N, C)`` boolean mask of the images each class's SVM trains on: exactly ``shots``
+    positives (label 1) and ``(C - 1) * shots`` negatives (label -1) of each class, drawn without
+    replacement with ``numpy.random.default_rng(seed)``, class after class (positives, then
+    negatives). Difficult images are never drawn.
 
     Raises:
-        ValueError: naming a class with fewer than ``shots`` positives.
+        ValueError: naming a class with too few positives or negatives.
     """
     rng = np.random.default_rng(seed)
+    num_classes = targets.shape[1]
     mask = np.zeros(targets.shape, dtype=bool)
-    for c in range(targets.shape[1]):
-        positives = np.flatnonzero(targets[:, c] == PRESENT)
-        if positives.shape[0] < shots:
-            name = classes[c] if classes else str(c)
-            raise ValueError(f"--shots {shots}: class {name} has only {positives.shape[0]} "
-                             "positive training images")
-        mask[rng.choice(positives, size=shots, replace=False), c] = True
+    for c in range(num_classes):
+        for flag, count, what in ((PRESENT, shots, "positive"),
+                                  (ABSENT, (num_classes - 1) * shots, "negative")):
+            pool = np.flatnonzero(targets[:, c] == flag)
+            if pool.shape[0] < count:
+                name = classes[c] if classes else str(c)
+                raise ValueError(f"--shots {shots}: class {name} has {pool.shape[0]} {what} "
+                                 f"training images, {count} are needed")
+            mask[rng.choice(pool, size=count, replace=False), c] = True
     return mask
 
 
@@ -139,7 +145,7 @@ def _one_class(x: np.ndarray, y: np.ndarray, test: np.ndarray, protocol: SVMProt
 def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
               test_features: np.ndarray, test_targets: np.ndarray, *,
               protocol: SVMProtocol = VOC07_SVM, seed: int = 0,
-              positives: np.ndarray | None = None, jobs: int = 1) -> dict:
+              subset: np.ndarray | None = None, jobs: int = 1) -> dict:
     """Train the one-vs-rest SVMs on ``train`` and score ``test`` (module docstring).
 
     Args:
@@ -147,30 +153,32 @@ def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
         train_targets, test_targets: ``(N, C)`` in {1, -1, 0 difficult}.
         protocol: SVM options.
         seed: seed of the folds and of the solver.
-        positives: optional ``(N_train, C)`` mask from :func:`sample_positives`: only these
-            positives are used (low-shot); ``None``: every positive.
+        subset: optional ``(N_train, C)`` mask from :func:`sample_low_shot`: the images each
+            class's SVM trains on (low-shot); ``None``: every non-difficult image.
         jobs: classes trained in parallel (joblib processes; the results do not depend on it).
 
     Returns:
         ``{"ap_voc07": [per class], "ap_all_point": [...], "ap_interpolated": [...],
         "map_voc07": float, "map_all_point": float, "map_interpolated": float,
         "costs": [chosen per class], "cv_ap": [[mean AP per cost] per class],
-        "num_positives": [per class], "scores": (N_test, C) array}``.
+        "num_positives": [per class], "num_negatives": [per class],
+        "scores": (N_test, C) array}``.
     """
     from joblib import Parallel, delayed
 
     xtr, xte = l2_normalize(train_features), l2_normalize(test_features)
     if xtr.shape[1] != xte.shape[1] or train_targets.shape[1] != test_targets.shape[1]:
         raise ValueError("train and test features or classes differ in size")
-    tasks, counts = [], []
+    tasks, counts, negatives = [], [], []
     for c in range(train_targets.shape[1]):
         label = train_targets[:, c]
         keep = label != DIFFICULT
-        if positives is not None:
-            keep &= (label != PRESENT) | positives[:, c]
+        if subset is not None:
+            keep &= subset[:, c]
         y = label[keep].astype(np.int64)
         tasks.append(delayed(_one_class)(xtr[keep], y, xte, protocol, seed))
         counts.append(int((y == PRESENT).sum()))
+        negatives.append(int((y == ABSENT).sum()))
     runs = Parallel(n_jobs=jobs)(tasks)
     scores = np.stack([r[0] for r in runs], axis=1)
     out: dict = {name: [metric(scores[:, c], test_targets[:, c]) for c in range(len(runs))]
@@ -178,5 +186,5 @@ def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
     for name in AP_METRICS:
         out["map" + name[2:]] = float(np.mean(out[name]))
     out.update(costs=[r[1] for r in runs], cv_ap=[r[2] for r in runs], num_positives=counts,
-               scores=scores)
+               num_negatives=negatives, scores=scores)
     return out

@@ -33,7 +33,7 @@ from contrastkit.eval.cli.output import header
 from contrastkit.eval.cli.run_defaults import run_defaults
 from contrastkit.eval.cli.setup import DEFAULT_CACHE
 from contrastkit.eval.features import extract_features, feature_cache_key
-from contrastkit.eval.voc_svm import VOC07_SVM, SVMProtocol, sample_positives, voc07_svm
+from contrastkit.eval.voc_svm import VOC07_SVM, SVMProtocol, sample_low_shot, voc07_svm
 from contrastkit.outputs import check_output_folder, staged_folder
 
 #: What ``eval voc07`` writes into ``--output`` (``--overwrite`` removes these only).
@@ -59,7 +59,8 @@ def voc07_parser() -> argparse.ArgumentParser:
     p.add_argument("--normalize", default=None,
                    help="normalisation name or 'none' (default: the pretraining run's)")
     p.add_argument("--shots", nargs="+", default=["16", "32", "64", "all"],
-                   help="positives per class (integers or 'all'; SCE Table 10)")
+                   help="positives k per class, with (classes - 1) k negatives (integers or "
+                   "'all'; SCE Table 10)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
                    help="seeded draws of each low-shot setting (one run for 'all')")
     p.add_argument("--costs", type=float, nargs="+", default=list(VOC07_SVM.costs),
@@ -122,9 +123,9 @@ def _table(xtr, ttr, xte, tte, shots, seeds, protocol, classes,
     for shot in shots:
         runs = []
         for seed in (seeds[:1] if shot is None else seeds):
-            mask = None if shot is None else sample_positives(ttr, shot, seed, classes)
+            mask = None if shot is None else sample_low_shot(ttr, shot, seed, classes)
             runs.append(voc07_svm(xtr, ttr, xte, tte, protocol=protocol, seed=seed,
-                                  positives=mask, jobs=jobs))
+                                  subset=mask, jobs=jobs))
         summary: dict = {}
         for name in ("map_voc07", "map_all_point", "map_interpolated"):
             values = np.array([r[name] for r in runs])
@@ -133,6 +134,7 @@ def _table(xtr, ttr, xte, tte, shots, seeds, protocol, classes,
                              "per_seed": values.tolist()}
         summary["seeds"] = list(seeds[:1] if shot is None else seeds)
         summary["num_positives"] = runs[0]["num_positives"]
+        summary["num_negatives"] = runs[0]["num_negatives"]
         table["all" if shot is None else str(shot)] = summary
         last = runs[0]
     return table, last
