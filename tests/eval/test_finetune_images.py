@@ -94,6 +94,9 @@ def test_resumed_run_equals_an_uninterrupted_one(tmp_path):
     other = ImageFinetuneProtocol(epochs=3, batch_size=4, lr=0.5, milestones=(2,), size=16)
     with pytest.raises(ValueError, match="another fine-tuning"):
         _run(other, 3, tmp_path / "b", resume=True)
+    (tmp_path / "b" / "state.pt").write_bytes(b"truncated")
+    with pytest.raises(ValueError, match=r"state\.pt: not a readable fine-tuning state"):
+        _run(protocol, 3, tmp_path / "b", resume=True)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +142,7 @@ def test_finetune_command_resume_and_bad_input(checkpoint, tmp_path, capsys):
     assert main(_cli(checkpoint, "chaoyang", root, out, "--resume")) == 2
     assert "finetune_state.pt does not exist" in capsys.readouterr().err
     assert main(_cli(checkpoint, "chaoyang", root, out, "--epochs", "1")) == 0
-    state = torch.load(out / "finetune_state.pt", weights_only=False)
+    state = torch.load(out / "finetune_state.pt", weights_only=True)
     assert state["epoch"] == 1
     assert main(_cli(checkpoint, "chaoyang", root, out, "--epochs", "1", "--resume")) == 0
     results = json.loads((out / "results.json").read_text())

@@ -123,7 +123,7 @@ def _save_state(path: Path, state: dict) -> None:
 
 def _load_state(path: Path, record: dict) -> dict:
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # a truncated or foreign file
         raise ValueError(f"{path}: not a readable fine-tuning state ({err})") from None
     if state.get("record") != record:
