@@ -53,8 +53,9 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval finetune`` on image data sets."""
     p = argparse.ArgumentParser(
         prog="contrastkit eval finetune",
-        description="Fine-tune the whole network with a new classifier (image data sets: "
-        "DySTreSS appendix A.2; video data sets: SCE D.3).")
+        description="Fine-tune the whole network with a new classifier on an image data set "
+        "(DySTreSS appendix A.2). Video data sets (SCE D.3) have their own options: "
+        "contrastkit eval finetune --data ucf101 --help.")
     p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt or ResNet .pth")
     p.add_argument("--data", required=True,
                    help=f"{', '.join(TRANSFER_SETS)}, or an image dataset of the registry "
