@@ -140,10 +140,14 @@ def open_split(
     name: str, root: str | None, split: str, *, cache_dir: str | None = None,
     image_size: int | None = None, load_size: int | None = None,
     classes: list[str] | None = None, skip_corrupt: bool = False,
-    test_fraction: float | None = None, split_seed: int = 0,
+    test_fraction: float | None = None, split_seed: int = 0, any_size: bool = False,
 ) -> tuple[Dataset, list[str]]:
     """:func:`build_dataset`, then :class:`ResizedSquare` (``load_size``) and
     :func:`select_classes` (``classes``): the images pretraining and evaluation read.
+
+    An image ``folder``'s headers are read first (a non-image fails now); without
+    ``load_size`` its images must share one size unless ``any_size`` (images cropped one by
+    one in the loader, :mod:`contrastkit.data.loader_crops`).
 
     Returns:
         ``(dataset, skipped)``: the dataset and the unreadable files it left out.
@@ -155,7 +159,7 @@ def open_split(
     if name == "folder" and isinstance(dataset, datasets.ImageFiles) and not (
             skip_corrupt and load_size is not None):
         # your own images: fail now, not at the first batch, on a non-image or mixed sizes
-        datasets.check_headers(dataset, same_size=load_size is None)
+        datasets.check_headers(dataset, same_size=load_size is None and not any_size)
     if load_size is not None:
         dataset = ResizedSquare(dataset, load_size)
     if classes is not None:
