@@ -26,8 +26,7 @@ from contrastkit.data.loader_crops import (
     crop_box,
     crop_views,
     dct_reduction,
-    file_reader,
-    file_samples,
+    encoded_reader,
 )
 from contrastkit.data.wrappers import fixed_subset, select_classes
 
@@ -144,19 +143,19 @@ def write_folder(root: Path, sizes=((30, 40), (50, 20), (24, 24))) -> Path:
 def test_items_are_a_function_of_seed_epoch_and_index(tmp_path: Path) -> None:
     folder = ImageFolder(write_folder(tmp_path))
     specs = [CropSpec(16, (0.2, 1.0)), CropSpec(16, (0.2, 1.0)), CropSpec(8, (0.1, 0.4))]
-    one = LoaderCrops(file_reader(folder), specs, seed=7)
-    other = LoaderCrops(file_reader(folder), specs, seed=7)  # another worker, another run
+    one = LoaderCrops(encoded_reader(folder), specs, seed=7)
+    other = LoaderCrops(encoded_reader(folder), specs, seed=7)  # another worker, another run
     views, label = one[(4, 2)]
     assert label == folder.targets[4] and [v.shape[-1] for v in views] == [16, 16, 8]
     assert all(torch.equal(a, b) for a, b in zip(views, other[(4, 2)][0], strict=True))
     assert not torch.equal(views[0], views[1])  # each view its own box
     assert not torch.equal(views[0], one[(4, 3)][0][0])  # another epoch, other boxes
-    assert not torch.equal(views[0], LoaderCrops(file_reader(folder), specs, 8)[(4, 2)][0][0])
+    assert not torch.equal(views[0], LoaderCrops(encoded_reader(folder), specs, 8)[(4, 2)][0][0])
 
 
 def test_a_resumed_loader_crops_as_the_uninterrupted_one(tmp_path: Path) -> None:
     folder = ImageFolder(write_folder(tmp_path))
-    dataset = LoaderCrops(file_reader(folder), [CropSpec(12, (0.2, 1.0))] * 2, seed=1)
+    dataset = LoaderCrops(encoded_reader(folder), [CropSpec(12, (0.2, 1.0))] * 2, seed=1)
 
     def epoch_batches(keys: EpochKeys, workers: int) -> list[torch.Tensor]:
         loader = DataLoader(dataset, batch_size=2, sampler=keys, num_workers=workers)
@@ -172,19 +171,20 @@ def test_a_resumed_loader_crops_as_the_uninterrupted_one(tmp_path: Path) -> None
     assert all(torch.equal(a, b) for a, b in zip(uninterrupted, again, strict=True))
 
 
-def test_file_samples_follow_class_selection_and_subsets(tmp_path: Path) -> None:
+def test_encoded_reader_follows_class_selection_and_subsets(tmp_path: Path) -> None:
     folder = ImageFolder(write_folder(tmp_path))
+    paths = [p for p, _ in folder.samples]
     for dataset in (select_classes(folder, ["b"]), fixed_subset(folder, 4, seed=0),
                     fixed_subset(select_classes(folder, ["b", "a"]), 3, seed=1)):
-        samples = file_samples(dataset)
-        assert samples is not None and len(samples) == len(dataset)
-        for i, (path, label) in enumerate(samples):
+        reader = encoded_reader(dataset)
+        assert len(reader) == len(dataset) and reader.classes == dataset.classes
+        for i in range(len(dataset)):
+            data, path, label = reader.read(i)
             image, expected = dataset[i]
-            assert label == expected
-            paths = [p for p, _ in folder.samples]
+            assert label == expected and data == Path(path).read_bytes()
             assert torch.equal(image, folder[paths.index(path)][0])
     with pytest.raises(ValueError, match=r"data\.crops"):
-        file_reader(torch.utils.data.TensorDataset(torch.zeros(2)))
+        encoded_reader(torch.utils.data.TensorDataset(torch.zeros(2)))
 
 
 @pytest.mark.parametrize("kind", ["two", "multicrop"])

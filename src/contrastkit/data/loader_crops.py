@@ -46,8 +46,7 @@ __all__ = [
     "SampleReader",
     "crop_box",
     "crop_views",
-    "file_reader",
-    "file_samples",
+    "encoded_reader",
 ]
 
 #: Candidate boxes per view before the fallback (torchvision: 10).
@@ -214,32 +213,62 @@ class FileReader:
             return f.read(), path, label
 
 
-def file_samples(dataset: Any) -> list[tuple[str, int]] | None:
-    """The ``(path, label)`` of every item of an image-file dataset, in item order, seen
-    through the class selection and subsets of :mod:`contrastkit.data.wrappers` and
-    :mod:`contrastkit.data.longtail`; ``None`` when ``dataset`` is not made of image files
-    (arrays, resized squares)."""
-    samples = getattr(dataset, "samples", None)
-    if samples is not None and hasattr(dataset, "fingerprint") and not hasattr(dataset,
-                                                                               "dataset"):
-        return [(str(p), int(y)) for p, y in samples]
+class IndexedReader:
+    """Items ``indices`` of another reader, with their own ``labels``."""
+
+    def __init__(self, base: SampleReader, indices: list[int], labels: list[int],
+                 classes: Sequence[str]) -> None:
+        self.base, self.indices = base, indices
+        self.targets, self.classes = labels, list(classes)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def read(self, index: int) -> tuple[bytes, str, int]:
+        data, name, _ = self.base.read(self.indices[index])
+        return data, name, self.targets[index]
+
+
+def _unwrap(dataset: Any) -> tuple[SampleReader, list[int], list[int]] | None:
+    """``(base reader, indices into it, labels)`` of the items of ``dataset``."""
+    reader = getattr(dataset, "reader", None)
+    if reader is None and hasattr(dataset, "samples") and hasattr(dataset, "fingerprint"):
+        reader = FileReader(dataset.samples, dataset.classes)  # image files
+    if reader is not None:
+        return reader, list(range(len(reader))), list(reader.targets)
     inner_ds, indices = getattr(dataset, "dataset", None), getattr(dataset, "indices", None)
-    if inner_ds is None or indices is None:
-        return None
-    inner = file_samples(inner_ds)
+    inner = None if inner_ds is None or indices is None else _unwrap(inner_ds)
     if inner is None:
         return None
+    base, inner_indices, labels = inner
     mapping = getattr(dataset, "mapping", None)
-    if mapping is not None:
-        return [(inner[i][0], mapping[inner[i][1]]) for i in indices]
-    return [inner[i] for i in indices]
+    kept = [labels[i] for i in indices]
+    return (base, [inner_indices[i] for i in indices],
+            [mapping[y] for y in kept] if mapping is not None else kept)
+
+
+def encoded_reader(dataset: Any) -> SampleReader:
+    """A reader of the encoded images of ``dataset``, item for item: image files or shards,
+    seen through the class selection and subsets of :mod:`contrastkit.data.wrappers` and
+    :mod:`contrastkit.data.longtail`.
+
+    Raises:
+        ValueError: when ``dataset`` holds no encoded images (arrays, resized squares).
+    """
+    found = _unwrap(dataset)
+    if found is None:
+        raise ValueError(
+            f"crops in the loader need image files or shards (dataset folder, imagenet100, "
+            f"tinyimagenet, shards), not {type(dataset).__name__}: set data.crops: device")
+    base, indices, labels = found
+    return IndexedReader(base, indices, labels, getattr(dataset, "classes", []))
 
 
 class LoaderCrops(Dataset):
     """Items ``([view crops], label)`` of encoded images, cropped in the loader (module doc).
 
     Args:
-        reader: the encoded images (:class:`FileReader`, a shard reader).
+        reader: the encoded images (:func:`encoded_reader`).
         specs: one :class:`CropSpec` per view, in view order.
         seed: the run's data seed.
 
@@ -288,18 +317,3 @@ class EpochKeys(Sampler[tuple[int, int]]):
 
     def __len__(self) -> int:
         return len(self.sampler)
-
-
-def file_reader(dataset: Any) -> FileReader:
-    """A :class:`FileReader` over the image files of ``dataset`` (see :func:`file_samples`).
-
-    Raises:
-        ValueError: when ``dataset`` is not made of image files.
-    """
-    samples = file_samples(dataset)
-    if samples is None:
-        raise ValueError(
-            f"crops in the loader need image files (dataset folder, imagenet100, tinyimagenet "
-            f"or shards), not {type(dataset).__name__}: set data.crops: device")
-    return FileReader(samples, getattr(dataset, "classes", []))
-

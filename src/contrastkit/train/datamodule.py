@@ -27,7 +27,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contrastkit.data import datasets
-from contrastkit.data.loader_crops import CropSpec, EpochKeys, LoaderCrops, file_reader
+from contrastkit.data.loader_crops import CropSpec, EpochKeys, LoaderCrops, encoded_reader
 from contrastkit.data.registry import (
     DatasetName,
     MissingSplitError,
@@ -104,8 +104,8 @@ class PretrainDataModule(L.LightningDataModule):
             size (SCE Table 1, DySTreSS: the papers' crops), JPEGs decoded at a reduced DCT
             scale when every box allows it, crops resized in uint8
             (:mod:`contrastkit.data.loader_crops`); flips and colour steps stay on the
-            device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) of any
-            sizes; not with ``cache_dir``.
+            device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
+            ``shards`` of any sizes; not with ``cache_dir``.
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -289,7 +289,7 @@ class PretrainDataModule(L.LightningDataModule):
                                       rank=trainer.global_rank if world > 1 else 0,
                                       world_size=world, batch_size=self.batch_size)
         if self.crops == "loader":
-            crops = LoaderCrops(file_reader(self.train_set), self._crop_specs(), self.seed)
+            crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
         return self._loader(self.train_set, sampler, drop_last=True)
 
