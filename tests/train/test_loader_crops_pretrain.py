@@ -74,12 +74,19 @@ TINY_IMAGENET = [
 
 
 @pytest.mark.slow
-def test_imagenet_config_pretrains_on_a_folder_of_mixed_jpegs(tmp_path: Path):
+@pytest.mark.parametrize("form", ["folder", "store", "shards"])
+def test_imagenet_config_pretrains_on_mixed_jpegs(tmp_path: Path, form: str):
     root = jpeg_folder(tmp_path / "images")
+    dataset = "shards" if form == "shards" else "folder"
+    if form != "folder":
+        packed = tmp_path / form
+        args = ["data", "pack", str(root), str(packed), "--max-side", "64"]
+        assert main(args + (["--shards"] if form == "shards" else [])) == 0
+        root = packed
     out = tmp_path / "run"
-    code = main(["pretrain", "--config", str(CONFIG), "--data.root",
-                 str(root), *TINY_IMAGENET, "--output", str(out)])
+    code = main(["pretrain", "--config", str(CONFIG), "--data.root", str(root),
+                 "--data.dataset", dataset, *TINY_IMAGENET, "--output", str(out)])
     assert code == 0
     assert (out / "checkpoints" / "last.ckpt").is_file()
     config = (out / "config.yaml").read_text()
-    assert "crops: loader" in config
+    assert "crops: loader" in config and f"dataset: {dataset}" in config
