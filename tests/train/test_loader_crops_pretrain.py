@@ -5,6 +5,7 @@ runs an ImageNet-style config on a folder of JPEGs of mixed sizes."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -59,6 +60,18 @@ def test_loader_crops_refuse_what_they_cannot_crop(tmp_path: Path):
     dm.crop_specs = [CropSpec(8, (0.2, 1.0))]
     with pytest.raises(ValueError, match=r"image files.*data\.crops: device"):
         dm.train_dataloader()
+
+
+def test_auto_workers_share_the_cores_among_the_devices(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    dm = PretrainDataModule(dataset="digits", num_workers="auto")
+    dm.trainer = SimpleNamespace(num_devices=2)
+    assert dm.workers() == 7  # 16 cores for 2 GPU processes, one core each for training
+    dm.trainer = SimpleNamespace(num_devices=32)
+    assert dm.workers() == 1
+    assert PretrainDataModule(dataset="digits", num_workers=3).workers() == 3
+    with pytest.raises(ValueError, match=r"data\.num_workers"):
+        PretrainDataModule(dataset="digits", num_workers="many")
 
 
 TINY_IMAGENET = [

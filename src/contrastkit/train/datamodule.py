@@ -90,7 +90,9 @@ class PretrainDataModule(L.LightningDataModule):
         bank_split: labelled split for the kNN bank (default: ``train``).
         val_split: split whose kNN accuracy is monitored (``None``: no monitor).
         batch_size: images per process per step (>= 2).
-        num_workers: loader processes.
+        num_workers: loader processes per training process; ``auto``: the CPU cores this
+            process may use (``os.sched_getaffinity``) divided by the devices of this machine
+            (``trainer.num_devices``), less one for the training process itself, at least 1.
         cache_dir: folder of the uint8 array cache for file datasets.
         image_size: resize file images to this size when caching.
         load_size: resize each decoded image in the loader workers so its shorter side is
@@ -137,7 +139,7 @@ class PretrainDataModule(L.LightningDataModule):
         bank_split: str = "train",
         val_split: str | None = "test",
         batch_size: int = 256,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = 0,
         cache_dir: str | None = None,
         image_size: int | None = None,
         load_size: int | None = None,
@@ -158,8 +160,9 @@ class PretrainDataModule(L.LightningDataModule):
                 f"data.batch_size is {batch_size}: contrastive losses need at least 2 images "
                 "per process"
             )
-        if num_workers < 0:
-            raise ValueError(f"data.num_workers must be >= 0, got {num_workers}")
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            raise ValueError(f"data.num_workers must be an int >= 0 or 'auto', got "
+                             f"{num_workers!r}")
         self.dataset_name = dataset
         self.root = os.path.expanduser(root) if root else None
         self.train_split, self.bank_split, self.val_split = train_split, bank_split, val_split
@@ -274,11 +277,21 @@ class PretrainDataModule(L.LightningDataModule):
                            f"data.test_fraction {self.test_fraction} of each class held out as "
                            f"the test split (data.split_seed {self.split_seed})")
 
+    def workers(self) -> int:
+        """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""
+        if self.num_workers != "auto":
+            return int(self.num_workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        devices = max(1, int(getattr(self.trainer, "num_devices", 1) or 1))
+        return max(1, cores // devices - 1)
+
     def _loader(self, dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
+        workers = self.workers()
         return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler,
-                          num_workers=self.num_workers, drop_last=drop_last,
+                          num_workers=workers, drop_last=drop_last,
                           pin_memory=torch.cuda.is_available(),
-                          persistent_workers=self.num_workers > 0,
+                          persistent_workers=workers > 0,
                           collate_fn=None if self.is_video else datasets.collate_images)
 
     def train_dataloader(self) -> DataLoader:
