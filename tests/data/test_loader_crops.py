@@ -208,3 +208,21 @@ def test_device_half_flips_and_augments_each_view(kind: str) -> None:
         gen.from_crops(crops[:1])
     with pytest.raises(ValueError, match="for a"):
         gen.from_crops([c[..., :-1, :-1] for c in crops])
+
+
+@pytest.mark.parametrize("mode", ["L", "CMYK"])
+def test_gray_and_cmyk_jpegs_become_rgb_crops(mode: str) -> None:
+    gray = smooth_image(40, 50)[..., 0]
+    pixels = gray if mode == "L" else np.stack([gray, gray // 2, 255 - gray, gray // 3], -1)
+    buf = io.BytesIO()
+    Image.fromarray(pixels, mode).save(buf, "JPEG", quality=95)
+    spec = CropSpec(16, (0.5, 1.0))
+    (view,) = crop_views(buf.getvalue(), "x", [spec], np.full((1, 2 * ATTEMPTS + 2), 0.3))
+    x0, y0, w, h = crop_box(np.full(2 * ATTEMPTS + 2, 0.3), 40, 50, spec)
+    decoded = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
+    crop = torch.from_numpy(decoded[y0 : y0 + h, x0 : x0 + w].transpose(2, 0, 1).copy())
+    expected = torch.nn.functional.interpolate(crop[None].float(), size=(16, 16),
+                                               mode="bilinear", antialias=True)[0]
+    assert view.shape == (3, 16, 16) and (view.float() - expected).abs().max() <= 2.0
+    if mode == "L":
+        assert torch.equal(view[0], view[1]) and torch.equal(view[1], view[2])
