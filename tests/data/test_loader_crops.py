@@ -26,6 +26,7 @@ from contrastkit.data.loader_crops import (
     crop_box,
     crop_views,
     dct_reduction,
+    decode_reduced,
     encoded_reader,
 )
 from contrastkit.data.wrappers import fixed_subset, select_classes
@@ -112,18 +113,39 @@ def test_dct_reduction_keeps_every_view_at_least_its_side() -> None:
 
 
 def test_reduced_jpeg_decode_is_close_to_the_full_decode() -> None:
-    array = smooth_image(480, 640)
-    data = encode(array)
+    rng = np.random.default_rng(2)
+    cells = (rng.random((10, 12, 3)) * 255).astype(np.uint8)  # a smooth 480x640 photo
+    data = encode(np.asarray(Image.fromarray(cells).resize((640, 480), Image.BICUBIC)))
     spec = CropSpec(32, (0.5, 1.0))
     u = np.random.default_rng(1).random((1, 2 * ATTEMPTS + 2))
     box = crop_box(u[0], 480, 640, spec)
     assert dct_reduction([box], [spec]) == 8  # boxes of at least 0.5 x 480 x 640 pixels
     (view,) = crop_views(data, "x", [spec], u)
     x0, y0, w, h = box
-    full = Image.open(io.BytesIO(data)).convert("RGB").resize(
-        (32, 32), Image.BILINEAR, box=(x0, y0, x0 + w, y0 + h))
-    diff = (view.float() - torch.from_numpy(np.asarray(full).transpose(2, 0, 1).copy())).abs()
-    assert diff.mean() < 3.0  # a smooth image: the DCT-scaled decode is the same picture
+    full = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[y0 : y0 + h, x0 : x0 + w]
+    expected = torch.nn.functional.interpolate(
+        torch.from_numpy(full.transpose(2, 0, 1).copy())[None].float(), size=(32, 32),
+        mode="bilinear", antialias=True)[0]
+    diff = (view.float() - expected).abs()
+    # the 1/8 DCT-scaled decode is the same picture (box edges rounded to 8 full pixels)
+    assert diff.mean() < 5.0
+
+
+@pytest.mark.parametrize("backend", ["simplejpeg", "pillow"])
+def test_reduced_decode_is_the_dct_scaled_image(backend: str, monkeypatch) -> None:
+    if backend == "pillow":
+        monkeypatch.setitem(__import__("sys").modules, "simplejpeg", None)  # not installed
+    else:
+        pytest.importorskip("simplejpeg")
+    data = encode(smooth_image(375, 500))
+    for scale in (1, 2, 4, 8):
+        array = decode_reduced(data, scale)
+        assert array is not None and array.shape == (-(-375 // scale), -(-500 // scale), 3)
+        with Image.open(io.BytesIO(data)) as img:  # Pillow's own reduced decode (draft mode)
+            img.draft("RGB", (500 // scale, 375 // scale))
+            expected = np.asarray(img.convert("RGB"))
+        assert expected.shape == array.shape
+        assert np.abs(array.astype(int) - expected).max() <= 2
 
 
 def test_unreadable_file_is_named() -> None:
@@ -216,13 +238,13 @@ def test_gray_and_cmyk_jpegs_become_rgb_crops(mode: str) -> None:
     pixels = gray if mode == "L" else np.stack([gray, gray // 2, 255 - gray, gray // 3], -1)
     buf = io.BytesIO()
     Image.fromarray(pixels, mode).save(buf, "JPEG", quality=95)
-    spec = CropSpec(16, (0.5, 1.0))
+    spec = CropSpec(24, (0.5, 1.0))  # no DCT reduction for these boxes
     (view,) = crop_views(buf.getvalue(), "x", [spec], np.full((1, 2 * ATTEMPTS + 2), 0.3))
     x0, y0, w, h = crop_box(np.full(2 * ATTEMPTS + 2, 0.3), 40, 50, spec)
     decoded = np.asarray(Image.open(io.BytesIO(buf.getvalue())).convert("RGB"))
     crop = torch.from_numpy(decoded[y0 : y0 + h, x0 : x0 + w].transpose(2, 0, 1).copy())
-    expected = torch.nn.functional.interpolate(crop[None].float(), size=(16, 16),
+    expected = torch.nn.functional.interpolate(crop[None].float(), size=(24, 24),
                                                mode="bilinear", antialias=True)[0]
-    assert view.shape == (3, 16, 16) and (view.float() - expected).abs().max() <= 2.0
+    assert view.shape == (3, 24, 24) and (view.float() - expected).abs().max() <= 2.0
     if mode == "L":
         assert torch.equal(view[0], view[1]) and torch.equal(view[1], view[2])

@@ -46,6 +46,7 @@ __all__ = [
     "SampleReader",
     "crop_box",
     "crop_views",
+    "decode_reduced",
     "encoded_reader",
 ]
 
@@ -109,10 +110,11 @@ def dct_reduction(boxes: Sequence[tuple[int, int, int, int]], specs: Sequence[Cr
     return 1
 
 
-def _decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
-    """``(H', W', 3)`` uint8 of a gray or 3-component JPEG decoded at ``1 / scale`` by libjpeg
-    (``simplejpeg`` when installed, else Pillow's decoder); ``None`` when the direct path does
-    not apply (as for ``decode_image``'s fast path), so that the general path decides."""
+def decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
+    """``(ceil(H / scale), ceil(W / scale), 3)`` uint8 of a gray or 3-component JPEG decoded
+    at ``1 / scale`` by libjpeg's DCT scaling (``simplejpeg`` when installed, else Pillow's
+    decoder); ``None`` when the direct path does not apply (as for ``decode_image``'s fast
+    path), so that the general path decides."""
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
         return None
@@ -120,16 +122,18 @@ def _decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
     height, width, components = header
     if height * width > (image_mod.MAX_IMAGE_PIXELS or height * width):
         return None  # the general path applies Pillow's decompression-bomb limit
+    out_h, out_w = -(-height // scale), -(-width // scale)
     try:
         import simplejpeg
     except ImportError:
         simplejpeg = None
     try:
         if simplejpeg is not None:
-            return simplejpeg.decode_jpeg(data, "RGB", min_factor=scale)
+            # the largest libjpeg reduction whose output is at least (out_h, out_w): 1 / scale
+            return simplejpeg.decode_jpeg(data, "RGB", min_height=out_h, min_width=out_w)
         mode = "L" if components == 1 else "RGB"
-        size = (-(-width // scale), -(-height // scale))
-        array = np.asarray(image_mod.frombytes(mode, size, data, "jpeg", mode, "", scale))
+        array = np.asarray(image_mod.frombytes(mode, (out_w, out_h), data, "jpeg", mode, "",
+                                               scale))
     except (OSError, ValueError, SyntaxError):
         return None
     return np.repeat(array[..., None], 3, axis=2) if array.ndim == 2 else array
@@ -161,7 +165,7 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec], uniforms: np.n
     if header is not None:
         height, width = header[:2]
         boxes = [crop_box(u, height, width, s) for u, s in zip(uniforms, specs, strict=True)]
-        array = _decode_reduced(data, dct_reduction(boxes, specs))
+        array = decode_reduced(data, dct_reduction(boxes, specs))
     if array is None:
         chw = decode_image(data, name)
         height, width = chw.shape[1:]
