@@ -49,6 +49,13 @@ def test_loader_crops_full_images_for_training_squares_for_the_monitor(tmp_path:
     views, labels = next(iter(loader))
     assert [tuple(v.shape) for v in views] == [(4, 3, 16, 16), (4, 3, 8, 8)]
     assert views[0].dtype == torch.uint8 and labels.shape == (4,)
+    # a bank drawn from the training split holds the training images, as squares
+    dm = PretrainDataModule(dataset="folder", root=str(root), val_split="val", batch_size=4,
+                            load_size=20, crops="loader", subset=7)
+    dm.setup("fit")
+    assert len(dm.bank_set) == len(dm.train_set) == 7
+    assert {tuple(dm.bank_set[i][0].shape) for i in range(7)} == {(3, 20, 20)}
+    assert dm.bank_set.targets == dm.train_set.targets
 
 
 def test_loader_crops_refuse_what_they_cannot_crop(tmp_path: Path):

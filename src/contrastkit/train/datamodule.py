@@ -37,7 +37,7 @@ from contrastkit.data.registry import (
     open_split,
 )
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.wrappers import fixed_subset, select_classes
+from contrastkit.data.wrappers import ResizedSquare, fixed_subset, select_classes
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -258,9 +258,12 @@ class PretrainDataModule(L.LightningDataModule):
             rank_zero_info(f"data: the kNN monitor queries its own bank (data.val_split = "
                            f"data.bank_split = {self.val_split}): not a held-out accuracy")
         if self.val_split is not None:
-            same = (self.bank_split == self.train_split and not self.is_video
-                    and self.crops == "device")
-            bank = train if same else self._open(self.bank_split, monitor=True)
+            if self.bank_split != self.train_split or self.is_video:
+                bank = self._open(self.bank_split, monitor=True)
+            elif self.crops == "loader" and self.load_size is not None:
+                bank = ResizedSquare(train, self.load_size)  # the training images, as squares
+            else:
+                bank = train
             if self.monitor_bank_size is not None and len(bank) > self.monitor_bank_size:
                 bank = fixed_subset(bank, self.monitor_bank_size, self.seed)
             self.bank_set = bank
