@@ -90,6 +90,15 @@ def test_shards_hold_every_image_once_with_its_label(tmp_path: Path) -> None:
         build_dataset("shards", str(tmp_path / "shards"), "test")
 
 
+def test_workers_write_the_same_shards(tmp_path: Path) -> None:
+    src = source(tmp_path / "src")
+    pack_folder(src, tmp_path / "one", shards=True, shard_size=4, max_side=50)
+    pack_folder(src, tmp_path / "two", shards=True, shard_size=4, max_side=50, workers=2)
+    for split in ("train", "val"):
+        for shard in (tmp_path / "one" / split).iterdir():
+            assert (tmp_path / "two" / split / shard.name).read_bytes() == shard.read_bytes()
+
+
 def test_shards_are_read_by_webdataset_streaming(tmp_path: Path) -> None:
     wds = pytest.importorskip("webdataset")
     src = source(tmp_path / "src")

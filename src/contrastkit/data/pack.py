@@ -24,6 +24,9 @@ import io
 import json
 import os
 import tarfile
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -89,10 +92,27 @@ def _read(path: str) -> bytes:
         return handle.read()
 
 
-def _pack_store(folder: Path, out: Path, max_side: int | None, quality: int) -> int:
+def _encode_file(path: str, max_side: int | None, quality: int) -> tuple[bytes, str | None]:
+    return encode_bounded(_read(path), path, max_side, quality)
+
+
+def _encoded(paths: list[str], max_side: int | None, quality: int, workers: int
+             ) -> Iterator[tuple[bytes, str | None]]:
+    """:func:`encode_bounded` of every file, in order, in ``workers`` processes (1: here)."""
+    encode = partial(_encode_file, max_side=max_side, quality=quality)
+    if workers <= 1:
+        yield from map(encode, paths)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        yield from pool.map(encode, paths, chunksize=16)
+
+
+def _pack_store(folder: Path, out: Path, max_side: int | None, quality: int,
+                workers: int) -> int:
     files = open_image_folder(folder)
-    for path, _ in files.samples:
-        data, ext = encode_bounded(_read(path), path, max_side, quality)
+    paths = [p for p, _ in files.samples]
+    for path, (data, ext) in zip(paths, _encoded(paths, max_side, quality, workers),
+                                 strict=True):
         rel = Path(os.path.relpath(path, folder))
         _write_atomic(out / (rel.with_suffix(ext) if ext else rel), data)
     return len(files)
@@ -121,17 +141,18 @@ def _write_shard(path: Path, members: list[tuple[str, bytes, int]]) -> list[tupl
 
 
 def _pack_shards(folder: Path, out: Path, max_side: int | None, quality: int,
-                 shard_size: int, seed: int) -> int:
+                 shard_size: int, seed: int, workers: int) -> int:
     files = open_image_folder(folder)
-    order = np.random.default_rng(seed).permutation(len(files))
+    order = [int(i) for i in np.random.default_rng(seed).permutation(len(files))]
+    encoded = _encoded([files.samples[i][0] for i in order], max_side, quality, workers)
     rows: list[list[int]] = []
     shards = []
     for first in range(0, len(order), shard_size):
         members = []
         for index in order[first : first + shard_size]:
-            path, label = files.samples[int(index)]
-            data, ext = encode_bounded(_read(path), path, max_side, quality)
-            members.append((f"{int(index):08d}{ext or Path(path).suffix.lower()}", data, label))
+            path, label = files.samples[index]
+            data, ext = next(encoded)
+            members.append((f"{index:08d}{ext or Path(path).suffix.lower()}", data, label))
         name = f"shard-{len(shards):05d}.tar"
         spans = _write_shard(out / name, members)
         rows += [[len(shards), off, size, m[2]] for (off, size), m in zip(spans, members,
@@ -149,8 +170,10 @@ def _pack_shards(folder: Path, out: Path, max_side: int | None, quality: int,
 
 def pack_folder(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
                 max_side: int | None = None, quality: int = 90, shards: bool = False,
-                shard_size: int = 1000, seed: int = 0) -> dict[str, int]:
+                shard_size: int = 1000, seed: int = 0, workers: int = 1) -> dict[str, int]:
     """Write the image folder ``src`` into ``dest`` as a store or as shards (module doc).
+
+    ``workers`` processes decode and re-encode the images (the writing stays in order).
 
     Returns:
         Images written per split.
@@ -172,13 +195,15 @@ def pack_folder(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         raise ValueError(f"--quality must lie in [1, 100], got {quality}")
     if shard_size < 1:
         raise ValueError(f"--shard-size must be >= 1, got {shard_size}")
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
     counts = {}
     for name, folder in source_splits(src):
         if shards:
             counts[name] = _pack_shards(folder, dest / name, max_side, quality, shard_size,
-                                        seed)
+                                        seed, workers)
         else:
-            counts[name] = _pack_store(folder, dest / name, max_side, quality)
+            counts[name] = _pack_store(folder, dest / name, max_side, quality, workers)
     return counts
 
 
@@ -197,9 +222,12 @@ def main(argv: list[str]) -> int:
                         "images (default 90)")
     parser.add_argument("--shard-size", type=int, default=1000, help="images per shard")
     parser.add_argument("--seed", type=int, default=0, help="seed of the shard order")
+    parser.add_argument("--workers", type=int, default=1, help="processes that decode and "
+                        "re-encode (default 1)")
     args = parser.parse_args(argv)
     counts = pack_folder(args.src, args.dest, max_side=args.max_side, quality=args.quality,
-                         shards=args.shards, shard_size=args.shard_size, seed=args.seed)
+                         shards=args.shards, shard_size=args.shard_size, seed=args.seed,
+                         workers=args.workers)
     kind = "shards" if args.shards else "store"
     print(f"wrote {kind} {args.dest}: " + ", ".join(f"{k} {v} images" for k, v in
                                                     counts.items()))
