@@ -1,4 +1,4 @@
-"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | export | repro``."""
+"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | export | repro | data``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ commands:
              --format detectron2 --output FILE.pkl for detectron2 (docs/transfer.md)
   repro      the reproduction study of docs/reproduction.md, from a source checkout:
              contrastkit repro {cpu,gpu,report,list} (--help for each)
+  data       write an image folder once into a store or tar shards (docs/data.md):
+             contrastkit data pack SRC DEST [--shards] [--max-side N]
 """
 
 
@@ -77,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         return _pretrain(rest)
     if command == "export":
         return _export(rest)
+    if command == "data":
+        if not rest or rest[0] != "pack":
+            print("usage: contrastkit data pack SRC DEST [--shards] [--max-side N] "
+                  "[--quality Q] [--shard-size N] [--seed S]", file=sys.stderr)
+            return 2
+        from contrastkit.data.pack import main as pack_main
+
+        return run_command("contrastkit data pack", lambda: pack_main(rest[1:]))
     if command == "repro":
         from contrastkit.repro.cli import main as repro_main
 

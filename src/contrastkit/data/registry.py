@@ -18,7 +18,7 @@ from typing import Literal
 
 from torch.utils.data import Dataset
 
-from contrastkit.data import datasets
+from contrastkit.data import datasets, shards
 from contrastkit.data.specs import VideoDataSpec
 from contrastkit.data.wrappers import CentreClip, ResizedSquare, select_classes
 
@@ -37,7 +37,7 @@ __all__ = [
 
 DatasetName = Literal[
     "digits", "cifar10", "cifar100", "stl10", "svhn", "tinyimagenet", "imagenet100",
-    "folder", "image_archive", "ucf101", "hmdb51", "kinetics", "video_folder",
+    "folder", "image_archive", "shards", "ucf101", "hmdb51", "kinetics", "video_folder",
 ]
 DATASET_NAMES: tuple[str, ...] = DatasetName.__args__  # type: ignore[attr-defined]
 
@@ -64,7 +64,9 @@ def build_dataset(
     holds out that share of each class (stratified, seeded by ``split_seed``, see
     :func:`~contrastkit.data.datasets.hold_out`) and leaves the rest as ``train``, so the two
     never share an image. ``image_archive`` reads a ``.tar.gz`` of such folders (for example
-    ``cifar10-jpg.tar.gz``) through the array cache. File datasets with a ``cache_dir`` are
+    ``cifar10-jpg.tar.gz``) through the array cache; ``shards`` reads ``root/<split>`` as
+    written by ``contrastkit data pack --shards`` (:mod:`contrastkit.data.shards`). File
+    datasets with a ``cache_dir`` are
     decoded once into the uint8 array cache, resized to ``image_size`` if given. The
     unreadable files left out with ``skip_corrupt`` are listed in the result's ``skipped``.
 
@@ -92,6 +94,14 @@ def build_dataset(
         return datasets.STL10(root, split=split)
     if name == "svhn":
         return datasets.SVHN(root, split=split)
+    if name == "shards":
+        if cache_dir is not None:
+            raise ValueError("data.cache_dir does not apply to dataset 'shards' (read in place)")
+        if not shards.is_shard_split(Path(root) / split):  # type: ignore[arg-type]
+            raise MissingSplitError(f"shards {root} have no {split}/ split (no "
+                                    f"{split}/{shards.INDEX_JSON}; write them with "
+                                    "`contrastkit data pack SRC DEST --shards`)")
+        return shards.ShardImages(Path(root) / split)  # type: ignore[arg-type]
     if name == "image_archive":
         if cache_dir is None:
             raise ValueError("dataset 'image_archive' needs data.cache_dir (it is decoded once)")
@@ -140,10 +150,14 @@ def open_split(
     name: str, root: str | None, split: str, *, cache_dir: str | None = None,
     image_size: int | None = None, load_size: int | None = None,
     classes: list[str] | None = None, skip_corrupt: bool = False,
-    test_fraction: float | None = None, split_seed: int = 0,
+    test_fraction: float | None = None, split_seed: int = 0, any_size: bool = False,
 ) -> tuple[Dataset, list[str]]:
     """:func:`build_dataset`, then :class:`ResizedSquare` (``load_size``) and
     :func:`select_classes` (``classes``): the images pretraining and evaluation read.
+
+    An image ``folder``'s headers are read first (a non-image fails now); without
+    ``load_size`` its images must share one size unless ``any_size`` (images cropped one by
+    one in the loader, :mod:`contrastkit.data.loader_crops`).
 
     Returns:
         ``(dataset, skipped)``: the dataset and the unreadable files it left out.
@@ -155,7 +169,7 @@ def open_split(
     if name == "folder" and isinstance(dataset, datasets.ImageFiles) and not (
             skip_corrupt and load_size is not None):
         # your own images: fail now, not at the first batch, on a non-image or mixed sizes
-        datasets.check_headers(dataset, same_size=load_size is None)
+        datasets.check_headers(dataset, same_size=load_size is None and not any_size)
     if load_size is not None:
         dataset = ResizedSquare(dataset, load_size)
     if classes is not None:

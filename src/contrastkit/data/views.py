@@ -19,8 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from . import augment
-from ._augment_geometry import RandomResizedCropFlip
+from ._augment_geometry import RandomResizedCropFlip, draw
 from ._augment_geometry import check_generator as _check_generator
+from .loader_crops import CropSpec
 
 __all__ = [
     "MULTICROP_LOCAL_SCALES",
@@ -46,6 +47,42 @@ def _shared_crop(online: nn.Module, target: nn.Module) -> bool:
     same = (type(a) is RandomResizedCropFlip and type(b) is RandomResizedCropFlip
             and (a.size, a.scale, a.ratio, a.flip_p) == (b.size, b.scale, b.ratio, b.flip_p))
     return same and online.chunk_pixels == target.chunk_pixels
+
+
+def _crop_spec(pipeline: nn.Module) -> CropSpec:
+    """The random resized crop a pretraining pipeline starts with, as a loader crop."""
+    first = pipeline.steps[0] if isinstance(pipeline, augment.Pipeline) else None
+    if not isinstance(first, RandomResizedCropFlip):
+        raise ValueError(f"crops in the loader need views that start with a random resized "
+                         f"crop, not {type(first or pipeline).__name__}: set data.crops: device")
+    return CropSpec(first.size, tuple(first.scale), tuple(first.ratio))
+
+
+def augment_crops(pipeline: augment.Pipeline, crops: Tensor) -> Tensor:
+    """The rest of ``pipeline`` on crops its random resized crop would have made.
+
+    ``crops`` are the uint8 ``(B, C, size, size)`` crops cut in the loader
+    (:mod:`contrastkit.data.loader_crops`); the crop step's horizontal flip (probability
+    ``flip_p``, from the pipeline's generator) and every later step run here, batched on the
+    crops' device, with parameters drawn as :meth:`Pipeline.forward` draws them.
+
+    Raises:
+        ValueError: when the crops' side is not the crop step's output side.
+    """
+    augment.check_batch(crops)
+    crop = pipeline.steps[0]
+    if crops.shape[-2:] != (crop.size, crop.size):
+        raise ValueError(f"loader crops of {crops.shape[-2]}x{crops.shape[-1]} for a "
+                         f"{crop.size}x{crop.size} view")
+    generator = pipeline.step_generator(0)
+    _check_generator(generator, crops.device)
+    flip = draw(crops.shape[0], 1, crops.device, generator)[:, 0] < crop.flip_p
+    crop.last_params = {"flip": flip}
+    params = pipeline.draw(crops.shape[0], crop.size, crop.size, crops.device, start=1)
+    with torch.autocast(crops.device.type, enabled=False):
+        x = augment.to_float_rgb(crops)
+        x = torch.where(flip.view(-1, 1, 1, 1), x.flip(-1), x)
+    return pipeline.apply_params(x, params, start=1)
 
 
 def _as_module(p: str | nn.Module, size: int | None, options: dict) -> nn.Module:
@@ -103,6 +140,23 @@ class TwoViews(nn.Module):
                                                start=1))
         return views
 
+    def crop_specs(self) -> list[CropSpec]:
+        """The two views' random resized crops, for crops cut in the loader."""
+        return [_crop_spec(self.online), _crop_spec(self.target)]
+
+    def from_crops(self, crops: Sequence[Tensor]) -> list[Tensor]:
+        """The two views from their loader crops (one uint8 batch per view, in
+        :meth:`crop_specs` order): each its own box, flip and colour draws."""
+        _check_count(crops, 2)
+        return [augment_crops(p, c) for p, c in zip((self.online, self.target), crops,
+                                                    strict=True)]
+
+
+def _check_count(crops: Sequence[Tensor], expected: int) -> None:
+    if len(crops) != expected:
+        raise ValueError(f"the batch holds {len(crops)} loader crops per image, the views need "
+                         f"{expected}")
+
 
 class MultiCrop(nn.Module):
     """Global and local views (SCE appendix D.2): ``[global_1, ..., global_G, local_1, ...]``.
@@ -158,6 +212,17 @@ class MultiCrop(nn.Module):
 
     def forward(self, x: Tensor) -> list[Tensor]:
         return [v(x) for v in self.global_views] + [v(x) for v in self.local_views]
+
+    def crop_specs(self) -> list[CropSpec]:
+        """Every view's random resized crop (global views first), for loader crops."""
+        return [_crop_spec(v) for v in (*self.global_views, *self.local_views)]
+
+    def from_crops(self, crops: Sequence[Tensor]) -> list[Tensor]:
+        """The views from their loader crops (one uint8 batch per view, in
+        :meth:`crop_specs` order)."""
+        pipelines = (*self.global_views, *self.local_views)
+        _check_count(crops, len(pipelines))
+        return [augment_crops(p, c) for p, c in zip(pipelines, crops, strict=True)]
 
 
 def _two(online: str, target: str) -> Callable[..., TwoViews]:

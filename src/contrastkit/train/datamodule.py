@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import asdict
+from typing import Literal
 
 import lightning as L
 import torch
@@ -26,6 +27,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contrastkit.data import datasets
+from contrastkit.data.loader_crops import CropSpec, EpochKeys, LoaderCrops, encoded_reader
 from contrastkit.data.registry import (
     DatasetName,
     MissingSplitError,
@@ -35,7 +37,7 @@ from contrastkit.data.registry import (
     open_split,
 )
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.wrappers import fixed_subset, select_classes
+from contrastkit.data.wrappers import ResizedSquare, fixed_subset, select_classes
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -88,13 +90,24 @@ class PretrainDataModule(L.LightningDataModule):
         bank_split: labelled split for the kNN bank (default: ``train``).
         val_split: split whose kNN accuracy is monitored (``None``: no monitor).
         batch_size: images per process per step (>= 2).
-        num_workers: loader processes.
+        num_workers: loader processes per training process; ``auto``: the CPU cores this
+            process may use (``os.sched_getaffinity``) divided by the devices of this machine
+            (``trainer.num_devices``), less one for the training process itself, at least 1.
         cache_dir: folder of the uint8 array cache for file datasets.
         image_size: resize file images to this size when caching.
         load_size: resize each decoded image in the loader workers so its shorter side is
             ``load_size``, then centre-crop it to ``load_size`` x ``load_size`` (for folders
             of images of different sizes, e.g. ImageNet with 256: the views' random crops are
             then taken within that centre square, an approximation of cropping the full image).
+            With ``crops: loader`` it applies to the kNN monitor's splits only.
+        crops: where the views' random resized crops are cut. ``device`` (default): from the
+            decoded (and ``load_size``-resized) batch, on the device. ``loader``: from each
+            full image in the loader workers, one box per view drawn from the image's own
+            size (SCE Table 1, DySTreSS: the papers' crops), JPEGs decoded at a reduced DCT
+            scale when every box allows it, crops resized in uint8
+            (:mod:`contrastkit.data.loader_crops`); flips and colour steps stay on the
+            device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
+            ``shards`` of any sizes; not with ``cache_dir``.
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -126,7 +139,7 @@ class PretrainDataModule(L.LightningDataModule):
         bank_split: str = "train",
         val_split: str | None = "test",
         batch_size: int = 256,
-        num_workers: int = 0,
+        num_workers: int | Literal["auto"] = 0,
         cache_dir: str | None = None,
         image_size: int | None = None,
         load_size: int | None = None,
@@ -139,6 +152,7 @@ class PretrainDataModule(L.LightningDataModule):
         test_fraction: float | None = None,
         split_seed: int = 0,
         video: VideoDataSpec | None = None,
+        crops: Literal["device", "loader"] = "device",
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -146,8 +160,9 @@ class PretrainDataModule(L.LightningDataModule):
                 f"data.batch_size is {batch_size}: contrastive losses need at least 2 images "
                 "per process"
             )
-        if num_workers < 0:
-            raise ValueError(f"data.num_workers must be >= 0, got {num_workers}")
+        if num_workers != "auto" and (not isinstance(num_workers, int) or num_workers < 0):
+            raise ValueError(f"data.num_workers must be an int >= 0 or 'auto', got "
+                             f"{num_workers!r}")
         self.dataset_name = dataset
         self.root = os.path.expanduser(root) if root else None
         self.train_split, self.bank_split, self.val_split = train_split, bank_split, val_split
@@ -176,6 +191,14 @@ class PretrainDataModule(L.LightningDataModule):
                 if getattr(self, key) is not None:
                     raise ValueError(f"data.{key} applies to image datasets, not {dataset!r}")
         self.video = (video or VideoDataSpec()) if self.is_video else None
+        if crops not in ("device", "loader"):
+            raise ValueError(f"data.crops must be 'device' or 'loader', got {crops!r}")
+        if crops == "loader" and (self.is_video or cache_dir is not None):
+            raise ValueError("data.crops: loader cuts crops from image files; it applies to "
+                             "image datasets without data.cache_dir")
+        self.crops = crops
+        #: the views' crops (set from the training module when the loader is built)
+        self.crop_specs: list[CropSpec] | None = None
         self.train_set: Dataset | None = None
         self.bank_set: Dataset | None = None
         self.val_set: Dataset | None = None
@@ -186,11 +209,13 @@ class PretrainDataModule(L.LightningDataModule):
                                           role="monitor" if monitor else "train",
                                           skip_corrupt=self.skip_corrupt)
             return select_classes(dataset, self.classes) if self.classes is not None else dataset
+        full_images = self.crops == "loader" and not monitor
         dataset, skipped = open_split(
             self.dataset_name, self.root, split, cache_dir=self.cache_dir,
-            image_size=self.image_size, load_size=self.load_size, classes=self.classes,
-            skip_corrupt=self.skip_corrupt, test_fraction=self.test_fraction,
-            split_seed=self.split_seed)
+            image_size=self.image_size, load_size=None if full_images else self.load_size,
+            classes=self.classes, skip_corrupt=self.skip_corrupt,
+            test_fraction=self.test_fraction, split_seed=self.split_seed,
+            any_size=full_images)
         self.skipped += [p for p in skipped if p not in self.skipped]
         return dataset
 
@@ -233,8 +258,12 @@ class PretrainDataModule(L.LightningDataModule):
             rank_zero_info(f"data: the kNN monitor queries its own bank (data.val_split = "
                            f"data.bank_split = {self.val_split}): not a held-out accuracy")
         if self.val_split is not None:
-            same = self.bank_split == self.train_split and not self.is_video
-            bank = train if same else self._open(self.bank_split, monitor=True)
+            if self.bank_split != self.train_split or self.is_video:
+                bank = self._open(self.bank_split, monitor=True)
+            elif self.crops == "loader" and self.load_size is not None:
+                bank = ResizedSquare(train, self.load_size)  # the training images, as squares
+            else:
+                bank = train
             if self.monitor_bank_size is not None and len(bank) > self.monitor_bank_size:
                 bank = fixed_subset(bank, self.monitor_bank_size, self.seed)
             self.bank_set = bank
@@ -251,11 +280,21 @@ class PretrainDataModule(L.LightningDataModule):
                            f"data.test_fraction {self.test_fraction} of each class held out as "
                            f"the test split (data.split_seed {self.split_seed})")
 
+    def workers(self) -> int:
+        """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""
+        if self.num_workers != "auto":
+            return int(self.num_workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        devices = max(1, int(getattr(self.trainer, "num_devices", 1) or 1))
+        return max(1, cores // devices - 1)
+
     def _loader(self, dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
+        workers = self.workers()
         return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler,
-                          num_workers=self.num_workers, drop_last=drop_last,
+                          num_workers=workers, drop_last=drop_last,
                           pin_memory=torch.cuda.is_available(),
-                          persistent_workers=self.num_workers > 0,
+                          persistent_workers=workers > 0,
                           collate_fn=None if self.is_video else datasets.collate_images)
 
     def train_dataloader(self) -> DataLoader:
@@ -265,7 +304,20 @@ class PretrainDataModule(L.LightningDataModule):
         sampler = EpochShuffleSampler(len(self.train_set), self.seed,
                                       rank=trainer.global_rank if world > 1 else 0,
                                       world_size=world, batch_size=self.batch_size)
+        if self.crops == "loader":
+            crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed)
+            return self._loader(crops, EpochKeys(sampler), drop_last=True)
         return self._loader(self.train_set, sampler, drop_last=True)
+
+    def _crop_specs(self) -> list[CropSpec]:
+        if self.crop_specs is None:
+            module = self.trainer.lightning_module if self.trainer is not None else None
+            views = getattr(module, "train_views", None)
+            if not hasattr(views, "crop_specs"):
+                raise ValueError("data.crops: loader needs the views' crops: train with "
+                                 "image views (TwoViews or MultiCrop)")
+            self.crop_specs = views.crop_specs()  # type: ignore[union-attr]
+        return self.crop_specs
 
     def val_dataloader(self) -> list[DataLoader]:
         if self.val_set is None or self.bank_set is None:

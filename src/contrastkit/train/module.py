@@ -165,10 +165,12 @@ class PretrainModule(L.LightningModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         images, labels = batch[0], batch[1]
-        if isinstance(images, (list, tuple)) and self.views_spec.video is None:
+        crops = isinstance(images, (list, tuple)) and self.views_spec.video is None
+        if crops and not all(isinstance(v, Tensor) and v.dim() == 4 for v in images):
             raise ValueError("the batch holds a list of clips (a video dataset): set views.video")
-        with torch.no_grad():
-            views = self.train_views(images)  # float32 even under autocast (the views' own)
+        with torch.no_grad():  # views in float32 even under autocast (the views' own)
+            # a list of uint8 view batches: crops cut in the loader (data.crops: loader)
+            views = self.train_views.from_crops(images) if crops else self.train_views(images)
         if self._channels_last:
             views = [v.contiguous(memory_format=torch.channels_last) for v in views]
         with hot_path():
