@@ -30,9 +30,7 @@ def _option(cmd, name):
     return cmd[cmd.index(name) + 1]
 
 
-@pytest.mark.parametrize("name", [n for n in ("sincere_cifar2", "sincere_cifar10", "temperature",
-                                              "sce_lambda", "sce_tau_m", "dystress",
-                                              "baselines")])
+@pytest.mark.parametrize("name", ["sincere", "temperature", "dystress", "baselines"])
 def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)  # no checkpoint exists there: no --resume
     study = STUDIES[name]
@@ -59,63 +57,72 @@ def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
     assert {c[1] for c in commands} <= {"pretrain", "eval", "analyze", "compare"}
 
 
-def test_dry_run_sincere_cifar2_commands(monkeypatch, tmp_path):
+def test_a_study_without_runs_runs_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    commands = _dry_run("cpu", ["sincere_cifar2"], seeds=[0])
+    assert _dry_run("cpu", ["sce_lambda_tau"], seeds=[0, 1, 2]) == []
+
+
+def test_dry_run_sincere_commands(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    commands = _dry_run("cpu", ["sincere"], seeds=[0])
     lines = [" ".join(c) for c in commands]
-    assert lines[0].startswith("contrastkit pretrain --config "
-                               "configs/repro/cpu/sincere_cifar2_sincere.yaml --output "
-                               "runs/repro/cpu/sincere_cifar2_sincere/seed0/pretrain "
+    assert lines[0].startswith("contrastkit pretrain --config configs/repro/cpu/sincere.yaml "
+                               "--output runs/repro/cpu/sincere/seed0/pretrain "
                                "--seed_everything 0")
     knn1 = commands[1]
     assert knn1[:5] == ["contrastkit", "eval", "knn", "--k", "1"]
-    # CIFAR-2 is evaluated on the archive's cat and dog images, in data.classes' order
     assert _option(knn1, "--data") == "image_archive"
     assert _option(knn1, "--root") == ARCHIVE
-    for evaluation in commands[1:4]:  # knn1, knn5, analyze
-        at = evaluation.index("--classes")
-        assert evaluation[at + 1:at + 3] == ["cat", "dog"]
-    assert _option(knn1, "--output") == "runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn1"
+    assert _option(knn1, "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1"
     assert commands[3][1] == "analyze"
-    assert [c[1] for c in commands].count("pretrain") == 2
+    # SINCERE, SupCon and the random-init baseline (1-NN and 5-NN, no analyze)
+    assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
+        "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
+        "configs/repro/cpu/random_init.yaml"]
+    init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
+            "last.ckpt" in c]
+    assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"]]
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare] == [
-        ["runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn1",
-         "runs/repro/cpu/sincere_cifar2_supcon/seed0/eval/knn1"],
-        ["runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn5",
-         "runs/repro/cpu/sincere_cifar2_supcon/seed0/eval/knn5"]]
+        ["runs/repro/cpu/sincere/seed0/eval/knn1", "runs/repro/cpu/supcon/seed0/eval/knn1"],
+        ["runs/repro/cpu/sincere/seed0/eval/knn5", "runs/repro/cpu/supcon/seed0/eval/knn5"]]
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["temperature"], seeds=[0])
     analyze = [c for c in commands if c[1] == "analyze"]
-    assert len(analyze) == 10
+    assert len(analyze) == 3
     assert all(_option(c, "--data") == "image_archive" and
                _option(c, "--root") == "../shared/data/cifar10-jpg.tar.gz" for c in analyze)
-    assert _option(analyze[0], "--temperatures") == "0.05"
+    assert _option(analyze[0], "--temperatures") == "0.1"
+    assert _option(analyze[0], "--dystress") == "0.07"
     knn = [c for c in commands if c[1:3] == ["eval", "knn"]]
-    assert all(_option(c, "--k") == "200" for c in knn)
+    assert len(knn) == 4 and all(_option(c, "--k") == "200" for c in knn)
 
 
-def test_shared_config_runs_once(monkeypatch, tmp_path):
-    """sce_tau_m's tau_m = 0.05 point is sce_lambda's lambda = 0.5 run."""
+def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
+    """The SimCLR runs of the DySTreSS and temperature studies, and the random-init baseline of
+    every study, are pretrained once per seed; the baseline is evaluated with every protocol
+    any study needs."""
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    commands = _dry_run("cpu", ["sce_lambda", "sce_tau_m"], seeds=[0])
+    commands = _dry_run("cpu", ["dystress", "temperature", "sincere", "baselines"], seeds=[0])
     configs = [_option(c, "--config") for c in commands if c[1] == "pretrain"]
-    assert configs.count("configs/repro/cpu/sce_lambda0.5.yaml") == 1
-    assert len(configs) == len(set(configs)) == 7
+    assert len(configs) == len(set(configs)) == 10
+    init = "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/last.ckpt"
+    evals = [" ".join(c[1:5]) for c in commands if c[1] == "eval" and init in c]
+    assert sorted(evals) == ["eval knn --k 1", "eval knn --k 200", "eval knn --k 5"]
 
 
 def test_dry_run_resumes_an_existing_checkpoint(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    ckpt = tmp_path / "runs/repro/cpu/baselines_moco/seed0/pretrain/checkpoints/last.ckpt"
+    ckpt = tmp_path / "runs/repro/cpu/moco/seed0/pretrain/checkpoints/last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"x")
     commands = _dry_run("cpu", ["baselines"], seeds=[0])
     pretrain = {_option(c, "--config"): c for c in commands if c[1] == "pretrain"}
-    assert pretrain["configs/repro/cpu/baselines_moco.yaml"][-2:] == ["--resume", "last"]
-    assert "--resume" not in pretrain["configs/repro/cpu/baselines_sce.yaml"]
+    assert pretrain["configs/repro/cpu/moco.yaml"][-2:] == ["--resume", "last"]
+    assert "--resume" not in pretrain["configs/repro/cpu/sce.yaml"]
 
 
 def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
@@ -136,7 +143,7 @@ def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
     commands = _dry_run("cpu", ["dystress"], seeds=[3], epochs=2)
     pretrain = [c for c in commands if c[1] == "pretrain"]
     assert all(_option(c, "--trainer.max_epochs") == "2" for c in pretrain)
-    assert _option(pretrain[0], "--output") == "runs/repro/cpu-e2/dystress_simclr/seed3/pretrain"
+    assert _option(pretrain[0], "--output") == "runs/repro/cpu-e2/simclr_t0.1/seed3/pretrain"
 
 
 def test_chunk_duration_adds_the_time_already_trained(tmp_path):
