@@ -1,14 +1,22 @@
 """contrastkit.repro.commands and .runner: the public commands each study runs (dry runs:
-nothing trains), chunked Part B training and the step budget."""
+nothing trains), chunked Part B training, the step budget, the lock two lanes share, and the
+resume of a run killed mid-way (a real tiny run)."""
 
 from __future__ import annotations
 
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from contrastkit.repro import layout
+from contrastkit.repro.collection import pretrain_finished, read_losses
 from contrastkit.repro.commands import (
     chunk_arguments,
     format_duration,
@@ -16,8 +24,8 @@ from contrastkit.repro.commands import (
     trained_seconds,
 )
 from contrastkit.repro.layout import ARCHIVE
-from contrastkit.repro.runner import Runner, run_studies, selected
-from contrastkit.repro.studies import STUDIES
+from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
+from contrastkit.repro.studies import STUDIES, Study, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -170,3 +178,95 @@ def test_step_budget():
 def test_unknown_study_is_rejected():
     with pytest.raises(SystemExit, match="unknown cpu study"):
         selected(["gpu_table6"], "cpu")
+
+
+def test_run_lock_waits_for_another_process(tmp_path):
+    """A second lane waits for the lock a first lane holds on a shared run, and takes it only
+    once that lane is gone."""
+    folder, released = tmp_path / "run", tmp_path / "released"
+    folder.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, time\n"
+         f"handle = open({str(folder / '.lock')!r}, 'a')\n"
+         "fcntl.flock(handle, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
+         f"open({str(released)!r}, 'w').close()\nfcntl.flock(handle, fcntl.LOCK_UN)\n"
+         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        lines = []
+        with run_lock(folder, Runner(log=lines.append)):
+            assert released.is_file()  # granted only after the holder let go
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lines == [f"# {folder}: another process is running it; waiting"]
+    with run_lock(folder, Runner(log=lines.append)):  # free: taken at once, nothing logged
+        pass
+    assert len(lines) == 1
+
+
+TINY = """\
+# A tiny run for the interruption test: digits, small conv net, 12 epochs of 4 steps.
+model:
+  method:
+    class_path: contrastkit.methods.SimCLR
+    init_args:
+      backbone: {name: small_convnet, width: 8, out_dim: 32}
+      projector: {hidden_dim: 32, out_dim: 16}
+      temperature: 0.2
+  views: {size: 16, normalize: digits}
+  optimizer: {warmup_epochs: 0}
+data: {dataset: digits, batch_size: 64, subset: 256, val_split: null}
+trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1}
+"""
+
+LANE = """\
+import sys
+from pathlib import Path
+
+from contrastkit.repro import layout
+from contrastkit.repro.runner import Runner, run_studies
+from contrastkit.repro.studies import Study, Variant
+
+layout.REPO = Path(sys.argv[1])
+study = Study("tiny", "cpu", "tiny", (0,),
+              (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
+run_studies("cpu", [study], None, Runner())
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
+    """``contrastkit repro cpu`` killed (SIGKILL to its process group, as when a machine's
+    session ends) after the first epoch's checkpoint: the next call resumes that run with
+    ``--resume last`` and finishes it, every epoch logged once."""
+    (tmp_path / "configs/repro/cpu").mkdir(parents=True)
+    (tmp_path / "configs/repro/cpu/tiny.yaml").write_text(TINY)
+    (tmp_path / "lane.py").write_text(LANE)
+    pre = tmp_path / "runs/repro/cpu/tiny/seed0/pretrain"
+    ckpt = pre / "checkpoints" / "last.ckpt"
+    lane = subprocess.Popen([sys.executable, str(tmp_path / "lane.py"), str(tmp_path)],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not ckpt.is_file() and lane.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(lane.pid, signal.SIGKILL)
+        lane.wait()
+    assert ckpt.is_file() and not pretrain_finished(ckpt, 12)
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    lines = []
+    study = Study("tiny", "cpu", "tiny", (0,),
+                  (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
+    assert run_studies("cpu", [study], None, Runner(log=lines.append))
+    (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
+    assert pretrain.endswith("--resume last")
+    assert pretrain_finished(ckpt, 12)
+    assert read_losses(pre / "metrics.csv")["logged_epochs"] == 12
+    with open(pre / "metrics.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("train/loss")]
+    assert sorted({int(float(row["epoch"])) for row in rows}) == list(range(12))
+    steps = [int(row["step"]) for row in rows]
+    assert sorted(steps) == list(range(48))  # each of the 4 x 12 steps logged once
