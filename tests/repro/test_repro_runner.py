@@ -236,10 +236,11 @@ run_studies("cpu", [study], None, Runner())
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
-    """``contrastkit repro cpu`` killed (SIGKILL to its process group, as when a machine's
-    session ends) after the first epoch's checkpoint: the next call resumes that run with
-    ``--resume last`` and finishes it, every epoch logged once."""
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_run_resumes_from_its_last_checkpoint(stop, monkeypatch, tmp_path):
+    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
+    process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
+    call resumes that run with ``--resume last`` and finishes it, every step logged once."""
     (tmp_path / "configs/repro/cpu").mkdir(parents=True)
     (tmp_path / "configs/repro/cpu/tiny.yaml").write_text(TINY)
     (tmp_path / "lane.py").write_text(LANE)
@@ -253,8 +254,14 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
         while not ckpt.is_file() and lane.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
-        os.killpg(lane.pid, signal.SIGKILL)
-        lane.wait()
+        os.killpg(lane.pid, stop)
+        try:
+            code = lane.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # the signal did not stop it: fail below
+            os.killpg(lane.pid, signal.SIGKILL)
+            lane.wait()
+            code = None
+    assert code is not None and code != 0  # stopped by the signal, not finished
     assert ckpt.is_file() and not pretrain_finished(ckpt, 12)
     monkeypatch.setattr(layout, "REPO", tmp_path)
     lines = []

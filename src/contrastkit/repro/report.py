@@ -14,7 +14,7 @@ from pathlib import Path
 from contrastkit.outputs import temp_file_beside
 from contrastkit.repro.collection import run_tags, seed_values
 from contrastkit.repro.figures import make_figures
-from contrastkit.repro.plan import lane_seconds, planned_cost
+from contrastkit.repro.plan import SHARED_STEP_SECONDS, lane_seconds, planned_cost
 from contrastkit.repro.stats import SEED_SD, mde, t_interval
 from contrastkit.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES, Study
 from contrastkit.repro.verdicts import (
@@ -30,11 +30,21 @@ from contrastkit.repro.verdicts import (
 #: How the per-step costs of the plan were measured (see contrastkit.repro.plan).
 STEP_COST_NOTE = (
     "CPU-seconds per step (one torch thread, batch 256, 32 px, ResNet-18 width 16 with the",
-    "CIFAR stem, augmentation included): the table of issue 25, measured on the project's",
+    "CIFAR stem, augmentation included): the table of issue 25, measured on this project's",
     "2-core machine (SimCLR 1.76, DySTreSS 1.74, SCE 1.17 with a 4,096 queue, MoCo v2 1.18,",
     "SupCon 1.82, SINCERE 1.97; ReSSL taken as SCE's; the random-init baseline trains 1 step).",
-    "Evaluation: about 60 CPU-seconds per kNN evaluation of a width-16 checkpoint (issue 25)",
-    "and an assumed 90 for `analyze`.",
+    "Measured again for this plan with the study's own configs on 2026-11-25, while seven other",
+    "engineers shared the 2 cores (load average 7-10): process CPU time of a 16-step run minus",
+    "that of a 1-step run, over 15 steps (`contrastkit pretrain --config",
+    "configs/repro/cpu/sce.yaml --trainer.max_epochs 2 --trainer.limit_train_batches 8`, then",
+    "`--trainer.max_epochs 1 --trainer.limit_train_batches 1`, `OMP_NUM_THREADS=1`): SCE with",
+    "shuffled key batch norm 2.88, SimCLR 3.86; SupCon 3.43 (78 steps minus 1): about twice",
+    "issue 25's figures. Contended cores inflate CPU time, so the plan uses issue 25's figures",
+    "for two idle cores and these as a bound for a shared machine.",
+    "Evaluation (same conditions, on a random-init checkpoint, with the runner's arguments):",
+    "the first kNN evaluation of a run extracts and caches the features of the train and test",
+    "splits, 60 CPU-seconds in issue 25 (134 measured here, 200-NN); each further kNN",
+    "evaluation of the run reads them (8.8 measured, 1-NN); `analyze` after them 81 measured.",
 )
 
 
@@ -44,6 +54,7 @@ def _plan_lines() -> list[str]:
     costs = planned_cost(cpu)
     lanes = lane_seconds(costs)
     total = sum(c.seconds for c in costs)
+    shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
     lines = [
         "**Planned, not measured:** the runs of the redesigned Part A are pending; the figures",
         "below estimate their cost as runs x 1,170 steps x CPU-seconds per step, plus each",
@@ -59,10 +70,13 @@ def _plan_lines() -> list[str]:
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of *How to rerun* "
+        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `contrastkit repro cpu` "
+        "shown above, "
         + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
-        + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores (more on a "
-        "shared machine). Every run is resumable, so the study can be run in pieces.",
+        + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "
+        f"per-step costs measured on the shared machine: about {shared / 3600:.1f} CPU-hours "
+        f"(about {shared / 7200:.0f} hours in two lanes). "
+        "Every run is resumable, so the study can be run in pieces.",
     ]
     return lines
 
