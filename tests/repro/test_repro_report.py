@@ -107,3 +107,14 @@ def test_sincere_loss_curves_figure(monkeypatch, tmp_path):
     made = make_figures(STUDIES["sincere"], fake_sincere_summary(), tmp_path / "figures")
     assert "repro_sincere_loss.png" in [name for name, _ in made]
     assert (tmp_path / "figures" / "repro_sincere_loss.png").stat().st_size > 0
+
+
+def test_temperature_figure_from_the_simclr_grid(tmp_path):
+    summary = {"runs": run_entry("random_init", 0, {"knn200/top1": 0.3})}
+    for t, acc in (("0.1", 0.50), ("0.2", 0.52), ("0.5", 0.49)):
+        summary["runs"] |= run_entry(f"simclr_t{t}", 0, {
+            "knn200/top1": acc, "analyze/uniformity": -1.0 - acc, "analyze/tolerance": acc})
+    made = make_figures(STUDIES["temperature"], summary, tmp_path)
+    assert [name for name, _ in made] == ["repro_temperature.png"]
+    assert "dashed: the random-init baseline" in made[0][1]
+    assert (tmp_path / "repro_temperature.png").stat().st_size > 0
