@@ -22,6 +22,7 @@ from contrastkit.repro.verdicts import (
     COLLAPSE_MAX_DROP,
     COLLAPSE_SIMILARITY,
     SIGN_STANDARD_ERRORS,
+    Verdict,
     collapsed,
     judge,
     planned_mde,
@@ -281,7 +282,7 @@ def _at_a_glance(summary: dict) -> list[str]:
     return [*lines, ""]
 
 
-def _measured(v, study: Study) -> str:
+def _measured(v: Verdict, study: Study) -> str:
     """The claim's measured cell: mean, t-interval and signs, then each seed's value."""
     if not v.values:
         return "–"
