@@ -36,10 +36,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
-# The CPU-scale reproduction study (docs/reproduction.md): every study with its default seeds
-# (61 runs of 3-8 min plus 1-3 min of evaluation each on 2 cores: about 5 hours); resumable.
+# The CPU-scale reproduction study (docs/reproduction.md), redesigned and not run yet: 30 runs
+# in two lanes of one thread each, about 15 CPU-hours planned (an estimate: 7-8 hours of two
+# idle cores); resumable: rerun after any stop.
 repro-cpu: $(STAMP)
-	$(VENV)/bin/contrastkit repro cpu
+	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study dystress temperature & lane=$$!; \
+	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study baselines sincere sce_lambda_tau; \
+	second=$$?; wait $$lane && test $$second -eq 0
 	$(VENV)/bin/contrastkit repro report
 
 repro-report: $(STAMP)

@@ -105,9 +105,9 @@ DECAY_EVERY_PARAMETER = SCE_D1 + [
     if name.startswith(("dystress/cifar", "sincere/", "understanding/", "repro/gpu/table3_"))
 ]
 #: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
-#: D.1 configs only. Not the D.2/D.3 LARS recipes (synchronised BN, MoCo v3-style), nor the
-#: CPU, demo and Part A configs.
-SHUFFLE_BN_8 = SCE_D1
+#: D.1 configs and the Part A momentum configs. Not the D.2/D.3 LARS recipes (synchronised BN,
+#: MoCo v3-style), nor the CPU and demo configs.
+SHUFFLE_BN_8 = SCE_D1 + [f"repro/cpu/{m}.yaml" for m in ("sce", "moco", "ressl")]
 MOMENTUM_METHODS = {f"contrastkit.methods.{m}" for m in ("SCE", "MoCo", "ReSSL")}
 
 
@@ -147,11 +147,11 @@ def test_expectation_lists_name_existing_configs():
     """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
     names = set(_ids(CONFIGS))
     assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 77
-    assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 21
+    assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 24
     cifar = set(_ids(CIFAR_MOMENTUM))
     assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
         | {f"repro/gpu/table6_{m}.yaml" for m in ("sce", "moco", "ressl")} <= cifar
-    assert "repro/cpu/baselines_moco.yaml" in cifar and "cpu/cifar10jpg_sce.yaml" in cifar
+    assert "repro/cpu/moco.yaml" in cifar and "cpu/cifar10jpg_sce.yaml" in cifar
 
 
 #: SCE Table 21 rows (and D.1: 200 epochs), checked on the built objects so that a change of an

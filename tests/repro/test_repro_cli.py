@@ -28,7 +28,7 @@ def test_repro_cpu_dry_run_passes_the_options(monkeypatch, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     pretrain = [line for line in lines if line.startswith("$ contrastkit pretrain")]
     assert len(pretrain) == len(STUDIES["baselines"].variants)
-    assert ("--output runs/repro/cpu-e2/baselines_sce/seed4/pretrain --seed_everything 4 "
+    assert ("--output runs/repro/cpu-e2/sce/seed4/pretrain --seed_everything 4 "
             "--trainer.enable_progress_bar false --trainer.max_epochs 2") in pretrain[0]
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
 

@@ -61,12 +61,12 @@ def test_single_seed_accuracy_shows_its_bootstrap_interval(tmp_path):
     assert ci["knn200/top1_ci_high"] - ci["knn200/top1_ci_low"] == pytest.approx(
         2 * 1.96 * (0.75 * 0.25 / 1000) ** 0.5, rel=0.15)
     assert _accuracy_interval(tmp_path, {}, "knn200") == {}  # no predictions written
-    summary = {"runs": run_entry("baselines_sce", 0, {"knn200/top1": 0.75, **ci})}
-    cell = _cell(summary, "cpu", "baselines_sce", "knn200/top1", 100, 2)
+    summary = {"runs": run_entry("sce", 0, {"knn200/top1": 0.75, **ci})}
+    cell = _cell(summary, "cpu", "sce", "knn200/top1", 100, 2)
     low, high = 100 * ci["knn200/top1_ci_low"], 100 * ci["knn200/top1_ci_high"]
     assert cell == f"75.00 [{low:.2f}, {high:.2f}] (1 seed)"
-    summary["runs"] |= run_entry("baselines_sce", 1, {"knn200/top1": 0.77, **ci})
-    assert _cell(summary, "cpu", "baselines_sce", "knn200/top1", 100, 2) == (
+    summary["runs"] |= run_entry("sce", 1, {"knn200/top1": 0.77, **ci})
+    assert _cell(summary, "cpu", "sce", "knn200/top1", 100, 2) == (
         "76.00 ± 1.41 (2 seeds)")  # several seeds: the spread over seeds instead
 
 

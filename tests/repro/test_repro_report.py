@@ -1,13 +1,19 @@
-"""contrastkit.repro.report and .figures: the generated page and its figures."""
+"""contrastkit.repro.report and .figures: the generated page (a partial study included) and its
+figures."""
 
 from __future__ import annotations
 
 from repro_summaries import fake_sincere_summary, run_entry
+from scipy import stats
 
 from contrastkit.repro import layout
 from contrastkit.repro.figures import make_figures
 from contrastkit.repro.report import render_report, write_report
 from contrastkit.repro.studies import STUDIES
+
+
+def _row(text, start):
+    return next(line for line in text.splitlines() if line.startswith(start))
 
 
 def test_a_part_without_runs_says_why():
@@ -18,55 +24,97 @@ def test_a_part_without_runs_says_why():
     assert "No run of this part exists yet" not in part_a
 
 
-def test_report_tables_and_figures(tmp_path):
+def test_verdict_table_of_a_finished_study(tmp_path):
     summary = fake_sincere_summary()
-    for seed in (0, 1):
-        for stem, acc in (("baselines_sce", 0.70), ("baselines_moco", 0.66),
-                          ("baselines_ressl", 0.69)):
-            summary["runs"] |= run_entry(stem, seed, {"linear/top1": acc + 0.01 * seed,
-                                                 "knn200/top1": acc - 0.02})
     figures = tmp_path / "docs" / "figures"
-    doc = write_report(summary, tmp_path / "docs" / "reproduction.md", figures)
-    text = doc.read_text()
+    text = write_report(summary, tmp_path / "docs" / "reproduction.md", figures).read_text()
     # every claim of every study is listed with its source and the paper's numbers
     for study in STUDIES.values():
         assert f"### {study.title}" in text
         for claim in study.claims:
             assert f"| {claim.statement} | {claim.source} | {claim.paper} |" in text
-    row = next(line for line in text.splitlines()
-               if line.startswith("| SINCERE widens the target-noise margin"))
-    assert row.endswith("| reproduced |") and "s0: +0.200" in row and "s1: +0.210" in row
-    row = next(line for line in text.splitlines() if "5-NN accuracy of SINCERE" in line
-               and "CIFAR-2" in line)
-    assert "[+1.00, +7.00]" in row and "| not reproduced (measured +4.000" in row
-    assert text.count("| not yet run |") >= 20
+    margin = _row(text, "| SINCERE widens the target-noise margin")
+    # no noise estimate for the margin; mean, t-interval, signs, then each seed
+    assert ("| no estimate | mean +0.210 [+0.185, +0.235], 3/3 positive; s0: +0.200, "
+            "s1: +0.210, s2: +0.220 | reproduced |") in margin
+    knn1 = _row(text, "| SINCERE's 1-NN accuracy is not worse")
+    assert "| 3.4 points | mean +1.100 [" in knn1 and "s0: +1.000 [-1.00, +3.00]" in knn1
+    assert knn1.endswith("| reproduced |")
+    knn5 = _row(text, "| SINCERE's 5-NN accuracy is not worse")
+    assert "| not reproduced (mean -7 points, 95% t-interval [-9.48, " in knn5
+    # not testable: SCE's 4 claims (not run), the baselines' two "beats" claims, DySTreSS's
+    # accuracy and inter-class uniformity claims
+    assert text.count("not testable at this scale (paper effect") == 8
+    assert text.count("not testable at this scale (paper effect +1.4 < MDE 3.4 points; "
+                      "not run)") == 1
     # the overview counts every claim once, by the first words of its verdict
     n_gpu = sum(len(st.claims) for st in STUDIES.values() if st.part == "gpu")
-    assert f"| B (GPU, full scale) | {n_gpu} | 0 | 0 | 0 | {n_gpu} |" in text
-    row = next(line for line in text.splitlines() if line.startswith("| A (CPU scale) |"))
+    assert f"| B (GPU, full scale) | {n_gpu} | 0 | 0 | 0 | 0 | 0 | {n_gpu} |" in text
+    row = _row(text, "| A (CPU scale) |")
     cells = [int(c) for c in row.strip("|").split("|")[1:]]
-    assert cells[0] == sum(cells[1:]) == sum(
-        len(st.claims) for st in STUDIES.values() if st.part == "cpu")
-    assert cells[1] >= 2 and cells[2] >= 1  # the fake margins reproduce, the fake 5-NN does not
-    # per-run tables: mean ± sample std over seeds, "not yet run" where nothing was measured
+    n_cpu = sum(len(st.claims) for st in STUDIES.values() if st.part == "cpu")
+    assert cells[0] == sum(cells[1:]) == n_cpu
+    assert cells[1:4] == [2, 2, 8]  # reproduced, not reproduced, not testable
+    # run table: the random-init row and each run's paired gain over it
+    assert "| run | epochs | target-noise margin |" in text
+    assert "| 5-NN top-1 % | pretrain min | 1-NN vs random init (points) |" in text
+    gains = [100 * (0.80 + 0.001 * s - 0.30 - 0.01 * s) for s in (0, 1, 2)]  # 50.0, 49.1, 48.2
+    low, high = stats.t.interval(0.95, 2, loc=49.1, scale=stats.sem(gains))
+    sincere = _row(text, "| SINCERE | 30 |")
+    assert sincere.endswith(f"| +49.10 [{low:+.2f}, {high:+.2f}] (3 seeds) |")
+    assert _row(text, "| random init (not trained) | 30 |").endswith("| – |")
+    assert "(figures/repro_sincere_" not in text  # no loss curve without metrics.csv files
+    # the verdict rules, with the planned MDE of an accuracy difference
+    assert "MDE = 3.40 points over 3 seeds" in text
+    assert "| accuracy | 1.37 | 3.4 |" in text
+
+
+def test_partial_study_renders_what_has_finished(tmp_path):
+    """Two of three seeds of SINCERE/SupCon and one seed of the baselines: the finished
+    numbers, t-intervals where two seeds exist, and 'not yet run' verdicts."""
+    summary = fake_sincere_summary(seeds=(0, 1))
+    for stem, acc in (("sce", 0.50), ("moco", 0.47), ("random_init", 0.31)):
+        summary["runs"] |= run_entry(stem, 0, {"knn200/top1": acc})
+    text = render_report(summary)
+    margin = _row(text, "| SINCERE widens the target-noise margin")
+    assert "mean +0.205 [" in margin and "2/2 positive; s0: +0.200, s1: +0.210" in margin
+    assert margin.endswith("| not yet run (2 of 3 planned seeds finished) |")
     assert "| SINCERE | 30 | 0.305 ± 0.007 (2 seeds) |" in text
-    assert "| SCE | 30 | 68.00 ± 0.00 (2 seeds) | 70.50 ± 0.71 (2 seeds) |" in text
-    assert "| MoCo v2 | 30 |" in text
-    assert "| ordinary t=0.05 | – | not yet run |" in text
-    # the bar chart of the measured study exists and is linked relative to the document
-    assert (figures / "repro_baselines.png").is_file()
-    assert "![Study baselines" in text and "(figures/repro_baselines.png)" in text
-    assert not (figures / "repro_temperature.png").exists()  # nothing measured, no figure
+    assert _row(text, "| SCE | 30 |").endswith("| +19.00 (1 seed) |")
+    assert _row(text, "| ReSSL | – |") == ("| ReSSL | – | not yet run | not yet run | – |")
+    assert _row(text, "| SCE is not worse than ReSSL").endswith("| not yet run |")
+
+
+def test_bar_chart_with_the_random_init_line(tmp_path):
+    summary = {"runs": {}}
+    for seed in (0, 1):
+        for stem, acc in (("sce", 0.50), ("moco", 0.47), ("ressl", 0.49), ("random_init", 0.3)):
+            summary["runs"] |= run_entry(stem, seed, {"knn200/top1": acc + 0.01 * seed})
+    made = make_figures(STUDIES["baselines"], summary, tmp_path)
+    assert [name for name, _ in made] == ["repro_baselines.png"]
+    assert (tmp_path / "repro_baselines.png").stat().st_size > 0
+    # the temperature study: its random-init baseline alone makes no figure
+    assert make_figures(STUDIES["temperature"], summary, tmp_path) == []
 
 
 def test_sincere_loss_curves_figure(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    for stem, start in (("sincere_cifar2_sincere", 6.0), ("sincere_cifar2_supcon", 7.0)):
+    for stem, start in (("sincere", 6.0), ("supcon", 7.0)):
         pre = tmp_path / "runs" / "repro" / "cpu" / stem / "seed0" / "pretrain"
         pre.mkdir(parents=True)
         (pre / "metrics.csv").write_text("epoch,step,train/loss\n,9,\n"
                                          f"0,9,{start}\n1,19,{start - 1}\n")
-    made = make_figures(STUDIES["sincere_cifar2"], fake_sincere_summary(),
-                              tmp_path / "figures")
-    assert ("repro_sincere_cifar2_loss.png" in [name for name, _ in made])
-    assert (tmp_path / "figures" / "repro_sincere_cifar2_loss.png").stat().st_size > 0
+    made = make_figures(STUDIES["sincere"], fake_sincere_summary(), tmp_path / "figures")
+    assert "repro_sincere_loss.png" in [name for name, _ in made]
+    assert (tmp_path / "figures" / "repro_sincere_loss.png").stat().st_size > 0
+
+
+def test_temperature_figure_from_the_simclr_grid(tmp_path):
+    summary = {"runs": run_entry("random_init", 0, {"knn200/top1": 0.3})}
+    for t, acc in (("0.1", 0.50), ("0.2", 0.52), ("0.5", 0.49)):
+        summary["runs"] |= run_entry(f"simclr_t{t}", 0, {
+            "knn200/top1": acc, "analyze/uniformity": -1.0 - acc, "analyze/tolerance": acc})
+    made = make_figures(STUDIES["temperature"], summary, tmp_path)
+    assert [name for name, _ in made] == ["repro_temperature.png"]
+    assert "dashed: the random-init baseline" in made[0][1]
+    assert (tmp_path / "repro_temperature.png").stat().st_size > 0

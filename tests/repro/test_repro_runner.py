@@ -1,14 +1,22 @@
 """contrastkit.repro.commands and .runner: the public commands each study runs (dry runs:
-nothing trains), chunked Part B training and the step budget."""
+nothing trains), chunked Part B training, the step budget, the lock two lanes share, and the
+resume of a run killed mid-way (a real tiny run)."""
 
 from __future__ import annotations
 
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from contrastkit.repro import layout
+from contrastkit.repro.collection import pretrain_finished, read_losses
 from contrastkit.repro.commands import (
     chunk_arguments,
     format_duration,
@@ -16,8 +24,8 @@ from contrastkit.repro.commands import (
     trained_seconds,
 )
 from contrastkit.repro.layout import ARCHIVE
-from contrastkit.repro.runner import Runner, run_studies, selected
-from contrastkit.repro.studies import STUDIES
+from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
+from contrastkit.repro.studies import STUDIES, Study, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -30,9 +38,7 @@ def _option(cmd, name):
     return cmd[cmd.index(name) + 1]
 
 
-@pytest.mark.parametrize("name", [n for n in ("sincere_cifar2", "sincere_cifar10", "temperature",
-                                              "sce_lambda", "sce_tau_m", "dystress",
-                                              "baselines")])
+@pytest.mark.parametrize("name", ["sincere", "temperature", "dystress", "baselines"])
 def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)  # no checkpoint exists there: no --resume
     study = STUDIES[name]
@@ -59,63 +65,72 @@ def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
     assert {c[1] for c in commands} <= {"pretrain", "eval", "analyze", "compare"}
 
 
-def test_dry_run_sincere_cifar2_commands(monkeypatch, tmp_path):
+def test_a_study_without_runs_runs_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    commands = _dry_run("cpu", ["sincere_cifar2"], seeds=[0])
+    assert _dry_run("cpu", ["sce_lambda_tau"], seeds=[0, 1, 2]) == []
+
+
+def test_dry_run_sincere_commands(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    commands = _dry_run("cpu", ["sincere"], seeds=[0])
     lines = [" ".join(c) for c in commands]
-    assert lines[0].startswith("contrastkit pretrain --config "
-                               "configs/repro/cpu/sincere_cifar2_sincere.yaml --output "
-                               "runs/repro/cpu/sincere_cifar2_sincere/seed0/pretrain "
+    assert lines[0].startswith("contrastkit pretrain --config configs/repro/cpu/sincere.yaml "
+                               "--output runs/repro/cpu/sincere/seed0/pretrain "
                                "--seed_everything 0")
     knn1 = commands[1]
     assert knn1[:5] == ["contrastkit", "eval", "knn", "--k", "1"]
-    # CIFAR-2 is evaluated on the archive's cat and dog images, in data.classes' order
     assert _option(knn1, "--data") == "image_archive"
     assert _option(knn1, "--root") == ARCHIVE
-    for evaluation in commands[1:4]:  # knn1, knn5, analyze
-        at = evaluation.index("--classes")
-        assert evaluation[at + 1:at + 3] == ["cat", "dog"]
-    assert _option(knn1, "--output") == "runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn1"
+    assert _option(knn1, "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1"
     assert commands[3][1] == "analyze"
-    assert [c[1] for c in commands].count("pretrain") == 2
+    # SINCERE, SupCon and the random-init baseline (1-NN and 5-NN, no analyze)
+    assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
+        "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
+        "configs/repro/cpu/random_init.yaml"]
+    init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
+            "last.ckpt" in c]
+    assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"]]
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare] == [
-        ["runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn1",
-         "runs/repro/cpu/sincere_cifar2_supcon/seed0/eval/knn1"],
-        ["runs/repro/cpu/sincere_cifar2_sincere/seed0/eval/knn5",
-         "runs/repro/cpu/sincere_cifar2_supcon/seed0/eval/knn5"]]
+        ["runs/repro/cpu/sincere/seed0/eval/knn1", "runs/repro/cpu/supcon/seed0/eval/knn1"],
+        ["runs/repro/cpu/sincere/seed0/eval/knn5", "runs/repro/cpu/supcon/seed0/eval/knn5"]]
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["temperature"], seeds=[0])
     analyze = [c for c in commands if c[1] == "analyze"]
-    assert len(analyze) == 10
+    assert len(analyze) == 3
     assert all(_option(c, "--data") == "image_archive" and
                _option(c, "--root") == "../shared/data/cifar10-jpg.tar.gz" for c in analyze)
-    assert _option(analyze[0], "--temperatures") == "0.05"
+    assert _option(analyze[0], "--temperatures") == "0.1"
+    assert _option(analyze[0], "--dystress") == "0.07"
     knn = [c for c in commands if c[1:3] == ["eval", "knn"]]
-    assert all(_option(c, "--k") == "200" for c in knn)
+    assert len(knn) == 4 and all(_option(c, "--k") == "200" for c in knn)
 
 
-def test_shared_config_runs_once(monkeypatch, tmp_path):
-    """sce_tau_m's tau_m = 0.05 point is sce_lambda's lambda = 0.5 run."""
+def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
+    """The SimCLR runs of the DySTreSS and temperature studies, and the random-init baseline of
+    every study, are pretrained once per seed; the baseline is evaluated with every protocol
+    any study needs."""
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    commands = _dry_run("cpu", ["sce_lambda", "sce_tau_m"], seeds=[0])
+    commands = _dry_run("cpu", ["dystress", "temperature", "sincere", "baselines"], seeds=[0])
     configs = [_option(c, "--config") for c in commands if c[1] == "pretrain"]
-    assert configs.count("configs/repro/cpu/sce_lambda0.5.yaml") == 1
-    assert len(configs) == len(set(configs)) == 7
+    assert len(configs) == len(set(configs)) == 10
+    init = "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/last.ckpt"
+    evals = [" ".join(c[1:5]) for c in commands if c[1] == "eval" and init in c]
+    assert sorted(evals) == ["eval knn --k 1", "eval knn --k 200", "eval knn --k 5"]
 
 
 def test_dry_run_resumes_an_existing_checkpoint(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    ckpt = tmp_path / "runs/repro/cpu/baselines_moco/seed0/pretrain/checkpoints/last.ckpt"
+    ckpt = tmp_path / "runs/repro/cpu/moco/seed0/pretrain/checkpoints/last.ckpt"
     ckpt.parent.mkdir(parents=True)
     ckpt.write_bytes(b"x")
     commands = _dry_run("cpu", ["baselines"], seeds=[0])
     pretrain = {_option(c, "--config"): c for c in commands if c[1] == "pretrain"}
-    assert pretrain["configs/repro/cpu/baselines_moco.yaml"][-2:] == ["--resume", "last"]
-    assert "--resume" not in pretrain["configs/repro/cpu/baselines_sce.yaml"]
+    assert pretrain["configs/repro/cpu/moco.yaml"][-2:] == ["--resume", "last"]
+    assert "--resume" not in pretrain["configs/repro/cpu/sce.yaml"]
 
 
 def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
@@ -136,7 +151,7 @@ def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
     commands = _dry_run("cpu", ["dystress"], seeds=[3], epochs=2)
     pretrain = [c for c in commands if c[1] == "pretrain"]
     assert all(_option(c, "--trainer.max_epochs") == "2" for c in pretrain)
-    assert _option(pretrain[0], "--output") == "runs/repro/cpu-e2/dystress_simclr/seed3/pretrain"
+    assert _option(pretrain[0], "--output") == "runs/repro/cpu-e2/simclr_t0.1/seed3/pretrain"
 
 
 def test_chunk_duration_adds_the_time_already_trained(tmp_path):
@@ -163,3 +178,102 @@ def test_step_budget():
 def test_unknown_study_is_rejected():
     with pytest.raises(SystemExit, match="unknown cpu study"):
         selected(["gpu_table6"], "cpu")
+
+
+def test_run_lock_waits_for_another_process(tmp_path):
+    """A second lane waits for the lock a first lane holds on a shared run, and takes it only
+    once that lane is gone."""
+    folder, released = tmp_path / "run", tmp_path / "released"
+    folder.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, time\n"
+         f"handle = open({str(folder / '.lock')!r}, 'a')\n"
+         "fcntl.flock(handle, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
+         f"open({str(released)!r}, 'w').close()\nfcntl.flock(handle, fcntl.LOCK_UN)\n"
+         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        lines = []
+        with run_lock(folder, Runner(log=lines.append)):
+            assert released.is_file()  # granted only after the holder let go
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lines == [f"# {folder}: another process is running it; waiting"]
+    with run_lock(folder, Runner(log=lines.append)):  # free: taken at once, nothing logged
+        pass
+    assert len(lines) == 1
+
+
+TINY = """\
+# A tiny run for the interruption test: digits, small conv net, 12 epochs of 4 steps.
+model:
+  method:
+    class_path: contrastkit.methods.SimCLR
+    init_args:
+      backbone: {name: small_convnet, width: 8, out_dim: 32}
+      projector: {hidden_dim: 32, out_dim: 16}
+      temperature: 0.2
+  views: {size: 16, normalize: digits}
+  optimizer: {warmup_epochs: 0}
+data: {dataset: digits, batch_size: 64, subset: 256, val_split: null}
+trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1}
+"""
+
+LANE = """\
+import sys
+from pathlib import Path
+
+from contrastkit.repro import layout
+from contrastkit.repro.runner import Runner, run_studies
+from contrastkit.repro.studies import Study, Variant
+
+layout.REPO = Path(sys.argv[1])
+study = Study("tiny", "cpu", "tiny", (0,),
+              (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
+run_studies("cpu", [study], None, Runner())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_run_resumes_from_its_last_checkpoint(stop, monkeypatch, tmp_path):
+    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
+    process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
+    call resumes that run with ``--resume last`` and finishes it, every step logged once."""
+    (tmp_path / "configs/repro/cpu").mkdir(parents=True)
+    (tmp_path / "configs/repro/cpu/tiny.yaml").write_text(TINY)
+    (tmp_path / "lane.py").write_text(LANE)
+    pre = tmp_path / "runs/repro/cpu/tiny/seed0/pretrain"
+    ckpt = pre / "checkpoints" / "last.ckpt"
+    lane = subprocess.Popen([sys.executable, str(tmp_path / "lane.py"), str(tmp_path)],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not ckpt.is_file() and lane.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(lane.pid, stop)
+        try:
+            code = lane.wait(timeout=120)
+        except subprocess.TimeoutExpired:  # the signal did not stop it: fail below
+            os.killpg(lane.pid, signal.SIGKILL)
+            lane.wait()
+            code = None
+    assert code is not None and code != 0  # stopped by the signal, not finished
+    assert ckpt.is_file() and not pretrain_finished(ckpt, 12)
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    lines = []
+    study = Study("tiny", "cpu", "tiny", (0,),
+                  (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
+    assert run_studies("cpu", [study], None, Runner(log=lines.append))
+    (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
+    assert pretrain.endswith("--resume last")
+    assert pretrain_finished(ckpt, 12)
+    assert read_losses(pre / "metrics.csv")["logged_epochs"] == 12
+    with open(pre / "metrics.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("train/loss")]
+    assert sorted({int(float(row["epoch"])) for row in rows}) == list(range(12))
+    steps = [int(row["step"]) for row in rows]
+    assert sorted(steps) == list(range(48))  # each of the 4 x 12 steps logged once

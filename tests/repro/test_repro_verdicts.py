@@ -1,58 +1,141 @@
-"""contrastkit.repro.verdicts: each claim's verdict from hand-written summaries."""
+"""contrastkit.repro.verdicts: every verdict of Part A's paired-seed rules, and Part B's
+single-seed rules, from hand-written summaries."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import math
 
 import pytest
 from repro_summaries import comparison_entry, fake_sincere_summary, run_entry
+from scipy import stats
 
 from contrastkit.repro.collection import read_losses
-from contrastkit.repro.report import _signed, render_report
+from contrastkit.repro.report import _signed
+from contrastkit.repro.stats import mde
 from contrastkit.repro.studies import STUDIES
-from contrastkit.repro.verdicts import PIPELINE_CHECK, collapsed, judge
+from contrastkit.repro.verdicts import (
+    PIPELINE_CHECK,
+    collapsed,
+    judge,
+    planned_mde,
+    untestable_reason,
+)
+
+SINCERE = STUDIES["sincere"]
 
 
-def test_verdicts_on_a_fake_summary():
+def _claim(study, cid):
+    return next(c for c in study.claims if c.id == cid)
+
+
+def _margin_verdict(gaps, study=SINCERE):
+    """Verdict of the target-noise margin claim for the given per-seed gaps (seeds 0, 1, ...)."""
+    runs = {}
+    for seed, gap in enumerate(gaps):
+        runs |= run_entry("sincere", seed, {"analyze/target_noise_margin": gap})
+        runs |= run_entry("supcon", seed, {"analyze/target_noise_margin": 0.0})
+    return judge(_claim(study, "sincere-margin"), study, {"runs": runs, "comparisons": {}})
+
+
+def test_paired_verdicts_on_a_fake_summary():
     summary = fake_sincere_summary()
-    study = STUDIES["sincere_cifar2"]
-    by_id = {c.id: judge(c, study, summary) for c in study.claims}
-    margin = by_id["cifar2-margin"]
+    by_id = {c.id: judge(c, SINCERE, summary) for c in SINCERE.claims}
+    margin = by_id["sincere-margin"]
     assert margin.verdict == "reproduced"
-    assert margin.seeds == [0, 1] and margin.values == pytest.approx([0.20, 0.21])
-    # SINCERE's loss falls by 1, SupCon's by 2: the paper's sign is not met
-    loss = by_id["cifar2-loss"].verdict
-    assert loss.startswith("not reproduced (measured -1.000 vs paper +4.6, gap -5.600")
-    # App. M: intervals containing 0 reproduce "no significant difference"
-    assert by_id["cifar2-knn1"].verdict == "reproduced"
-    assert by_id["cifar2-knn1"].intervals == [(-1.0, 3.0), (-1.0, 3.0)]
-    knn5 = by_id["cifar2-knn5"]
-    assert knn5.verdict.startswith(
-        "not reproduced (measured +4.000 vs paper +0.4 points, gap +3.600")
-    assert "excludes 0" in knn5.verdict
+    assert margin.seeds == [0, 1, 2] and margin.values == pytest.approx([0.20, 0.21, 0.22])
+    half = stats.t.ppf(0.975, 2) * 0.01 / math.sqrt(3)  # sample std of the gaps: 0.01
+    assert margin.t_interval == pytest.approx((0.21 - half, 0.21 + half))
+    assert margin.positive == 3
+    # SINCERE's loss falls by 1, SupCon's by 2 in every seed: the opposite direction
+    loss = by_id["sincere-loss"].verdict
+    assert loss == ("not reproduced (mean -1, 95% t-interval [-1, -1], 0 of 3 seeds positive: "
+                    "the opposite direction)")
+    # 1-NN: +1.0, +1.1, +1.2 points, far above the -3.5 margin: not worse
+    assert by_id["sincere-knn1"].verdict == "reproduced"
+    assert by_id["sincere-knn1"].intervals == [(-1.0, 3.0)] * 3  # the per-seed bootstrap
+    knn5 = by_id["sincere-knn5"]  # -8, -7, -6 points: the interval reaches below -3.5
+    low = -7.0 - stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
+    assert knn5.t_interval[0] == pytest.approx(low)
+    assert knn5.verdict.startswith("not reproduced (mean -7 points, 95% t-interval [-9.48, ")
+    assert knn5.verdict.endswith("0 of 3 seeds positive: the interval reaches below -3.5)")
     # no run of the temperature study: every claim is "not yet run"
     temperature = STUDIES["temperature"]
     assert {judge(c, temperature, summary).verdict for c in temperature.claims} == {
         "not yet run"}
 
 
-def test_claims_on_collapsed_runs_are_inconclusive(tmp_path):
+def test_interval_including_zero_and_signs_that_differ():
+    noisy = _margin_verdict([0.30, -0.05, 0.30])
+    assert noisy.verdict.startswith("not reproduced (mean +0.183, 95% t-interval [")
+    assert noisy.verdict.endswith("2 of 3 seeds positive: the interval includes 0)")
+    # ten seeds: an interval above 0 but one seed of the opposite sign is not consistent
+    ten = dataclasses.replace(SINCERE, seeds=tuple(range(10)))
+    gaps = [1.0] * 9 + [-0.1]
+    assert stats.t.interval(0.95, 9, loc=sum(gaps) / 10, scale=stats.sem(gaps))[0] > 0
+    assert _margin_verdict(gaps, ten).verdict.endswith(
+        "9 of 10 seeds positive: the sign differs between seeds)")
+    assert _margin_verdict([1.0] * 10, ten).verdict == "reproduced"
+
+
+def test_partial_study_is_not_yet_run_but_shows_its_values():
+    two = fake_sincere_summary(seeds=(0, 1))
+    margin = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
+    assert margin.verdict == "not yet run (2 of 3 planned seeds finished)"
+    assert margin.values == pytest.approx([0.20, 0.21]) and margin.t_interval is not None
+    one = _margin_verdict([0.2])
+    assert one.verdict == "not yet run (1 of 3 planned seeds finished)"
+    assert one.t_interval is None
+    # an unfinished pretraining does not count, whatever its metrics
     summary = fake_sincere_summary()
-    stuck = {"pretrain/final_positive_similarity": 0.995, "pretrain/initial_loss": 5.54,
-             "pretrain/final_loss": 5.53}
+    summary["runs"]["cpu/supcon/seed2"]["pretrain_finished"] = False
+    assert judge(SINCERE.claims[0], SINCERE, summary).verdict.startswith(
+        "not yet run (2 of 3")
+
+
+def test_claims_below_the_minimum_detectable_effect_are_not_testable():
+    baselines = STUDIES["baselines"]
+    moco = _claim(baselines, "b-moco")
+    limit = mde(1.37, 3)
+    assert planned_mde(moco, baselines) == pytest.approx(limit)
+    assert untestable_reason(moco, baselines) == f"paper effect +2.7 < MDE {limit:.3g} points"
+    runs, comps = {}, {}
+    for seed in (0, 1, 2):  # SCE 6 points above MoCo v2 in every seed: still not testable
+        runs |= run_entry("sce", seed, {"knn200/top1": 0.60}) | run_entry(
+            "moco", seed, {"knn200/top1": 0.54 - 0.001 * seed})
+        comps |= comparison_entry("sce", "moco", "knn200", seed, 0.04, 0.08, 0.06)
+    verdict = judge(moco, baselines, {"runs": runs, "comparisons": comps})
+    assert verdict.verdict == "not testable at this scale (paper effect +2.7 < MDE 3.4 points)"
+    assert verdict.values == pytest.approx([6.0, 6.1, 6.2])  # measured, and reported
+    assert judge(moco, baselines, {}).verdict == verdict.verdict  # decided before the runs
+    # SCE's lambda / tau_m claims are not run at all
+    sce = STUDIES["sce_lambda_tau"]
+    assert not sce.variants
+    assert judge(sce.claims[0], sce, {}).verdict == (
+        "not testable at this scale (paper effect +1.4 < MDE 3.4 points; not run)")
+    # a claim without a paper number, or without a noise estimate, is testable
+    assert untestable_reason(_claim(STUDIES["temperature"], "t-uniformity"),
+                             STUDIES["temperature"]) is None
+    assert planned_mde(_claim(SINCERE, "sincere-margin"), SINCERE) is None
+    # with many more seeds the same paper effect becomes testable
+    eight = dataclasses.replace(baselines, seeds=tuple(range(8)))
+    assert untestable_reason(moco, eight) is None
+
+
+def test_collapsed_runs_give_the_collapsed_verdict_with_evidence(tmp_path):
+    summary = fake_sincere_summary()
+    stuck = {"pretrain/final_positive_similarity": 0.98, "pretrain/initial_loss": 6.24,
+             "pretrain/final_loss": 6.20}
     assert collapsed(stuck)
     assert not collapsed(stuck | {"pretrain/final_loss": 5.0})  # the loss fell: learning
     assert not collapsed(stuck | {"pretrain/final_positive_similarity": 0.94})
-    assert collapsed(stuck | {"pretrain/final_positive_similarity": 0.96,
-                                    "pretrain/final_loss": 5.54 * 0.98})  # fell 2%: nearly
     assert not collapsed({"pretrain/initial_loss": 5.5, "pretrain/final_loss": 5.5})
-    for seed in (0, 1):
-        summary["runs"][f"cpu/sincere_cifar2_supcon/seed{seed}"]["metrics"] |= stuck
-    study = STUDIES["sincere_cifar2"]
-    verdicts = {judge(c, study, summary).verdict for c in study.claims}
-    assert verdicts == {"inconclusive (SupCon collapsed or nearly: see the run table)"}
-    text = render_report(summary)
-    assert "Collapsed or nearly (SupCon): in the last epoch" in text
+    for seed in (1, 2):
+        summary["runs"][f"cpu/supcon/seed{seed}"]["metrics"] |= stuck
+    verdicts = {judge(c, SINCERE, summary).verdict for c in SINCERE.claims}
+    assert verdicts == {"collapsed (SupCon seed 1: last-epoch positive cosine 0.980, loss "
+                        "6.24 -> 6.20)"}
     # the collapse test reads the last epoch's logged positive similarity
     path = tmp_path / "metrics.csv"
     with open(path, "w", newline="") as handle:
@@ -65,85 +148,43 @@ def test_claims_on_collapsed_runs_are_inconclusive(tmp_path):
     assert read_losses(path)["final_positive_similarity"] == pytest.approx(0.985)
 
 
-def test_sign_claims_need_two_seeds_and_two_standard_errors():
-    study = STUDIES["sincere_cifar2"]
-    claim = next(c for c in study.claims if c.id == "cifar2-margin")
-
-    def margin_verdict(gaps):
-        runs = {}
-        for seed, gap in enumerate(gaps):
-            runs |= run_entry("sincere_cifar2_sincere", seed, {"analyze/target_noise_margin": gap})
-            runs |= run_entry("sincere_cifar2_supcon", seed, {"analyze/target_noise_margin": 0.0})
-        return judge(claim, study, {"runs": runs, "comparisons": {}}).verdict
-
-    assert margin_verdict([0.2]).startswith("inconclusive (one seed, measured +0.200: the "
-                                            "paper's sign")
-    assert margin_verdict([-0.2]).startswith("inconclusive (one seed, measured -0.200: the "
-                                             "opposite sign")
-    assert margin_verdict([0.20, 0.22]) == "reproduced"  # mean 0.21, standard error 0.01
-    noisy = margin_verdict([0.01, 0.50])  # same sign, mean 0.255, standard error 0.245
-    assert noisy.startswith("not reproduced") and "within 2 standard errors of 0 over 2" in noisy
-    assert "sign differs" in margin_verdict([0.3, -0.1])
-    # per-seed values never print as a bare +0.000 when they are not zero
-    assert [_signed(v) for v in (0.2, 0.00031, -0.0042, 0.0)] == [
-        "+0.200", "+0.00031", "-0.0042", "+0.000"]
-
-
-def test_better_claim_needs_every_seed_significant():
-    study = STUDIES["baselines"]
-    claim = next(c for c in study.claims if c.id == "b-moco")
-    runs = {}
-    for seed in (0, 1):
-        runs |= run_entry("baselines_sce", seed, {"linear/top1": 0.70})
-        runs |= run_entry("baselines_moco", seed, {"linear/top1": 0.66})
-    both = comparison_entry("baselines_sce", "baselines_moco", "linear", 0, 0.02, 0.06, 0.04) | \
-        comparison_entry("baselines_sce", "baselines_moco", "linear", 1, 0.01, 0.07, 0.04)
-    assert judge(claim, study, {"runs": runs, "comparisons": both}).verdict == "reproduced"
-    one = comparison_entry("baselines_sce", "baselines_moco", "linear", 0, 0.02, 0.06, 0.04) | \
-        comparison_entry("baselines_sce", "baselines_moco", "linear", 1, -0.01, 0.07, 0.03)
-    verdict = judge(claim, study, {"runs": runs, "comparisons": one}).verdict
-    assert verdict.startswith("not reproduced (measured +4.000 vs paper +2.7 points, gap +1.300")
-    assert "not above 0 in every seed" in verdict
-    # an unfinished pretraining does not count, whatever its metrics
-    runs["cpu/baselines_moco/seed1"]["pretrain_finished"] = False
-    runs["cpu/baselines_moco/seed0"]["pretrain_finished"] = False
-    assert judge(claim, study, {"runs": runs, "comparisons": both}).verdict == \
-        "not yet run"
-
-
-def test_not_worse_and_absolute_claims():
-    study = STUDIES["dystress"]
-    claim = next(c for c in study.claims if c.id == "dys-shift")
-    runs = run_entry("dystress_vanilla", 0, {"knn200/top1": 0.6}) | \
-        run_entry("dystress_shifted", 0, {"knn200/top1": 0.61})
-    close = comparison_entry("dystress_vanilla", "dystress_shifted", "knn200", 0, -0.03, 0.01,
-                             -0.01)
-    assert judge(claim, study, {"runs": runs, "comparisons": close}).verdict == "reproduced"
-    worse = comparison_entry("dystress_vanilla", "dystress_shifted", "knn200", 0, -0.03, -0.001,
-                        -0.01)
-    assert judge(claim, study, {"runs": runs, "comparisons": worse}).verdict.startswith(
-        "not reproduced")
-    gpu = STUDIES["gpu_table6"]
-    sce = next(c for c in gpu.claims if c.id == "g-sce")
-    near = run_entry("table6_sce", 0, {"linear_d1/top1": 0.895}, tag="gpu")
-    assert judge(sce, gpu, {"runs": near, "comparisons": {}}).verdict == "reproduced"
-    far = run_entry("table6_sce", 0, {"linear_d1/top1": 0.88}, tag="gpu")
-    assert judge(sce, gpu, {"runs": far, "comparisons": {}}).verdict == (
-        "not reproduced (measured +88.000 vs paper +90.3 points, gap -2.300; more than 1 point "
-        "below the paper)")
-
-
-def test_epoch_override_runs_are_labelled_and_never_give_a_verdict():
+def test_epoch_override_runs_never_give_a_verdict():
     """A shortened pipeline-check run shows its numbers but the verdict stays 'not yet run'."""
     summary = fake_sincere_summary()
     summary["runs"] = {k.replace("cpu/", "cpu-e2/", 1): {**v, "tag": "cpu-e2", "epochs": 2}
                        for k, v in summary["runs"].items()}
     summary["comparisons"] = {k.replace("cpu/", "cpu-e2/", 1): v
                               for k, v in summary["comparisons"].items()}
-    study = STUDIES["sincere_cifar2"]
-    verdict = judge(study.claims[0], study, summary)
+    verdict = judge(SINCERE.claims[0], SINCERE, summary)
     assert verdict.verdict == PIPELINE_CHECK and verdict.tag == "cpu-e2"
     assert verdict.verdict.startswith("not yet run") and verdict.values
-    text = render_report(summary)
-    assert "(cpu-e2: 2 epochs instead of the configs': a pipeline check, not evidence)" in text
-    assert "Runs under `runs/repro/cpu-e2/`" in text
+
+
+def test_part_b_keeps_its_single_seed_rules():
+    gpu = STUDIES["gpu_table6"]
+    sce = _claim(gpu, "g-sce")
+    near = run_entry("table6_sce", 0, {"linear_d1/top1": 0.895}, tag="gpu")
+    assert judge(sce, gpu, {"runs": near, "comparisons": {}}).verdict == "reproduced"
+    far = run_entry("table6_sce", 0, {"linear_d1/top1": 0.88}, tag="gpu")
+    assert judge(sce, gpu, {"runs": far, "comparisons": {}}).verdict == (
+        "not reproduced (measured +88.000 vs paper +90.3 points, gap -2.300; more than 1 point "
+        "below the paper)")
+    better = _claim(gpu, "g-sce-moco")
+    runs = run_entry("table6_sce", 0, {"linear_d1/top1": 0.90}, tag="gpu") | run_entry(
+        "table6_moco", 0, {"linear_d1/top1": 0.87}, tag="gpu")
+    above = comparison_entry("table6_sce", "table6_moco", "linear_d1", 0, 0.01, 0.05, 0.03,
+                             tag="gpu")
+    assert judge(better, gpu, {"runs": runs, "comparisons": above}).verdict == "reproduced"
+    across = comparison_entry("table6_sce", "table6_moco", "linear_d1", 0, -0.01, 0.05, 0.03,
+                              tag="gpu")
+    assert "not above 0 in every seed" in judge(better, gpu,
+                                                {"runs": runs, "comparisons": across}).verdict
+    table3 = STUDIES["gpu_table3"]
+    unif = _claim(table3, "g-dys-unif")
+    one = run_entry("table3_dystress", 0, {"analyze/uniformity": -2.8}, tag="gpu") | run_entry(
+        "table3_simclr", 0, {"analyze/uniformity": -2.2}, tag="gpu")
+    assert judge(unif, table3, {"runs": one, "comparisons": {}}).verdict.startswith(
+        "inconclusive (one seed, measured +0.600: the paper's sign")
+    # per-seed values never print as a bare +0.000 when they are not zero
+    assert [_signed(v) for v in (0.2, 0.00031, -0.0042, 0.0)] == [
+        "+0.200", "+0.00031", "-0.0042", "+0.000"]

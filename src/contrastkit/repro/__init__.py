@@ -9,8 +9,9 @@
     contrastkit repro report [--summary FILE] [--output FILE] [--figures DIR]
     contrastkit repro list
 
-``cpu`` (Part A) pretrains, evaluates and compares every run of the CPU studies and collects the
-results into ``runs/repro/summary.json``; ``gpu`` (Part B) does the same at full scale, training
+``cpu`` (Part A) pretrains, evaluates and compares every run of the CPU studies (3 paired seeds,
+a random-initialisation baseline in each; two lanes may run at once) and collects the results
+into ``runs/repro/summary.json``; ``gpu`` (Part B) does the same at full scale, training
 in chunks; ``report`` collects again and writes ``docs/reproduction.md`` and its figures: each
 claim next to the paper's table or figure and numbers, with a verdict.
 
@@ -21,7 +22,9 @@ One module per job:
 * :mod:`~contrastkit.repro.commands`: the ``contrastkit`` command line of each step;
 * :mod:`~contrastkit.repro.runner`: runs those commands in order, resumable;
 * :mod:`~contrastkit.repro.collection`: scans the run folders into a summary;
+* :mod:`~contrastkit.repro.stats`: paired t-intervals and minimum detectable effects;
 * :mod:`~contrastkit.repro.verdicts`: the verdict rules;
+* :mod:`~contrastkit.repro.plan`: the planned cost of Part A (an estimate);
 * :mod:`~contrastkit.repro.report`: the Markdown report;
 * :mod:`~contrastkit.repro.figures`: its figures;
 * :mod:`~contrastkit.repro.cli`: the ``contrastkit repro`` command line.

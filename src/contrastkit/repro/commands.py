@@ -14,8 +14,6 @@ from pathlib import Path
 from contrastkit.repro.layout import ARCHIVE, ARRAY_CACHE, FEATURE_CACHE, eval_dir
 from contrastkit.repro.studies import Variant
 
-CIFAR2_CLASSES = ("cat", "dog")
-
 #: ``contrastkit`` arguments of each evaluation (``analyze`` gets per-run extra arguments).
 EVALS: dict[str, list[str]] = {
     "knn200": ["eval", "knn", "--k", "200", "--temperature", "0.1"],
@@ -27,14 +25,10 @@ EVALS: dict[str, list[str]] = {
 }
 
 
-def data_args(variant: Variant) -> list[str]:
-    """``--data/--root`` of the evaluations: the archive, its cat and dog images for CIFAR-2
-    (``--classes cat dog``: cat = 0, dog = 1, the labels of ``data.classes: [cat, dog]`` in
-    pretraining)."""
-    args = ["--data", "image_archive", "--root", ARCHIVE, "--data-cache-dir", ARRAY_CACHE]
-    if variant.data == "cifar2":
-        args += ["--classes", *CIFAR2_CLASSES]
-    return args
+def data_args() -> list[str]:
+    """``--data/--root`` of the evaluations: the CIFAR-10 archive's train (bank) and test
+    splits."""
+    return ["--data", "image_archive", "--root", ARCHIVE, "--data-cache-dir", ARRAY_CACHE]
 
 
 def pretrain_command(variant: Variant, seed: int, out: Path, *, resume: bool,
@@ -102,7 +96,7 @@ def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
                  device: str = "cpu") -> list[str]:
     """``contrastkit eval`` / ``analyze`` (:data:`EVALS`) of the last checkpoint in ``out``."""
     cmd = ["contrastkit", *EVALS[protocol], "--checkpoint",
-           str(out / "pretrain" / "checkpoints" / "last.ckpt"), *data_args(variant),
+           str(out / "pretrain" / "checkpoints" / "last.ckpt"), *data_args(),
            "--output", str(eval_dir(out, protocol)), "--cache-dir", FEATURE_CACHE,
            "--device", device, "--seed", str(seed), "--quiet",
            "--overwrite"]  # run only when results.json is missing: replace what is there

@@ -1,11 +1,12 @@
 """Figures of the reproduction report (``docs/figures/repro_*.png``), from measured runs only.
 
-Per study: accuracy, uniformity and tolerance against the temperature with Wang & Liu 2021's
-supplement numbers beside them (study 2); the training loss curves of SINCERE and SupCon
-(Feeney & Hughes 2023, Table 4 compares their first and last epochs); bar charts of the seed
-mean accuracy (SCE, DySTreSS and baseline studies); and copies of the runs' own ``analyze``
-figures (local separation, Wang & Liu 2021 supplement Figs. 1, 4; nearest target and noise
-similarity histograms, Feeney & Hughes 2023 Fig. 2). Every file is written atomically.
+Per study: 200-NN accuracy, uniformity and tolerance against the temperature (study 2, Wang &
+Liu 2021); the training loss curves of SINCERE and SupCon (Feeney & Hughes 2023, Table 4
+compares their first and last epochs); bar charts of the seed mean accuracy (DySTreSS and
+baseline studies); the random-initialisation baseline as a dashed line; and copies of the
+runs' own ``analyze`` figures (local separation, Wang & Liu 2021 supplement Figs. 1, 4; nearest
+target and noise similarity histograms, Feeney & Hughes 2023 Fig. 2).
+Every file is written atomically.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from contrastkit.outputs import temp_file_beside
 from contrastkit.repro import layout
 from contrastkit.repro.collection import run_tags, seed_values
 from contrastkit.repro.layout import RUNS
-from contrastkit.repro.studies import TEMPERATURES, WANG_LIU, Study
+from contrastkit.repro.studies import TEMPERATURES, Study
 
 
 def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[str, str]]:
@@ -49,43 +50,35 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
         made.append((name, caption))
 
     if study.name == "temperature":
-        panels = [("linear/top1", 100.0, "linear top-1 (%)"), ("knn200/top1", 100.0,
-                                                                 "200-NN top-1 (%)"),
+        panels = [("knn200/top1", 100.0, "200-NN top-1 (%)"),
                   ("analyze/uniformity", 1.0, "uniformity (lower: more uniform)"),
                   ("analyze/tolerance", 1.0, "tolerance")]
-        if any(mean(v.stem, m) is not None for v in study.variants for m, _, _ in panels):
-            fig, axes = plt.subplots(1, 4, figsize=(17, 3.6), constrained_layout=True)
+        grid = [study.variant(f"simclr_t{t}").stem for t in TEMPERATURES]
+        if any(mean(stem, m) is not None for stem in grid for m, _, _ in panels):
+            fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
             for ax, (metric, scale, ylabel) in zip(axes, panels, strict=True):
-                for kind, style in (("contrastive", "o-"), ("hard", "s--")):
-                    xs, ys = [], []
-                    for t in TEMPERATURES:
-                        y = mean(study.variant(f"{kind}_t{t}").stem, metric, scale)
-                        if y is not None:
-                            xs.append(float(t))
-                            ys.append(y)
-                    if xs:
-                        ax.plot(xs, ys, style, label="ordinary" if kind == "contrastive"
-                                else "hard")
-                if metric == "linear/top1":
-                    for kind, style in (("contrastive", "o:"), ("hard", "s:")):
-                        ax.plot([float(t) for t in TEMPERATURES],
-                                [WANG_LIU[kind][t] for t in TEMPERATURES], style, alpha=0.4,
-                                label=f"paper, {'ordinary' if kind == 'contrastive' else 'hard'}")
+                xs, ys = [], []
+                for t, stem in zip(TEMPERATURES, grid, strict=True):
+                    y = mean(stem, metric, scale)
+                    if y is not None:
+                        xs.append(float(t))
+                        ys.append(y)
+                ax.plot(xs, ys, "o-", label="ordinary loss (SimCLR)")
+                base = mean(study.variant("random_init").stem, metric, scale)
+                if base is not None:
+                    ax.axhline(base, color="grey", linestyle="--", label="random init")
                 ax.set_xscale("log")
                 ax.set_xlabel("temperature")
                 ax.set_ylabel(ylabel)
                 ax.legend(fontsize=7)
             save(fig, "repro_temperature.png",
-                 "Study 2: accuracy, uniformity and tolerance against the temperature "
-                 f"(`runs/repro/{tag}`, seed mean; faint dotted: the paper's CIFAR-10 linear "
-                 "numbers, supplement Tables 1-2, at full scale).")
+                 "Study 2: 200-NN accuracy, uniformity and tolerance against the temperature "
+                 f"(`runs/repro/{tag}`, seed mean; dashed: the random-init baseline).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
-                                  [("contrastive_t0.05", "analyze/local_separation.png"),
-                                   ("contrastive_t1.0", "analyze/local_separation.png"),
-                                   ("hard_t0.05", "analyze/local_separation.png"),
-                                   ("hard_t1.0", "analyze/local_separation.png")],
+                                  [(f"simclr_t{t}", "analyze/local_separation.png")
+                                   for t in (TEMPERATURES[0], TEMPERATURES[-1])],
                                   "local separation (supplement Figs. 1, 4)")
-    elif study.name.startswith("sincere"):
+    elif study.name == "sincere":
         from contrastkit.train.callbacks import read_metrics_csv
 
         curves = {}
@@ -107,12 +100,14 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                                   [("supcon", "analyze/similarity_histograms.png"),
                                    ("sincere", "analyze/similarity_histograms.png")],
                                   "nearest target / noise similarity histograms (SINCERE Fig. 2)")
-    elif study.name in ("sce_lambda", "sce_tau_m", "baselines", "dystress", "gpu_table6",
-                        "gpu_table3"):
-        metric = "knn200/top1" if study.name in ("dystress", "gpu_table3") else (
-            "linear_d1/top1" if study.name == "gpu_table6" else "linear/top1")
+    elif study.name in ("baselines", "dystress", "gpu_table6", "gpu_table3"):
+        metric = "linear_d1/top1" if study.name == "gpu_table6" else "knn200/top1"
         labels, values, errs = [], [], []
+        base = None
         for v in study.variants:
+            if v.name == "random_init":
+                base = mean(v.stem, metric, 100.0)
+                continue
             vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
             if vals:
                 m = sum(vals) / len(vals)
@@ -127,11 +122,15 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
             ax.set_xticks(range(len(values)), labels, rotation=20, ha="right", fontsize=8)
             lo = min(v - e for v, e in zip(values, errs, strict=True))
             hi = max(v + e for v, e in zip(values, errs, strict=True))
+            if base is not None:
+                ax.axhline(base, color="grey", linestyle="--", label="random init")
+                ax.legend(fontsize=7)
+                lo, hi = min(lo, base), max(hi, base)
             ax.set_ylim(max(0.0, lo - 2.0), min(100.0, hi + 1.0))
             ax.set_ylabel(f"{metric.split('/')[0]} top-1 (%)")
             save(fig, f"repro_{study.name}.png",
                  f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
-                 f"`runs/repro/{tag}`).")
+                 f"`runs/repro/{tag}`; dashed: the random-init baseline where run).")
     return made
 
 

@@ -14,37 +14,73 @@ from pathlib import Path
 from contrastkit.outputs import temp_file_beside
 from contrastkit.repro.collection import run_tags, seed_values
 from contrastkit.repro.figures import make_figures
-from contrastkit.repro.studies import STUDIES, Study
+from contrastkit.repro.plan import SHARED_STEP_SECONDS, lane_seconds, planned_cost
+from contrastkit.repro.stats import SEED_SD, mde, t_interval
+from contrastkit.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES, Study
 from contrastkit.repro.verdicts import (
     ABSOLUTE_TOLERANCE,
     COLLAPSE_MAX_DROP,
     COLLAPSE_SIMILARITY,
     SIGN_STANDARD_ERRORS,
+    Verdict,
     collapsed,
     judge,
+    planned_mde,
 )
 
-#: How Part A was sized and run (machine, date, commands); the per-run times are in the tables.
-BUDGET_NOTE = (
-    "Sized on 2 idle AMD EPYC cores, 2026-11-21: one forward and backward pass of 512 CIFAR",
-    "views takes 0.53 s for ResNet-18 at width 8 and 2.1 s at width 16 (2 threads); one epoch of",
-    "10,000 images at width 8 took about 30 s (`contrastkit pretrain --config",
-    "configs/repro/cpu/temperature_contrastive_t0.2.yaml --trainer.max_epochs 2`, width 8).",
-    "All 27 seed-0 runs had to fit in about 1.5 hours of those 2 cores, so the unsupervised",
-    "studies train ResNet-18 width 8 for 4 epochs (156 steps) and study 1 trains width 16 for 3",
-    "epochs (117 steps: at width 8 both supervised losses stayed in the collapsed state).",
-    "The seed-0 runs below were made as two lanes of one thread each (with `scripts/repro.py`,",
-    "which `contrastkit repro` replaced with the same code and options):",
-    "`OMP_NUM_THREADS=1 contrastkit repro cpu --seeds 0 --study sincere_cifar2",
-    "sincere_cifar10 dystress baselines` beside `OMP_NUM_THREADS=1 contrastkit repro cpu",
-    "--seeds 0 --study temperature sce_lambda sce_tau_m`; `make repro-cpu` runs every study's",
-    "default seeds in one lane instead. Seed 1 followed the same way for the studies where",
-    "differences were small (SINCERE on CIFAR-10, DySTreSS, SCE, baselines) and for five of",
-    "the temperature configs (those the sign claims and the t = 0.2 / t = 1.0 comparisons",
-    "read): 54 pretraining runs, 133 min of pretraining, 14:58-16:52 UTC in the two lanes.",
-    "The *pretrain min* column is the measured wall time of each pretraining run (start-up",
-    "included, one thread); evaluation adds 1-3 min per run.",
+#: How the per-step costs of the plan were measured (see contrastkit.repro.plan).
+STEP_COST_NOTE = (
+    "CPU-seconds per step (one torch thread, batch 256, 32 px, ResNet-18 width 16 with the",
+    "CIFAR stem, augmentation included): the table of issue 25, measured on this project's",
+    "2-core machine (SimCLR 1.76, DySTreSS 1.74, SCE 1.17 with a 4,096 queue, MoCo v2 1.18,",
+    "SupCon 1.82, SINCERE 1.97; ReSSL taken as SCE's; the random-init baseline trains 1 step).",
+    "Measured again for this plan with the study's own configs on 2026-11-25, while seven other",
+    "engineers shared the 2 cores (load average 7-10): process CPU time of a 16-step run minus",
+    "that of a 1-step run, over 15 steps (`contrastkit pretrain --config",
+    "configs/repro/cpu/sce.yaml --trainer.max_epochs 2 --trainer.limit_train_batches 8`, then",
+    "`--trainer.max_epochs 1 --trainer.limit_train_batches 1`, `OMP_NUM_THREADS=1`): SCE with",
+    "shuffled key batch norm 2.88, SimCLR 3.86; SupCon 3.43 (78 steps minus 1): about twice",
+    "issue 25's figures. Contended cores inflate CPU time, so the plan uses issue 25's figures",
+    "for two idle cores and these as a bound for a shared machine.",
+    "Evaluation (same conditions, on a random-init checkpoint, with the runner's arguments):",
+    "the first kNN evaluation of a run extracts and caches the features of the train and test",
+    "splits, 60 CPU-seconds in issue 25 (134 measured here, 200-NN); each further kNN",
+    "evaluation of the run reads them (8.8 measured, 1-NN); `analyze` after them 81 measured.",
 )
+
+
+def _plan_lines() -> list[str]:
+    """The planned cost of Part A (an estimate from measured per-step costs)."""
+    cpu = [s for s in STUDIES.values() if s.part == "cpu"]
+    costs = planned_cost(cpu)
+    lanes = lane_seconds(costs)
+    total = sum(c.seconds for c in costs)
+    shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
+    lines = [
+        "**Planned, not measured:** the runs of the redesigned Part A are pending; the figures",
+        "below estimate their cost as runs x 1,170 steps x CPU-seconds per step, plus each",
+        "evaluation's CPU-seconds (`contrastkit.repro.plan`).",
+        "",
+        *STEP_COST_NOTE,
+        "",
+        "| study | runs it adds | training CPU-h | evaluation CPU-h |",
+        "|---|---|---|---|",
+        *(f"| `{c.study}` | {c.runs} | {c.train_seconds / 3600:.2f} | "
+          f"{c.eval_seconds / 3600:.2f} |" for c in costs),
+        f"| total | {sum(c.runs for c in costs)} | "
+        f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
+        f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
+        "",
+        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `contrastkit repro cpu` "
+        "shown above, "
+        + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
+        + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "
+        f"per-step costs measured on the shared machine: about {shared / 3600:.1f} CPU-hours "
+        f"(about {shared / 7200:.0f} hours in two lanes). "
+        "Every run is resumable, so the study can be run in pieces.",
+    ]
+    return lines
+
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
@@ -90,12 +126,11 @@ COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
                 ("final loss", "pretrain/final_loss", 1, 2),
                 ("1-NN top-1 %", "knn1/top1", 100, 2), ("5-NN top-1 %", "knn5/top1", 100, 2)],
     "temperature": [("200-NN top-1 %", "knn200/top1", 100, 2),
-                    ("linear top-1 %", "linear/top1", 100, 2),
                     ("uniformity", "analyze/uniformity", 1, 3),
                     ("tolerance", "analyze/tolerance", 1, 3),
                     ("positive sim.", "analyze/positive_similarity_mean", 1, 3),
                     ("nearest negative sim.", "analyze/nearest_negative_similarity_mean", 1, 3)],
-    "sce": [("200-NN top-1 %", "knn200/top1", 100, 2), ("linear top-1 %", "linear/top1", 100, 2)],
+    "baselines": [("200-NN top-1 %", "knn200/top1", 100, 2)],
     "dystress": [("200-NN top-1 %", "knn200/top1", 100, 2),
                  ("uniformity", "analyze/uniformity", 1, 4),
                  ("alignment", "analyze/alignment", 1, 4),
@@ -111,15 +146,63 @@ TIME_COLUMN = ("pretrain min", "pretrain/wall_minutes", 1, 1)
 
 
 def _columns(study: Study) -> list[tuple[str, str, float, int]]:
-    if study.name.startswith("sincere"):
-        cols = COLUMNS["sincere"]
-    elif study.name in ("sce_lambda", "sce_tau_m", "baselines"):
-        cols = COLUMNS["sce"]
-    elif study.name == "gpu_table3":
-        cols = COLUMNS["dystress"]
-    else:
-        cols = COLUMNS.get(study.name, COLUMNS["sce"])
+    cols = COLUMNS["dystress" if study.name == "gpu_table3" else study.name]
     return [*cols, TIME_COLUMN]
+
+
+def _verdict_rules() -> list[str]:
+    """The verdict rules in plain words (the rules of :mod:`contrastkit.repro.verdicts`)."""
+    acc_mde = mde(SEED_SD["accuracy"][0], len(CPU_SEEDS))
+    return [
+        "## Verdict rules",
+        "",
+        f"Part A (CPU): every claim is measured on {len(CPU_SEEDS)} seeds "
+        f"({', '.join(map(str, CPU_SEEDS))}), the same seeds for every run it compares, so "
+        "each seed gives one paired value (for an accuracy claim: run A's top-1 minus run B's, "
+        "in points). Values are oriented so that the paper's claim says *positive*.",
+        "",
+        "* **Minimum detectable effect (MDE), fixed before the runs.** MDE = t(0.975, n - 1) x "
+        "sigma / sqrt(n), with n the planned seeds and sigma an assumed seed standard deviation "
+        "of the paired value: the true effect at which, with that spread, the 95% interval's "
+        "lower end is expected at 0. sigma comes from the earlier Part A runs (below); for an "
+        f"accuracy difference sigma = {SEED_SD['accuracy'][0]:g} points, so MDE = "
+        f"{acc_mde:.2f} points over {len(CPU_SEEDS)} seeds.",
+        "* **Not testable at this scale**: the paper's effect is smaller than the MDE (for a "
+        "*not worse* claim: its margin is). Decided before the runs; the measured values are "
+        "still shown.",
+        "* **Reproduced** (*A beats B*, or a quantity has the paper's sign): the 95% Student "
+        "t-interval of the mean paired value lies above 0 *and* every seed's value is positive "
+        f"(sign consistency). *A is not worse than B*: the interval lies above -"
+        f"{NOT_WORSE_MARGIN:g} points (the margin: the smallest that {len(CPU_SEEDS)} seeds can "
+        "test, at least the MDE).",
+        "* **Not reproduced**: otherwise, with the mean, the interval, the number of positive "
+        "seeds and the reason (interval includes 0, opposite direction, signs differ).",
+        "* **Collapsed**: a run the claim reads collapsed in pretraining (last epoch: the views' "
+        f"mean cosine similarity >= {COLLAPSE_SIMILARITY}, the loss down by less than "
+        f"{COLLAPSE_MAX_DROP:.0%}); the evidence is printed.",
+        "* **Not yet run**: fewer seeds than planned have every number the claim needs (the "
+        "finished seeds' values are shown), or only runs shortened with `--epochs` have.",
+        "* Each seed's paired bootstrap 95% interval of an accuracy difference (`contrastkit "
+        "compare`, 1,000 test-set resamples) is reported beside its value: it is test-set "
+        "noise within one seed, not the seed noise the verdict rests on.",
+        "",
+        "Assumed seed standard deviations (pooled paired-difference spread of the earlier "
+        "Part A runs, ResNet-18 width 8, 156 steps, `docs/reproduction.json`: for each pair "
+        "of runs of a study with two seeds, (d0 - d1)^2 / 2 estimates sigma^2):",
+        "",
+        "| quantity | sigma | MDE, "
+        f"{len(CPU_SEEDS)} seeds | from |",
+        "|---|---|---|---|",
+        *(f"| {key} | {sd:g} | {mde(sd, len(CPU_SEEDS)):.3g} | {source} |"
+          for key, (sd, source) in SEED_SD.items()),
+        "",
+        "Part B (GPU, one seed per run) keeps its own rules: *A beats B* when the seed's "
+        "bootstrap interval lies above 0, *not worse* when it does not lie below 0, other "
+        "quantities are *inconclusive* with one seed (with more: the paper's sign in every seed "
+        f"and a mean above {SIGN_STANDARD_ERRORS:g} standard errors), absolute numbers are "
+        f"reproduced at most {ABSOLUTE_TOLERANCE:g} point below the paper's.",
+        "",
+    ]
 
 
 def render_report(summary: dict, figures_dir: Path | None = None,
@@ -140,48 +223,31 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "## How to rerun",
         "",
         "```bash",
-        "make repro-cpu                                   # Part A end to end (resumable)",
-        "contrastkit repro cpu --study sincere_cifar2 --seeds 0   # one study, one seed",
+        "# Part A in two lanes of one thread each (resumable: rerun the same commands after "
+        "any stop)",
+        "OMP_NUM_THREADS=1 contrastkit repro cpu --study dystress temperature &",
+        "OMP_NUM_THREADS=1 contrastkit repro cpu --study baselines sincere sce_lambda_tau &",
         "contrastkit repro cpu --dry-run                  # the commands, without running them",
         "contrastkit repro gpu --max-steps 1              # Part B: one chunk (<= 10 min) per call",
         "contrastkit repro report                         # this page and docs/figures/repro_*",
         "```",
         "",
-        "Part A (CPU): ResNet-18 with the CIFAR stem (width 8; width 16 in study 1), the first",
-        "10,000 images of a fixed shuffle of the CIFAR-10 JPEG archive's train split (CIFAR-2:",
-        "all 10,000 cat and dog images), batch 256, the epochs of each config (4; 3 in study 1);",
-        "evaluation on the full train (bank) and test splits of the archive (CIFAR-2: their cat",
-        "and dog images). Part B (one GPU): full width, the 50,000 training images, 200 epochs,",
-        "bf16, GPU augmentation. The archive's",
-        "JPEG re-encoding makes accuracies close to, not equal to, the official files'.",
+        "Part A (CPU): ResNet-18 width 16 with the CIFAR stem, the first 10,000 images of a",
+        "fixed shuffle of the CIFAR-10 JPEG archive's train split (the same images for every",
+        "run and seed), batch 256, 30 epochs (1,170 steps), seeds 0, 1, 2 paired across the",
+        "runs of each claim; shuffled key batch norm (8 virtual devices) for MoCo v2, ReSSL and",
+        "SCE; batch norm after both projector layers for SINCERE and SupCon; one random-",
+        "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`) evaluated with",
+        "every study's protocols and shown in every run table. Evaluation on the full train",
+        "(bank) and test splits of the archive. Part B (one GPU): full width, the 50,000",
+        "training images, 200 epochs, bf16, GPU augmentation. The archive's JPEG re-encoding",
+        "makes accuracies close to, not equal to, the official files'.",
         "",
-        "## Budget (Part A)",
+        "## Plan and cost (Part A)",
         "",
-        *BUDGET_NOTE,
+        *_plan_lines(),
         "",
-        "## Verdict rules",
-        "",
-        "* *A beats B* (accuracy): reproduced when, in every finished seed, the paired bootstrap",
-        "  95% interval of A - B (`contrastkit compare`, 1,000 test-set resamples) lies above 0.",
-        "* *A and B do not differ* (SINCERE App. M): reproduced when every seed's interval",
-        "  contains 0. *A is not worse than B*: no seed's interval lies below 0.",
-        "* Other quantities (margin, loss, uniformity, differences of differences): reproduced",
-        "  when the measured value has the paper's sign in every finished seed and the seed mean",
-        f"  exceeds {SIGN_STANDARD_ERRORS:g} standard errors (sample std / sqrt(seeds)); with a "
-        "single seed they are",
-        "  *inconclusive* (no test-set interval exists for them, and no seed spread to judge by).",
-        f"* Absolute numbers (Part B): reproduced when the seed mean is at most "
-        f"{ABSOLUTE_TOLERANCE:g} point below",
-        "  the paper's.",
-        "* *Inconclusive* when a run the claim reads collapsed, or nearly, in pretraining (last "
-        "epoch: the",
-        f"  views' mean cosine similarity >= {COLLAPSE_SIMILARITY}, the loss down by less than "
-        f"{COLLAPSE_MAX_DROP:.0%}).",
-        "* Otherwise *not reproduced*, with the measured value, the paper's and the gap",
-        "  (measured - paper); *not yet run* while no seed has every number a claim needs.",
-        "* Values are oriented so that the paper's claim says *positive*; accuracies in points.",
-        "  At Part A's scale only directions can be compared, never absolute numbers.",
-        "",
+        *_verdict_rules(),
     ]
     lines += _at_a_glance(summary)
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
@@ -194,21 +260,68 @@ def render_report(summary: dict, figures_dir: Path | None = None,
     return "\n".join(lines).rstrip() + "\n"
 
 
+#: Verdict labels counted in the overview, in the order they are matched.
+LABELS = ("not yet run", "not reproduced", "not testable at this scale", "collapsed",
+          "inconclusive", "reproduced")
+
+
 def _at_a_glance(summary: dict) -> list[str]:
-    """Count of verdicts per part (the first word of each claim's verdict)."""
-    lines = ["## At a glance", "", "| part | claims | reproduced | not reproduced | inconclusive "
-             "| not yet run |", "|---|---|---|---|---|---|"]
+    """Count of verdicts per part (the first words of each claim's verdict)."""
+    order = ("reproduced", "not reproduced", "not testable at this scale", "collapsed",
+             "inconclusive", "not yet run")
+    lines = ["## At a glance", "", "| part | claims | " + " | ".join(order) + " |",
+             "|---|---|" + "---|" * len(order)]
     for part, title in (("cpu", "A (CPU scale)"), ("gpu", "B (GPU, full scale)")):
-        counts = {"reproduced": 0, "not reproduced": 0, "inconclusive": 0, "not yet run": 0}
+        counts = dict.fromkeys(order, 0)
         for study in (s for s in STUDIES.values() if s.part == part):
             for claim in study.claims:
                 verdict = judge(claim, study, summary).verdict
-                counts[next(k for k in ("not yet run", "not reproduced", "inconclusive",
-                                        "reproduced") if verdict.startswith(k))] += 1
-        lines.append(f"| {title} | {sum(counts.values())} | " + " | ".join(
-            str(counts[k]) for k in ("reproduced", "not reproduced", "inconclusive",
-                                     "not yet run")) + " |")
+                counts[next(k for k in LABELS if verdict.startswith(k))] += 1
+        lines.append(f"| {title} | {sum(counts.values())} | "
+                     + " | ".join(str(counts[k]) for k in order) + " |")
     return [*lines, ""]
+
+
+def _measured(v: Verdict, study: Study) -> str:
+    """The claim's measured cell: mean, t-interval and signs, then each seed's value."""
+    if not v.values:
+        return "–"
+    cells = []
+    for i, (seed, value) in enumerate(zip(v.seeds, v.values, strict=True)):
+        cell = f"s{seed}: {_signed(value)}"
+        if i < len(v.intervals):
+            cell += f" [{v.intervals[i][0]:+.2f}, {v.intervals[i][1]:+.2f}]"
+        cells.append(cell)
+    text = ", ".join(cells)
+    if v.t_interval is not None:
+        low, high = v.t_interval
+        text = (f"mean {_signed(v.mean)} [{_signed(low)}, {_signed(high)}], "
+                f"{v.positive}/{len(v.values)} positive; {text}")
+    if v.tag != study.part:
+        text += (f" ({v.tag}: {v.tag.partition('-e')[2]} epochs instead of the "
+                 "configs': a pipeline check, not evidence)")
+    return text
+
+
+def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
+                        stem: str) -> str:
+    """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
+    its 95% t-interval from two seeds on."""
+    base = study.variant("random_init").stem
+    runs = summary.get("runs", {})
+    diffs = []
+    for run in runs.values():
+        if run.get("tag") != tag or run.get("stem") != stem or not run.get("pretrain_finished"):
+            continue
+        other = runs.get(f"{tag}/{base}/seed{run['seed']}") or {}
+        if metric in run["metrics"] and metric in other.get("metrics", {}):
+            diffs.append(100.0 * (run["metrics"][metric] - other["metrics"][metric]))
+    if not diffs:
+        return "–"
+    if len(diffs) == 1:
+        return f"{diffs[0]:+.2f} (1 seed)"
+    mean, low, high = t_interval(diffs)
+    return f"{mean:+.2f} [{low:+.2f}, {high:+.2f}] ({len(diffs)} seeds)"
 
 
 def _study_section(study: Study, summary: dict, figures_dir: Path | None,
@@ -217,42 +330,44 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     lines = [f"### {study.title}", ""]
     if study.note:
         lines += [study.note, ""]
-    lines.append(f"Study `{study.name}`; default seeds {list(study.seeds)}; configs: "
-                 + ", ".join(f"`{v.config}`" for v in dict.fromkeys(study.variants)) + ".")
-    lines.append("")
-    lines += ["| claim | paper (source) | paper's numbers | measured (per seed) | verdict |",
-              "|---|---|---|---|---|"]
+    configs = ", ".join(f"`{v.config}`" for v in dict.fromkeys(study.variants)) or "none"
+    lines += [f"Study `{study.name}`; seeds {list(study.seeds)}; configs: {configs}.", ""]
+    mde_header = " MDE (planned) |" if study.part == "cpu" else ""
+    lines += [f"| claim | paper (source) | paper's numbers |{mde_header} measured | verdict |",
+              "|---|---|---|" + ("---|" if mde_header else "") + "---|---|"]
     for claim in study.claims:
         v = judge(claim, study, summary)
-        if v.values:
-            cells = []
-            for i, (seed, value) in enumerate(zip(v.seeds, v.values, strict=True)):
-                cell = f"s{seed}: {_signed(value)}"
-                if i < len(v.intervals):
-                    cell += f" [{v.intervals[i][0]:+.2f}, {v.intervals[i][1]:+.2f}]"
-                cells.append(cell)
-            per_seed = ", ".join(cells)
-            if v.tag != study.part:
-                per_seed += (f" ({v.tag}: {v.tag.partition('-e')[2]} epochs instead of the "
-                             "configs': a pipeline check, not evidence)")
-        else:
-            per_seed = "–"
-        lines.append(f"| {claim.statement} | {claim.source} | {claim.paper} | {per_seed} | "
-                     f"{v.verdict} |")
+        cell = ""
+        if mde_header:
+            limit = planned_mde(claim, study)
+            cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
+        lines.append(f"| {claim.statement} | {claim.source} | {claim.paper} |{cell} "
+                     f"{_measured(v, study)} | {v.verdict} |")
     lines.append("")
+    if not study.variants:
+        return lines
     cols = _columns(study)
+    names = {v.name for v in study.variants}
+    accuracy = next((c for c in cols if c[1].endswith("/top1")), None)
+    versus = accuracy is not None and "random_init" in names
     for tag in tags:
         header = ["run", "epochs", *[c[0] for c in cols]]
+        if versus:
+            header.append(f"{accuracy[0].split(' top-1')[0]} vs random init (points)")
         rows = []
         for variant in study.variants:
             epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
                            if r.get("tag") == tag and r.get("stem") == variant.stem), None)
             cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
+            if versus:
+                cells.append("–" if variant.name == "random_init" else _versus_random_init(
+                    study, summary, tag, accuracy[1], variant.stem))
             rows.append([variant.label, str(epochs) if epochs else "–", *cells])
-        if all(all(c == "not yet run" for c in r[2:]) for r in rows) and tag != tags[0]:
+        if all(all(c in ("not yet run", "–") for c in r[2:]) for r in rows) and tag != tags[0]:
             continue
         lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
-                     "single seed, accuracies carry their 95% test-set bootstrap interval):")
+                     "single seed, accuracies carry their 95% test-set bootstrap interval; "
+                     "*vs random init*: mean paired difference with its 95% t-interval):")
         lines.append("")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
@@ -266,7 +381,7 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
                       "mean "
                       f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
                       f"less than {COLLAPSE_MAX_DROP:.0%}: every embedding is nearly the same "
-                      "vector, so claims that read these runs are *inconclusive*.", ""]
+                      "vector, so claims that read these runs are *collapsed*.", ""]
     if figures_dir is not None:
         for name, caption in make_figures(study, summary, figures_dir):
             rel = os.path.relpath(figures_dir / name, doc_dir) if doc_dir else str(

@@ -4,7 +4,12 @@
 until the checkpoint's loop state says the last epoch finished (a finished run is skipped; with
 ``chunk_seconds`` it trains in chunks resumed with ``--resume last``), then the run's
 evaluations (each skipped when its ``results.json`` exists), then ``contrastkit compare`` for
-the study's pairs, and collects everything into ``runs/repro/summary.json``. A
+the study's pairs, and collects everything into ``runs/repro/summary.json``. A run shared by
+several studies (the random-initialisation baseline, the SimCLR runs) is trained once and
+evaluated with every protocol any of them needs. Two processes ("lanes", e.g. two
+``contrastkit repro cpu --study ...`` calls with one thread each) may share runs: each run is
+trained and evaluated under an exclusive lock on ``<run>/.lock`` (:func:`run_lock`), so the
+second lane waits for the first and then finds the run finished. A
 :class:`Runner` executes (or, dry, only prints) each command from the checkout, with an
 optional budget of steps (pretraining chunks and evaluations) so that one call fits a short
 window.
@@ -12,11 +17,13 @@ window.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from contrastkit.repro import layout
@@ -77,17 +84,22 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 device: str = "cpu") -> bool:
     """Pretrain, evaluate and compare every run of ``studies``; True when all finished."""
     all_done = True
-    done_runs: set[tuple[str, int]] = set()
+    done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
+    trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
     for study in studies:
         for seed in (seeds if seeds else study.seeds):
             for variant in study.variants:
-                if (variant.stem, seed) in done_runs:
+                key = (variant.stem, seed, variant.evals)
+                if key in done_runs:
                     continue
-                finished = _train_and_eval(part, variant, seed, run, epochs=epochs,
-                                           chunk_seconds=chunk_seconds, device=device)
+                folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
+                with run_lock(folder, run):
+                    finished = _train_and_eval(part, variant, seed, run, epochs=epochs,
+                                               chunk_seconds=chunk_seconds, device=device,
+                                               trained=trained)
                 all_done &= finished
                 if finished:
-                    done_runs.add((variant.stem, seed))
+                    done_runs.add(key)
             for a, b, protocol in study.all_pairs():
                 va, vb = study.variant(a), study.variant(b)
                 da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
@@ -102,9 +114,32 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     return all_done
 
 
+@contextlib.contextmanager
+def run_lock(folder: Path, run: Runner) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder/.lock`` (``fcntl.flock``) while a run is trained and
+    evaluated; wait, saying so, while another process holds it. The kernel releases the lock
+    when its holder exits, however it exits. A dry run takes no lock and writes nothing."""
+    if run.dry_run:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            run.log(f"# {folder}: another process is running it; waiting")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epochs: int | None,
-                    chunk_seconds: int | None, device: str) -> bool:
-    """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate."""
+                    chunk_seconds: int | None, device: str,
+                    trained: set[tuple[str, int]]) -> bool:
+    """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate;
+    ``trained``: the runs already pretrained by this call (added to)."""
     out = run_dir(part, variant.stem, seed, epochs)
     ckpt = layout.REPO / out / "pretrain" / "checkpoints" / "last.ckpt"
 
@@ -114,8 +149,10 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
         return chunk_arguments(chunk_seconds, trained_seconds(ckpt))
 
     if run.dry_run:
-        run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,
-                             chunk=chunk()))
+        if (variant.stem, seed) not in trained:
+            run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,
+                                 chunk=chunk()))
+            trained.add((variant.stem, seed))
         for protocol in variant.evals:
             run(eval_command(variant, protocol, seed, out, device))
         return True
