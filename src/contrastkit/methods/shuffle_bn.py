@@ -23,10 +23,11 @@ groups depends only on ``G`` and ``p``, not on ``W``, so a run on 1 or 2 process
 Virtual devices: the target's batch-norm layers are replaced, once, by :class:`SplitBatchNorm`
 (same parameters and buffers, so checkpoints and the EMA update are unchanged). A process's
 ``k`` groups are laid out interleaved (row ``i*k + j`` is the ``i``-th sample of its group
-``j``) so that one ``batch_norm`` call over ``(b/k, k*C, ...)`` normalises every group with its
-own statistics. Running statistics (used only in eval mode, and replaced at every EMA update
-by the online ones under MomentumBranch's default ``copy`` buffer policy) move towards the mean
-of the groups' statistics.
+``j``): the batch viewed as ``(b/k, k, C, ...)`` (a view in any memory layout, so a
+channels_last activation stays channels_last and nothing is copied) gives every group's
+statistics in one reduction and its normalisation in one pass. Running statistics (used only
+in eval mode, and replaced at every EMA update by the online ones under MomentumBranch's
+default ``copy`` buffer policy) move towards the mean of the groups' statistics.
 
 Permutations: ``torch.randperm(N, generator=self.generator)`` on a CPU generator seeded with
 ``torch.initial_seed()`` when the method is built (the run's seed), copied from rank 0 to every
@@ -39,7 +40,6 @@ memory without blocking.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -90,23 +90,49 @@ class SplitBatchNorm(_BatchNorm):
         n, c = input.shape[:2]
         if n % k:
             raise ValueError(f"batch of {n} rows cannot be split into {k} equal sub-batches")
-        tracked = self.track_running_stats and self.running_mean is not None
-        factor = 0.0
-        mean = var = None
-        if tracked:
+        # (n, C, ...) -> (n/k, k, C, ...): a view in any memory layout (channels_last included);
+        # sub-batch j is [:, j]
+        grouped = input.unflatten(0, (n // k, k))
+        dims = (0, *range(3, grouped.dim()))
+        mean, var = _group_statistics(grouped, dims)  # (k, C), biased variance
+        if self.track_running_stats and self.running_mean is not None:
             self.num_batches_tracked.add_(1)
             factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
                       else self.momentum)
-            mean, var = self.running_mean.repeat(k), self.running_var.repeat(k)
-        weight = self.weight.repeat(k) if self.weight is not None else None
-        bias = self.bias.repeat(k) if self.bias is not None else None
-        # (n, C, ...) -> (n/k, k*C, ...): channel block j holds rows j, j+k, j+2k, ...
-        grouped = input.reshape(n // k, k * c, *input.shape[2:])
-        out = F.batch_norm(grouped, mean, var, weight, bias, True, factor, self.eps)
-        if tracked:
-            self.running_mean.copy_(mean.view(k, c).mean(0))
-            self.running_var.copy_(var.view(k, c).mean(0))
-        return out.reshape(input.shape)
+            count = grouped.numel() // (k * c)  # values per sub-batch and channel
+            unbiased = var.mean(0).mul_(count / max(count - 1, 1))
+            self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
+            self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
+        scale = (var + self.eps).rsqrt_()
+        if self.weight is not None:
+            scale.mul_(self.weight)
+        shift = -mean * scale
+        if self.bias is not None:
+            shift.add_(self.bias)
+        shape = (1, k, c) + (1,) * (input.dim() - 2)
+        out = torch.empty_like(input)  # the input's dtype and memory layout
+        # one pass, computed in the statistics' dtype, written in the input's (no autograd:
+        # ShuffleBN encodes the keys without gradient)
+        target = out.unflatten(0, grouped.shape[:2])
+        torch.addcmul(shift.view(shape), grouped, scale.view(shape), out=target)
+        return out
+
+
+def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Per sub-batch and channel mean and biased variance over ``dims``, float32 or wider.
+
+    float32/float64 inputs: ``torch.var_mean`` (one pass). float16/bfloat16 inputs (autocast)
+    are not copied to float32: mean and mean square are accumulated in float32 and the
+    variance is ``E[x^2] - E[x]^2`` (clamped at 0), whose float32 cancellation error,
+    ``2^-24 (mean / std)^2`` relative, stays far below the input's own rounding.
+    """
+    if grouped.dtype in (torch.float32, torch.float64):
+        var, mean = torch.var_mean(grouped, dim=dims, correction=0)
+        return mean, var
+    count = grouped.numel() // (grouped.shape[1] * grouped.shape[2])
+    mean = grouped.mean(dims, dtype=torch.float32)
+    square = torch.linalg.vector_norm(grouped, 2, dims, dtype=torch.float32).square_().div_(count)
+    return mean, square.sub_(mean.square()).clamp_min_(0.0)
 
 
 def split_batch_norms(module: nn.Module) -> list[SplitBatchNorm]:
