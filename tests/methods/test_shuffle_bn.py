@@ -172,6 +172,21 @@ def test_low_precision_keys_match_the_float32_statistics(dtype):
     torch.testing.assert_close(layer.running_var, reference.running_var)
 
 
+def test_copied_buffers_skip_the_split_running_statistics():
+    # MomentumBranch's default "copy" policy replaces the target's buffers after every step:
+    # the split layers leave them alone, and after the step they are the online ones.
+    method = _build(SCE, shuffle_bn=4)
+    layers = [m for m in method.target.target.modules() if isinstance(m, SplitBatchNorm)]
+    assert layers and not any(m.update_running_stats for m in layers)
+    before = [m.running_mean.clone() for m in layers]
+    method.encode_target(_batch())
+    assert all(torch.equal(m.running_mean, b) for m, b in zip(layers, before, strict=True))
+    method.after_optimizer_step(STATE)
+    online = dict(method.target.online.named_buffers())
+    for name, buffer in method.target.target.named_buffers():
+        assert torch.equal(buffer, online[name]), name
+
+
 # --------------------------------------------------------------------------- (b) reference loop
 @pytest.mark.parametrize("cls", [MoCo, ReSSL, SCE])
 @pytest.mark.parametrize("groups", [1, 2, 4])

@@ -67,8 +67,12 @@ class MomentumContrast(ContrastiveMethod):
         super().__init__(momentum=momentum, queue_size=queue_size, **kwargs)
         self.symmetric = symmetric
         self.shuffle_bn = shuffle_bn
+        # The target's buffers are replaced by the online ones after every step ("copy"):
+        # the split layers then skip their running-statistics update.
         self.key_shuffle = (
-            ShuffleBN(self.target.target, shuffle_bn) if shuffle_bn is not None else None
+            ShuffleBN(self.target.target, shuffle_bn,
+                      running_stats=self.target.buffers_policy != "copy")
+            if shuffle_bn is not None else None
         )
 
     @torch.no_grad()

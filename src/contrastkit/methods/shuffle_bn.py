@@ -63,7 +63,8 @@ class SplitBatchNorm(_BatchNorm):
     sub-batch ``j``, normalised as ``y = (x - mean_j) / sqrt(var_j + eps) * weight + bias``
     with the mean and biased variance of sub-batch ``j`` (per channel, over its rows and
     spatial positions); the running statistics move towards the mean over sub-batches of the
-    usual update. ``splits = 1`` or eval mode: the wrapped layer's ordinary forward.
+    usual update (skipped when ``update_running_stats`` is False). ``splits = 1`` or eval
+    mode: the wrapped layer's ordinary forward.
 
     Args:
         source: the batch-norm layer to take over (``BatchNorm1d/2d/3d``).
@@ -77,6 +78,7 @@ class SplitBatchNorm(_BatchNorm):
         self.num_batches_tracked = source.num_batches_tracked
         self.train(source.training)
         self.splits = 1
+        self.update_running_stats = True
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() < 2:
@@ -95,7 +97,7 @@ class SplitBatchNorm(_BatchNorm):
         grouped = input.unflatten(0, (n // k, k))
         dims = (0, *range(3, grouped.dim()))
         mean, var = _group_statistics(grouped, dims)  # (k, C), biased variance
-        if self.track_running_stats and self.running_mean is not None:
+        if self.update_running_stats and self.track_running_stats and self.running_mean is not None:
             self.num_batches_tracked.add_(1)
             factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
                       else self.momentum)
@@ -103,12 +105,11 @@ class SplitBatchNorm(_BatchNorm):
             unbiased = var.mean(0).mul_(count / max(count - 1, 1))
             self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
             self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
-        scale = (var + self.eps).rsqrt_()
+        scale = var.add_(self.eps).rsqrt_()  # var is not used after this
         if self.weight is not None:
             scale.mul_(self.weight)
-        shift = -mean * scale
-        if self.bias is not None:
-            shift.add_(self.bias)
+        bias = self.bias if self.bias is not None else torch.zeros_like(mean)
+        shift = torch.addcmul(bias, mean, scale, value=-1.0)
         shape = (1, k, c) + (1,) * (input.dim() - 2)
         out = torch.empty_like(input)  # the input's dtype and memory layout
         # one pass, computed in the statistics' dtype, written in the input's (no autograd:
@@ -121,18 +122,12 @@ class SplitBatchNorm(_BatchNorm):
 def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Per sub-batch and channel mean and biased variance over ``dims``, float32 or wider.
 
-    float32/float64 inputs: ``torch.var_mean`` (one pass). float16/bfloat16 inputs (autocast)
-    are not copied to float32: mean and mean square are accumulated in float32 and the
-    variance is ``E[x^2] - E[x]^2`` (clamped at 0), whose float32 cancellation error,
-    ``2^-24 (mean / std)^2`` relative, stays far below the input's own rounding.
+    One ``torch.var_mean``; float16/bfloat16 activations (autocast) are cast to float32 first
+    (one more kernel), so the statistics are exact float32 ones, as cuDNN's batch norm keeps.
     """
-    if grouped.dtype in (torch.float32, torch.float64):
-        var, mean = torch.var_mean(grouped, dim=dims, correction=0)
-        return mean, var
-    count = grouped.numel() // (grouped.shape[1] * grouped.shape[2])
-    mean = grouped.mean(dims, dtype=torch.float32)
-    square = torch.linalg.vector_norm(grouped, 2, dims, dtype=torch.float32).square_().div_(count)
-    return mean, square.sub_(mean.square()).clamp_min_(0.0)
+    var, mean = torch.var_mean(grouped.to(torch.promote_types(grouped.dtype, torch.float32)),
+                               dim=dims, correction=0)
+    return mean, var
 
 
 def split_batch_norms(module: nn.Module) -> list[SplitBatchNorm]:
@@ -163,23 +158,31 @@ class ShuffleBN(nn.Module):
             :class:`SplitBatchNorm`.
         groups: ``G``, batch-norm groups of the global key batch (the ``shuffle_bn`` option).
         seed: seed of the permutation generator (default: ``torch.initial_seed()``).
+        running_stats: whether the split layers update their running statistics. False when
+            the EMA branch replaces the target's buffers by the online ones after every step
+            (MomentumBranch's ``copy`` policy): the update would be overwritten unread (about
+            ten operators per layer, each a kernel launch on a GPU).
 
     Raises:
         ValueError: if ``groups`` is not a positive int or ``encoder`` has no batch norm.
     """
 
-    def __init__(self, encoder: nn.Module, groups: int, seed: int | None = None) -> None:
+    def __init__(self, encoder: nn.Module, groups: int, seed: int | None = None,
+                 running_stats: bool = True) -> None:
         super().__init__()
         if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
             raise ValueError(
                 f"shuffle_bn must be a positive int (batch-norm groups of the global key batch) "
                 f"or null, got {groups!r}"
             )
-        if not split_batch_norms(encoder):
+        layers = split_batch_norms(encoder)
+        if not layers:
             raise ValueError(
                 "shuffle_bn is set but the target encoder has no batch-norm layer: there are no "
                 "batch statistics to shuffle; set shuffle_bn: null"
             )
+        for layer in layers:
+            layer.update_running_stats = running_stats
         self.groups = groups
         self.generator = torch.Generator()
         self.generator.manual_seed(torch.initial_seed() if seed is None else seed)
