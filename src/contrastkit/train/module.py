@@ -246,6 +246,8 @@ class PretrainModule(L.LightningModule):
         images, labels = batch[0], batch[1]
         with _full_precision(images):
             view = self.eval_view(images)
+        if self._channels_last:  # the training views' layout: a compiled backbone is reused
+            view = view.contiguous(memory_format=torch.channels_last)
         features = self.method.backbone(view)
         self._val_features.setdefault(dataloader_idx, []).append(features.float())
         self._val_labels.setdefault(dataloader_idx, []).append(labels)
