@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo demo-losses test lint bench repro-cpu repro-report clean-venv
+.PHONY: demo demo-losses test lint bench bench-gpu repro-cpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,3 +50,12 @@ repro-report: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# make bench-gpu [BENCH_OUT=folder]: the CUDA-only tests, then every figure of the GPU-speed goal
+# into BENCH_OUT/bench_gpu.json and bench_gpu.md (benchmarks/bench_gpu.py; < 10 min on one
+# GPU). On the GPU machine, which has no .venv: `source .carry/env.sh && make bench-gpu`
+# (../shared/gpu/README.md). On a CPU it runs at a small size and says so.
+BENCH_OUT ?= bench-gpu
+BENCH_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+bench-gpu:
+	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) benchmarks/bench_gpu.py --out $(BENCH_OUT)

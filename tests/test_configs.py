@@ -359,3 +359,14 @@ def test_former_temperature_class_paths_still_parse(tmp_path, class_path):
     path = _method_config(tmp_path, "SimCLR", f"      temperature: {{class_path: {class_path}}}\n")
     _, model, _ = _parse_and_build(path)
     assert type(model.method.temperature).__name__ == class_path.rpartition(".")[2]
+
+
+#: Configs meant for GPUs: the Part B runs and the paper recipes of SCE's D.1-D.3.
+GPU_CONFIGS = [p for p in CONFIGS if _ids([p])[0].startswith(("repro/gpu/", "sce/"))]
+
+
+@pytest.mark.parametrize("path", GPU_CONFIGS, ids=_ids(GPU_CONFIGS))
+def test_gpu_configs_autotune_cudnn_and_load_in_workers(path):
+    raw = yaml.safe_load(path.read_text())
+    assert raw["trainer"].get("benchmark") is True, path
+    assert raw["data"].get("num_workers", 0) >= 1, path

@@ -24,6 +24,7 @@ from contrastkit.distributed import (
     rank,
     world_size,
 )
+from contrastkit.hot_path import hot_path
 from contrastkit.methods.queue import MemoryQueue
 from gloo_harness import run_ranks
 
@@ -80,7 +81,26 @@ def _worker(rk: int) -> dict[str, Any]:
     out.update(_ddp_step(rk))
     out.update(_uneven(rk))
     out.update(_queue(rk))
+    out.update(_hot_path_gathers(rk))
     return out
+
+
+def _images(rk: int) -> Tensor:
+    g = torch.Generator().manual_seed(20 + rk)
+    return torch.randn(2, 3, 4, 5, generator=g).contiguous(memory_format=torch.channels_last)
+
+
+def _hot_path_gathers(rk: int) -> dict[str, Any]:
+    """The training step's gathers (equal sizes trusted): one output written by the collective;
+    a channels_last image batch stays channels_last."""
+    local = torch.randn(3, 4, generator=torch.Generator().manual_seed(30 + rk),
+                        requires_grad=True)
+    with hot_path():
+        images = gather_no_grad(_images(rk))
+        rows = gather_with_grad(local)
+    (rows * torch.arange(24.0).view(6, 4)).sum().backward()
+    return {"hot_images": images, "hot_images_cl": images.is_contiguous(
+        memory_format=torch.channels_last), "hot_rows": rows.detach(), "hot_grad": local.grad}
 
 
 def _ddp_step(rk: int) -> dict[str, Any]:
@@ -203,3 +223,16 @@ def test_two_ranks_queue_identical_on_both_ranks(two_ranks: list[dict[str, Any]]
             got = res[key]
             torch.testing.assert_close(got["keys"], want["keys"])
             assert int(got["ptr"]) == int(want["ptr"]) and int(got["filled"]) == 10
+
+
+def test_two_ranks_hot_path_gathers_write_once_and_keep_channels_last(
+        two_ranks: list[dict[str, Any]]) -> None:
+    images = torch.cat([_images(0), _images(1)])
+    rows = torch.cat([torch.randn(3, 4, generator=torch.Generator().manual_seed(30 + r))
+                      for r in (0, 1)])
+    weights = torch.arange(24.0).view(6, 4)
+    for rk, out in enumerate(two_ranks):
+        assert torch.equal(out["hot_images"], images) and out["hot_images_cl"]
+        assert torch.equal(out["hot_rows"], rows)
+        # the gradient of rank rk's rows: the sum over both ranks of its slice of the weights
+        torch.testing.assert_close(out["hot_grad"], 2 * weights[3 * rk:3 * rk + 3])

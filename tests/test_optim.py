@@ -80,6 +80,78 @@ def test_lars_single_step_by_hand() -> None:
     torch.testing.assert_close(pw.detach(), w1 - lr * (0.9 * d + d2), rtol=0, atol=1e-15)
 
 
+def _lars_loop_step(params, grads, bufs, lr, wd, eta, mom, adapt) -> None:
+    """One LARS step written parameter by parameter from the class docstring's formula."""
+    for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+        d = g + wd * p
+        w_norm, g_norm = p.norm(), g.norm()
+        if adapt and w_norm > 0 and g_norm > 0:
+            d = d * (eta * w_norm / (g_norm + wd * w_norm))
+        bufs[i] = d if bufs[i] is None or mom == 0 else mom * bufs[i] + d
+        p -= lr * bufs[i]
+
+
+@pytest.mark.parametrize("mom", [0.0, 0.9])
+def test_lars_multi_tensor_step_equals_the_parameter_loop(mom: float) -> None:
+    # Two groups (adapted with decay; excluded without), float32 and float64 parameters, a
+    # zero parameter (trust 1), a parameter without gradient: three steps.
+    g = torch.Generator().manual_seed(0)
+    shapes = [(4, 3), (3,), (2, 2, 2), (5,)]
+    start = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+    start[2].zero_()
+    params = [nn.Parameter(t.clone()) for t in start]
+    params[3].data = params[3].data.float()
+    frozen = nn.Parameter(torch.ones(2))
+    groups = [{"params": [params[0], params[2], params[3], frozen], "weight_decay": 0.05,
+               "lars_adapt": True},
+              {"params": [params[1]], "weight_decay": 0.0, "lars_adapt": False}]
+    opt = LARS(groups, lr=0.4, momentum=mom, eta=0.02)
+    reference = [p.detach().clone() for p in params]
+    bufs: list = [None] * 4
+    for step in range(3):
+        grads = [torch.randn(s, generator=g, dtype=torch.float64) for s in shapes]
+        grads[3] = grads[3].float()
+        for p, gr in zip(params, grads, strict=True):
+            p.grad = gr.clone()
+        opt.step()
+        adapted, plain = [0, 2, 3], [1]
+        for indices, wd, adapt in ((adapted, 0.05, True), (plain, 0.0, False)):
+            sub = [bufs[i] for i in indices]
+            _lars_loop_step([reference[i] for i in indices], [grads[i] for i in indices],
+                            sub, 0.4, wd, 0.02, mom, adapt)
+            for i, b in zip(indices, sub, strict=True):
+                bufs[i] = b
+        for i, (p, r) in enumerate(zip(params, reference, strict=True)):
+            torch.testing.assert_close(p.detach(), r, rtol=1e-6 if i == 3 else 1e-14,
+                                       atol=0, msg=f"step {step}, parameter {i}")
+    assert torch.equal(frozen.detach(), torch.ones(2))
+
+
+def test_lars_step_dispatches_a_fixed_number_of_operators() -> None:
+    """Multi-tensor operations: the operator count does not grow with the parameter count."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    counts = []
+    for n in (4, 40):
+        params = [nn.Parameter(torch.randn(3)) for _ in range(n)]
+        for p in params:
+            p.grad = torch.randn(3)
+        opt = LARS(params, lr=0.1, momentum=0.9, weight_decay=0.01)
+        opt.step()  # first step: the momentum buffers are created
+        Count.calls = 0
+        with Count():
+            opt.step()
+        counts.append(Count.calls)
+    assert counts[0] == counts[1] < 40, counts
+
+
 def test_lars_zero_norms_fall_back_to_trust_one() -> None:
     p = nn.Parameter(torch.zeros(2, 2, dtype=torch.float64))
     p.grad = torch.ones(2, 2, dtype=torch.float64)

@@ -131,10 +131,7 @@ def _all_gather_variable(tensor: Tensor) -> tuple[Tensor, list[int]]:
     """
     if in_hot_path():
         sizes = [tensor.shape[0]] * dist.get_world_size()
-        tensor = tensor.contiguous()
-        buckets = [torch.empty_like(tensor) for _ in sizes]
-        dist.all_gather(buckets, tensor)
-        return torch.cat(buckets, dim=0), sizes
+        return _all_gather_equal(tensor, len(sizes)), sizes
     sizes = _exchange_sizes(tensor)
     largest = max(sizes)
     tensor = tensor.contiguous()
@@ -147,6 +144,23 @@ def _all_gather_variable(tensor: Tensor) -> tuple[Tensor, list[int]]:
     dist.all_gather(buckets, padded)
     gathered = torch.cat([b[:n] for b, n in zip(buckets, sizes, strict=True)], dim=0)
     return gathered, sizes
+
+
+def _all_gather_equal(tensor: Tensor, processes: int) -> Tensor:
+    """Every rank's ``tensor`` (equal shapes) concatenated along dim 0, written once into one
+    output (no per-rank buffers to concatenate); a channels_last image batch stays
+    channels_last (each rank's rows are whole samples in either layout)."""
+    layout = torch.contiguous_format
+    if tensor.dim() == 4 and not tensor.is_contiguous() and tensor.is_contiguous(
+            memory_format=torch.channels_last):
+        layout = torch.channels_last
+    tensor = tensor.contiguous(memory_format=layout)
+    out = torch.empty((processes * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype,
+                      device=tensor.device, memory_format=layout)
+    # all_gather_single is the name of torch >= 2.13; all_gather_into_tensor before
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, tensor)
+    return out
 
 
 class _GatherWithGrad(torch.autograd.Function):

@@ -152,30 +152,45 @@ class LARS(Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            wd, eta, mom = group["weight_decay"], group["eta"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                if g.is_sparse:
-                    raise RuntimeError("LARS does not support sparse gradients")
-                d = g.add(p, alpha=wd) if wd != 0 else g.clone()
-                if group["lars_adapt"]:
-                    w_norm = torch.linalg.vector_norm(p)
-                    g_norm = torch.linalg.vector_norm(g)
-                    trust = eta * w_norm / (g_norm + wd * w_norm)
-                    ok = (w_norm > 0) & (g_norm > 0)
-                    d.mul_(torch.where(ok, trust, torch.ones_like(trust)))
-                if mom != 0:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = state["momentum_buffer"] = d.clone()
-                    else:
-                        buf.mul_(mom).add_(d)
-                    d = buf
-                p.add_(d, alpha=-group["lr"])
+            params = [p for p in group["params"] if p.grad is not None]
+            if any(p.grad.is_sparse for p in params):
+                raise RuntimeError("LARS does not support sparse gradients")
+            for same in _by_device_and_dtype(params):
+                self._update(same, group)
         return loss
+
+    def _update(self, params: list[Tensor], group: dict[str, Any]) -> None:
+        """The step of the class docstring for ``params`` (one device and dtype), in
+        multi-tensor (``torch._foreach_*``) operations: a few fused kernels on a GPU instead
+        of about ten per parameter, and no value read on the host."""
+        wd, eta, mom = group["weight_decay"], group["eta"], group["momentum"]
+        grads = [p.grad for p in params]
+        d = torch._foreach_add(grads, params, alpha=wd) if wd != 0 else torch._foreach_mul(
+            grads, 1.0)
+        if group["lars_adapt"]:
+            w_norm = torch.stack(torch._foreach_norm(params))
+            g_norm = torch.stack(torch._foreach_norm(grads))
+            trust = eta * w_norm / (g_norm + wd * w_norm)
+            ok = (w_norm > 0) & (g_norm > 0)
+            torch._foreach_mul_(d, list(torch.where(ok, trust, torch.ones_like(trust)).unbind(0)))
+        if mom != 0:
+            kept = [i for i, p in enumerate(params) if "momentum_buffer" in self.state[p]]
+            for p, step in zip(params, d, strict=True):  # v starts at 0, so v_1 = d
+                self.state[p].setdefault("momentum_buffer", step)  # d is this step's own
+            if kept:
+                bufs = [self.state[params[i]]["momentum_buffer"] for i in kept]
+                torch._foreach_mul_(bufs, mom)
+                torch._foreach_add_(bufs, [d[i] for i in kept])
+            d = [self.state[p]["momentum_buffer"] for p in params]
+        torch._foreach_add_(params, d, alpha=-group["lr"])
+
+
+def _by_device_and_dtype(params: list[Tensor]) -> list[list[Tensor]]:
+    """``params`` split by device and dtype (order kept): one foreach call per list."""
+    groups: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+    for p in params:
+        groups.setdefault((p.device, p.dtype), []).append(p)
+    return list(groups.values())
 
 
 def build_optimizer(

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import torch
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from contrastkit.methods import SCE, MoCo, ReSSL
 from contrastkit.methods.shuffle_bn import ShuffleBN, SplitBatchNorm
@@ -107,6 +108,83 @@ def test_each_key_is_normalised_with_its_own_groups_statistics(shape):
     torch.testing.assert_close(layer.running_mean, m * torch.stack(means).mean(0))
     torch.testing.assert_close(layer.running_var, (1 - m) + m * torch.stack(variances).mean(0))
     assert int(layer.num_batches_tracked) == 1
+
+
+# ----------------------------------------------------------------- memory layout, precision
+class Outputs4d(TorchDispatchMode):
+    """Records every operator that returns a 4-D tensor, with whether it is channels_last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, bool]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, Tensor) and out.dim() == 4 and out.shape[1] > 1:
+            self.seen.append((func.__name__,
+                              out.is_contiguous(memory_format=torch.channels_last)))
+        return out
+
+
+def test_keys_stay_channels_last_through_the_split_batch_norms():
+    # A ResNet key encoder in channels_last: no layer's activation goes back to NCHW (each
+    # would be a full copy, and the next convolution would convert it back).
+    method = SCE(shuffle_bn=4, backbone=BackboneSpec(name="resnet18", cifar_stem=True, width=8),
+                 projector=HeadSpec(hidden_dim=8, out_dim=6), queue_size=16).train()
+    method.to(torch.float64, memory_format=torch.channels_last)
+    plain = _split_free_copy(method)
+    x = _batch(8).contiguous(memory_format=torch.channels_last)
+    perm = _next_perm(method.key_shuffle, 8)
+    with Outputs4d() as mode:
+        keys = method.encode_target(x)
+    assert len(mode.seen) > 40  # convolutions, batch norms, activations of the ResNet
+    assert [name for name, cl in mode.seen if not cl] == []
+    torch.testing.assert_close(keys, _reference(plain, x, perm, 4))
+
+
+def _split_free_copy(method) -> nn.Module:
+    twin = copy.deepcopy(method.target.target)
+    for layer in twin.modules():
+        if isinstance(layer, SplitBatchNorm):
+            layer.splits = 1
+    return twin
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_keys_match_the_float32_statistics(dtype):
+    # Under autocast the activations are bf16/fp16: the statistics are accumulated in float32
+    # and the output rounded once, as a float32 batch norm of the same values rounded.
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(5)
+    bn.weight.data.uniform_(0.5, 2.0)
+    bn.bias.data.normal_()
+    layer = SplitBatchNorm(copy.deepcopy(bn))
+    layer.splits = 4
+    x = (torch.randn(16, 5, 6, 6) * 3 + 2).to(dtype)
+    reference = SplitBatchNorm(copy.deepcopy(bn))
+    reference.splits = 4
+    with torch.no_grad():
+        out, expected = layer(x), reference(x.float())
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), expected.to(dtype).float(), rtol=0,
+                               atol=2 * torch.finfo(dtype).eps * expected.abs().max().item())
+    torch.testing.assert_close(layer.running_mean, reference.running_mean)
+    torch.testing.assert_close(layer.running_var, reference.running_var)
+
+
+def test_copied_buffers_skip_the_split_running_statistics():
+    # MomentumBranch's default "copy" policy replaces the target's buffers after every step:
+    # the split layers leave them alone, and after the step they are the online ones.
+    method = _build(SCE, shuffle_bn=4)
+    layers = [m for m in method.target.target.modules() if isinstance(m, SplitBatchNorm)]
+    assert layers and not any(m.update_running_stats for m in layers)
+    before = [m.running_mean.clone() for m in layers]
+    method.encode_target(_batch())
+    assert all(torch.equal(m.running_mean, b) for m, b in zip(layers, before, strict=True))
+    method.after_optimizer_step(STATE)
+    online = dict(method.target.online.named_buffers())
+    for name, buffer in method.target.target.named_buffers():
+        assert torch.equal(buffer, online[name]), name
 
 
 # --------------------------------------------------------------------------- (b) reference loop

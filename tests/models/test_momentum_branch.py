@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from contrastkit.models import MomentumBranch, cosine_momentum
 
@@ -102,6 +103,43 @@ def test_buffers_ema_and_keep() -> None:
     )
     assert int(ema.target[1].num_batches_tracked) == 1  # integers are copied
     assert torch.equal(keep.target[1].running_mean, old)
+
+
+class ForeachCalls(TorchDispatchMode):
+    """Records the dtypes of the first tensor list of every ``_foreach_*`` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, set[torch.dtype]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.__name__.startswith("_foreach_"):
+            self.calls.append((func.__name__, {t.dtype for t in args[0]}))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("policy", ["copy", "ema"])
+def test_update_groups_foreach_calls_by_dtype(policy: str) -> None:
+    # float32 and float64 layers: weights and BN statistics of both dtypes, and the int64
+    # num_batches_tracked. One foreach call per dtype (a mixed list runs one GPU kernel per
+    # tensor); the result is the EMA formula.
+    online = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.Conv2d(4, 2, 1).double(),
+                           nn.BatchNorm2d(2).double())
+    branch = MomentumBranch(online, buffers=policy)
+    perturb(online)
+    expected = [0.5 * t + 0.5 * o
+                for t, o in zip(snapshot(branch.target), snapshot(online), strict=True)]
+    with ForeachCalls() as mode:
+        branch.update(0.5)
+    assert all(len(dtypes) == 1 for _, dtypes in mode.calls), mode.calls
+    per_call = sorted((name.split(".")[0], str(next(iter(d)))) for name, d in mode.calls)
+    buffers = {"copy": [("_foreach_copy_", "torch.float32"), ("_foreach_copy_", "torch.float64")],
+               "ema": [("_foreach_lerp_", "torch.float32"), ("_foreach_lerp_", "torch.float64")]}
+    assert per_call == sorted([("_foreach_copy_", "torch.int64"),
+                               ("_foreach_lerp_", "torch.float32"),
+                               ("_foreach_lerp_", "torch.float64"), *buffers[policy]])
+    for got, want in zip(snapshot(branch.target), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
 
 
 def test_target_mode_follows_branch_by_default() -> None:

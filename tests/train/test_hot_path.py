@@ -160,3 +160,64 @@ def test_progress_bar_reads_the_loss_on_logging_steps_only(tmp_path) -> None:
     cli, _ = build([*shown, "--trainer.enable_progress_bar", "false",
                     "--output", str(tmp_path / "b")])
     assert not any(isinstance(c, TQDMProgressBar) for c in cli.trainer.callbacks)
+
+
+def test_logged_values_are_computed_on_logging_steps_only(tmp_path, monkeypatch) -> None:
+    """The positive-pair cosines of SCE (a float temperature: only logged) are computed on
+    logging steps and nowhere else; numbers go to Lightning as CPU tensors (a Python number
+    would be copied to the device)."""
+    import contrastkit.methods.base as base
+    import contrastkit.methods.momentum_contrast as momentum_contrast
+    from contrastkit.train.module import PretrainModule
+
+    calls: list[int] = []
+    original = base.cosine_of_pairs
+
+    def counted(a, b):
+        calls.append(1)
+        return original(a, b)
+
+    for module in (base, momentum_contrast):
+        monkeypatch.setattr(module, "cosine_of_pairs", counted)
+    monkeypatch.setattr("contrastkit.methods.sce.cosine_of_pairs", counted, raising=False)
+    handed: list[tuple[str, object]] = []
+    log = PretrainModule.log
+
+    def recorded(self, name, value, *args, **kwargs):
+        handed.append((name, value))
+        return log(self, name, value, *args, **kwargs)
+
+    monkeypatch.setattr(PretrainModule, "log", recorded)
+    steps = {"1000": 0, "2": 2}  # 5 steps: logging steps 2 and 4
+    for every, expected in steps.items():
+        calls.clear()
+        settings = [*SETTINGS[:-2], "--trainer.log_every_n_steps", every]
+        cli, _ = build([*settings, *method_args("SCE", queue_size=32),
+                        "--output", str(tmp_path / every)])
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+        assert len(calls) == expected, every
+    train = [(n, v) for n, v in handed if n.startswith("train/")]
+    assert {n for n, _ in train} >= {"train/loss", "train/coeff", "train/momentum",
+                                      "train/positive_similarity"}
+    assert [n for n, v in train if not isinstance(v, torch.Tensor)] == []
+
+
+def test_progress_bar_refreshes_on_the_global_logging_steps(tmp_path) -> None:
+    """5 steps per epoch, a log every 3 steps: the bar reads the loss at global steps 3, 6, 9
+    (and at each epoch's end), not at batch 3 of every epoch."""
+    from contrastkit.train.logging import LoggingStepProgressBar
+
+    settings = [*SETTINGS[:-4], "--trainer.max_epochs", "2", "--trainer.log_every_n_steps", "3",
+                "--trainer.enable_progress_bar", "true"]
+    cli, _ = build([*settings, *method_args("SimCLR"), "--output", str(tmp_path / "run")])
+    bar = next(c for c in cli.trainer.callbacks if isinstance(c, LoggingStepProgressBar))
+    read_at: list[int] = []
+    get_metrics = bar.get_metrics
+
+    def recorded(trainer, module):
+        read_at.append(trainer.global_step)
+        return get_metrics(trainer, module)
+
+    bar.get_metrics = recorded
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert sorted(set(read_at)) == [3, 5, 6, 9, 10]

@@ -9,7 +9,7 @@ from pretrain_args import TINY, method_args
 from contrastkit.methods import SCE, SimCLR
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
-from contrastkit.train.cli import pretrain
+from contrastkit.train.cli import build, pretrain
 from contrastkit.train.performance import compile_encoders, use_channels_last
 from contrastkit.train.specs import PerformanceSpec
 
@@ -62,6 +62,21 @@ def test_pretrain_runs_channels_last_on_cpu(tmp_path) -> None:
     weight = next(p for p in cli.model.method.backbone.parameters() if p.dim() == 4)
     assert weight.is_contiguous(memory_format=torch.channels_last)
     assert torch.isfinite(cli.trainer.callback_metrics["train/loss"])
+
+
+def test_validation_views_are_channels_last_too(tmp_path) -> None:
+    """The kNN monitor's views have the training views' layout (a compiled backbone would
+    otherwise recompile for them)."""
+    cli, _ = build([*TINY, *method_args("SimCLR"), "--output", str(tmp_path / "r"),
+                    "--trainer.max_epochs", "1", "--model.performance.channels_last", "true"])
+    layouts: list[tuple[bool, bool]] = []
+    backbone = cli.model.method.backbone
+    backbone.register_forward_pre_hook(lambda module, args: layouts.append(
+        (module.training, args[0].is_contiguous(memory_format=torch.channels_last))))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    evaluated = [cl for training, cl in layouts if not training]
+    assert evaluated and all(evaluated), layouts
+    assert all(cl for training, cl in layouts if training)
 
 
 @pytest.mark.slow

@@ -70,18 +70,42 @@ CHUNK_PIXELS = 1 << 18
 
 @contextmanager
 def exact_float32() -> Iterator[None]:
-    """Full float32 products inside (TF32 off for matmuls and cuDNN, restored after).
+    """Full float32 products inside (no TF32 or bf16 for matmuls and convolutions).
 
     The colour jitter and the blur are matrix products and an identity kernel must leave a
     pixel exactly as it is; with TF32 (e.g. ``torch.set_float32_matmul_precision("high")``) a
     GPU would round every product to 10 mantissa bits. Only host flags are touched.
+
+    The guard reads, sets and restores the per-backend ``fp32_precision`` settings (the API of
+    torch >= 2.9) and never the legacy ``allow_tf32`` flags: mixing the two leaves a state in
+    which ``torch.get_float32_matmul_precision()`` raises. Each setting gets back exactly the
+    value it had, whichever API the user set it with. On an older torch, which has only the
+    legacy flags, those are saved and restored instead.
     """
-    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if not hasattr(torch.backends.cudnn, "conv"):  # torch < 2.9: the legacy flags only
+        matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+        return
+    saved = [(setting, setting.fp32_precision) for setting in _fp32_settings()]
+    for setting, _ in saved:
+        setting.fp32_precision = "ieee"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+        for setting, value in saved:
+            setting.fp32_precision = value
+
+
+def _fp32_settings() -> tuple[object, ...]:
+    """The settings :func:`exact_float32` pins to IEEE float32: cuBLAS matmuls and cuDNN
+    convolutions (TF32 on Ampere and later), oneDNN matmuls and convolutions (bf16 or TF32 on
+    CPUs that have them, e.g. after ``set_float32_matmul_precision("medium")``)."""
+    backends = torch.backends
+    return backends.cuda.matmul, backends.cudnn.conv, backends.mkldnn.matmul, backends.mkldnn.conv
 
 
 def check_batch(x: object) -> None:

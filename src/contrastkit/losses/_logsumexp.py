@@ -20,9 +20,10 @@ temperature and takes the log-sum-exp in place on that one N x M buffer; backwar
 per-row factor of the softmax gradient to the small (N, D) side, so for a float temperature it
 makes no N x M pass at all, and folds the normalisation Jacobian into the (M, D) gradient in
 place. Masked entries hold ``-inf``; they are never a whole row (every anchor keeps at least
-one negative), so the row maximum is finite and no NaN appears. Under float16/bfloat16
-autocast the products run in low precision but the logits are up-cast to float32 before any
-exponential or reduction.
+one negative), so the row maximum is finite and no NaN appears. The inputs are float32 or
+wider (:func:`._normalize.at_least_float32`); forward and backward run with autocast off, so the
+logits, their products and every reduction stay in that dtype inside a float16/bfloat16
+autocast region.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from torch.autograd.function import once_differentiable
 
 from contrastkit.losses._hard_negatives import hard_mask_
 from contrastkit.losses._normalize import (
-    compute_dtype,
+    autocast_off,
     inverse_norms,
     normalize_backward_,
     rowdot,
@@ -64,8 +65,8 @@ def call_temperature(temperature_fn: Callable[[Tensor], Tensor], sim: Tensor) ->
 
 def _cosine_logits(anchors: Tensor, cands: Candidates) -> Tensor:
     """``anchors @ normalize(cands).T`` as one product and one in-place column scaling."""
-    logits = anchors @ cands.rows.T
-    logits = logits.to(compute_dtype(logits.dtype))  # no copy unless low precision
+    with autocast_off(anchors):
+        logits = anchors @ cands.rows.T
     return logits.mul_(inverse_norms(cands.norms).to(logits.dtype))
 
 
@@ -121,12 +122,6 @@ def negative_lse(
     )
 
 
-def _autocast_dtype(device_type: str) -> torch.dtype | None:
-    if torch.is_autocast_enabled(device_type):
-        return torch.get_autocast_dtype(device_type)
-    return None
-
-
 class _NegativeLogSumExp(torch.autograd.Function):
     """Fused ``(lse, wdot)`` of ``anchors @ normalize(candidates).T`` (see negative_lse)."""
 
@@ -156,7 +151,6 @@ class _NegativeLogSumExp(torch.autograd.Function):
             exp.mul_(inverse_norms(norms).to(exp.dtype))
         ctx.save_for_backward(anchors, rows, norms)
         ctx.exp, ctx.total, ctx.tau, ctx.target = exp, total, tau, target
-        ctx.amp_dtype = _autocast_dtype(anchors.device.type)
         return lse, wdot
 
     @staticmethod
@@ -175,14 +169,8 @@ class _NegativeLogSumExp(torch.autograd.Function):
             if ctx.tau is not None:
                 scaled.div_(ctx.tau)  # the temperature is a constant for the gradient
             scaled.mul_(inverse_norms(norms).to(scaled.dtype))
-        if ctx.amp_dtype is None:
-            scaled = scaled.to(anchors.dtype)  # e.g. float16 inputs without autocast
         grad_anchors = grad_rows = None
-        with torch.autocast(
-            anchors.device.type,
-            dtype=ctx.amp_dtype or torch.bfloat16,
-            enabled=ctx.amp_dtype is not None,
-        ):
+        with autocast_off(anchors):
             if ctx.needs_input_grad[0]:
                 grad_anchors = scaled @ rows
                 if ctx.plain:
@@ -190,8 +178,6 @@ class _NegativeLogSumExp(torch.autograd.Function):
             if ctx.needs_input_grad[1]:
                 right = anchors * row_scale.to(anchors.dtype) if ctx.plain else anchors
                 grad_rows = scaled.T @ right
-        if grad_anchors is not None:
-            grad_anchors = grad_anchors.to(anchors.dtype)
         if grad_rows is not None:
-            grad_rows = normalize_backward_(grad_rows.to(rows.dtype), rows, norms)
+            grad_rows = normalize_backward_(grad_rows, rows, norms)
         return grad_anchors, grad_rows, None, None, None, None, None

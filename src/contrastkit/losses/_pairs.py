@@ -20,7 +20,12 @@ from contrastkit.checks import (
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, call_temperature
-from contrastkit.losses._normalize import checked_norms, compute_dtype, normalize_checked, rowdot
+from contrastkit.losses._normalize import (
+    at_least_float32,
+    checked_norms,
+    normalize_checked,
+    rowdot,
+)
 
 
 def check_same_dtype(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
@@ -46,7 +51,8 @@ class Pairs:
 def prepare_pairs(query: Tensor, key: Tensor, negatives: Tensor | None) -> Pairs:
     """Validate query/key (and optional negatives); normalise query and key.
 
-    In-batch (``negatives`` None) the negatives of anchor i are the keys j != i.
+    In-batch (``negatives`` None) the negatives of anchor i are the keys j != i. float16/bfloat16
+    inputs are cast to float32 (the loss computes in float32 or wider, :mod:`._normalize`).
 
     Raises:
         ValueError: on bad shapes, NaN/Inf, mixed dtypes, or a batch of one without
@@ -62,6 +68,8 @@ def prepare_pairs(query: Tensor, key: Tensor, negatives: Tensor | None) -> Pairs
         check_embedding_layout("negatives", negatives)
         check_same_dim("query", query, "negatives", negatives)
         check_same_dtype("query", query, "negatives", negatives)
+        negatives = at_least_float32(negatives)
+    query, key = at_least_float32(query), at_least_float32(key)
     query_hat, _ = normalize_checked("query", query)
     key_hat, key_norms = normalize_checked("key", key)
     if negatives is None:
@@ -74,9 +82,8 @@ def positive_logits(
     query: Tensor, key: Tensor, temperature: float | Tensor | Callable[[Tensor], Tensor]
 ) -> Tensor:
     """Row-wise ``(query_i . key_i) / tau`` for normalised inputs; ``tau`` a float (or 0-d
-    tensor) or a function of the detached similarity. Shape (N,), float32 or wider."""
+    tensor) or a function of the detached similarity. Shape (N,), in the inputs' dtype."""
     sim = rowdot(query, key)
-    sim = sim.to(compute_dtype(sim.dtype))
     if callable(temperature):
         return sim / call_temperature(temperature, sim.detach())
     return sim / temperature

@@ -29,7 +29,7 @@ from contrastkit.checks import (
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, negative_lse
-from contrastkit.losses._normalize import normalize_checked
+from contrastkit.losses._normalize import at_least_float32, normalize_checked
 from contrastkit.losses._pairs import check_same_dtype, positive_logits, prepare_pairs
 from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
@@ -89,6 +89,7 @@ def _view_logits(z1: Tensor, z2: Tensor, temperature: Temperature) -> tuple[Tens
     check_same_shape("z1", z1, "z2", z2)
     check_same_dtype("z1", z1, "z2", z2)
     check_batch_has_negatives("z1", z1)
+    z1, z2 = at_least_float32(z1), at_least_float32(z2)
     (z1_hat, norms1), (z2_hat, norms2) = normalize_checked("z1", z1), normalize_checked("z2", z2)
     pos_t, neg_t = split_temperature(temperature)
     n = z1.shape[0]

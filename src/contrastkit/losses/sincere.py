@@ -47,11 +47,11 @@ Choices made where the paper leaves room (each is tested in ``tests/losses/test_
 
 Numerics: one ``M × M`` similarity product, log-sum-exp everywhere, masks filled with the most
 negative finite value of the computation dtype (never ``-inf`` or ``-1e9``). Float16/bfloat16
-*inputs* are cast to float32 first (the loss is returned in float32); under autocast the
-similarity matmul runs in the autocast dtype and its result is cast back to float32 before the
-log-sum-exps, so everything stays finite. SINCERE needs, for each pair
-``(S, p)``, a log-sum-exp over ``{p} ∪ N(S)``: the noise part is reduced once per anchor and
-combined with each positive by ``logaddexp``, so memory stays ``O(M²)``.
+*inputs* are cast to float32 first (the loss is returned in float32), and the similarity matmul
+runs with autocast off, so inside an autocast region it is float32 too, like everything else.
+SINCERE needs, for each pair ``(S, p)``, a log-sum-exp over ``{p} ∪ N(S)``: the noise part is
+reduced once per anchor and combined with each positive by ``logaddexp``, so memory stays
+``O(M²)``.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from contrastkit.checks import (
     check_temperature_value,
 )
 from contrastkit.hot_path import in_hot_path
+from contrastkit.losses._normalize import at_least_float32, autocast_off
 
 __all__ = [
     "EpsSupInfoNCELoss",
@@ -110,16 +111,14 @@ def _flatten_views(features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
             f"features holds {features.shape[0]} sample(s): a supervised contrastive loss "
             "needs at least 2"
         )
-    # float16/bfloat16 inputs are computed in float32 (exact cast); autocast still lowers the matmul
-    features = features.to(torch.promote_types(features.dtype, torch.float32))
+    features = at_least_float32(features)  # float16/bfloat16: an exact cast
     return F.normalize(features, dim=-1), labels
 
 
 def _scaled_similarities(z: Tensor, temperature: float) -> Tensor:
-    """Return ``z zᵀ / τ`` in at least float32 (the matmul itself may run under autocast)."""
-    sim = z @ z.T
-    dtype = torch.promote_types(sim.dtype, torch.float32)
-    return sim.to(dtype) / temperature
+    """Return ``z zᵀ / τ`` in ``z``'s dtype (float32 or wider), also inside autocast."""
+    with autocast_off(z):
+        return (z @ z.T) / temperature
 
 
 def _masked_logsumexp(logits: Tensor, mask: Tensor) -> Tensor:

@@ -19,6 +19,7 @@ turned into what the loss gets at each step by :meth:`ContrastiveMethod.temperat
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -35,7 +36,12 @@ from contrastkit.losses.dystress import (
 from contrastkit.methods.queue import MemoryQueue
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 from contrastkit.models.momentum import MomentumBranch, cosine_momentum
-from contrastkit.schedules import ScheduleState
+from contrastkit.schedules import Schedule, ScheduleState
+
+#: A value to log: a number, a 0-d tensor, or a function computing one. The engine calls the
+#: functions on logging steps only (``trainer.log_every_n_steps``), so a value that is only
+#: logged costs nothing on the other steps.
+Loggable = Tensor | float | Callable[[], Tensor]
 
 #: Constructor options that ``temperature`` and ``target_temperature`` replaced, with what to
 #: do instead: a config that still sets one fails on it as an unknown option, then this hint.
@@ -58,12 +64,12 @@ class StepOutput:
         loss: scalar training loss (gradient flows to the online encoder).
         features: detached backbone features of the first view, local to this process
             (for the online linear classifier).
-        logs: scalar tensors to log (e.g. the current temperature).
+        logs: values to log (e.g. the current temperature), see :data:`Loggable`.
     """
 
     loss: Tensor
     features: Tensor
-    logs: dict[str, Tensor | float] = field(default_factory=dict)
+    logs: dict[str, Loggable] = field(default_factory=dict)
 
 
 class ContrastiveMethod(nn.Module, ABC):
@@ -206,15 +212,18 @@ class ContrastiveMethod(nn.Module, ABC):
         return value
 
     def temperature_at(
-        self, state: ScheduleState, positive: Tensor | None = None
+        self, state: ScheduleState, pair: tuple[Tensor, Tensor] | None = None
     ) -> float | Tensor | SimilarityTemperature | PairTemperature:
         """What the loss gets as temperature at ``state``
         (:func:`~contrastkit.losses.dystress.resolve_temperature` of ``self.temperature``).
 
-        ``positive``: detached cosine similarities of the positive pairs, for
-        alignment-adaptive schedules (MACL), whose value is then a 0-d tensor on the
-        embeddings' device.
+        ``pair``: the embeddings of the positive pairs (rows of two tensors), whose detached
+        cosine similarities alignment-adaptive schedules (MACL) read; their value is then a 0-d
+        tensor on the embeddings' device. The similarities are computed for a schedule only.
         """
+        positive = None
+        if pair is not None and isinstance(self.temperature, Schedule):
+            positive = cosine_of_pairs(*pair)
         return resolve_temperature(self.temperature, state, positive)
 
     def queue_negatives(self) -> Tensor | None:

@@ -7,7 +7,7 @@ The baseline of Denize et al. 2023 (SCE, Table 6); the loss is their eq. 3
 from __future__ import annotations
 
 from contrastkit.losses import Temperature, info_nce
-from contrastkit.methods.base import cosine_of_pairs, loggable
+from contrastkit.methods.base import loggable
 from contrastkit.methods.momentum_contrast import MomentumContrast
 
 
@@ -28,5 +28,5 @@ class MoCo(MomentumContrast):
         super().__init__(temperature=temperature, **kwargs)
 
     def pair_loss(self, query, key, negatives, state):
-        t = self.temperature_at(state, cosine_of_pairs(query, key))
+        t = self.temperature_at(state, (query, key))
         return info_nce(query, key, negatives, temperature=t), loggable(temperature=t)

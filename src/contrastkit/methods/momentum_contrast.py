@@ -67,8 +67,12 @@ class MomentumContrast(ContrastiveMethod):
         super().__init__(momentum=momentum, queue_size=queue_size, **kwargs)
         self.symmetric = symmetric
         self.shuffle_bn = shuffle_bn
+        # The target's buffers are replaced by the online ones after every step ("copy"):
+        # the split layers then skip their running-statistics update.
         self.key_shuffle = (
-            ShuffleBN(self.target.target, shuffle_bn) if shuffle_bn is not None else None
+            ShuffleBN(self.target.target, shuffle_bn,
+                      running_stats=self.target.buffers_policy != "copy")
+            if shuffle_bn is not None else None
         )
 
     @torch.no_grad()
@@ -99,17 +103,21 @@ class MomentumContrast(ContrastiveMethod):
             if in_batch_global:
                 query = gather_with_grad(query)
             # Under bf16/fp16 autocast the projections are low precision while the queue
-            # stores float32 rows: compare in the projections' dtype, as autocast would.
-            bank = negatives.to(query.dtype) if negatives is not None else None
+            # stores float32 rows: the loss computes in float32 (exact casts of the
+            # projections; the queue is not rounded to bf16).
+            dtype = torch.promote_types(query.dtype, torch.float32)
+            query = query.to(dtype)
+            bank = negatives.to(dtype) if negatives is not None else None
             for ki, key in keys.items():
                 if qi != ki:
                     key = gather_no_grad(key) if in_batch_global else key
-                    loss, logs = self.pair_loss(query, key.to(query.dtype), bank, state)
+                    loss, logs = self.pair_loss(query, key.to(dtype), bank, state)
                     losses.append(loss)
         if self.queue is not None:
             self.queue.stage(torch.cat([keys[i] for i in key_views]))
         features, query0 = encoded[0]
-        logs["positive_similarity"] = cosine_of_pairs(query0, keys[1]).mean()
+        key1 = keys[1]
+        logs["positive_similarity"] = lambda: cosine_of_pairs(query0, key1).mean()
         return StepOutput(loss=torch.stack(losses).mean(), features=features.detach(), logs=logs)
 
 

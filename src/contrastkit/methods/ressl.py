@@ -8,7 +8,7 @@ The relational baseline of Denize et al. 2023 (SCE), whose eqs. 4-6 give the los
 from __future__ import annotations
 
 from contrastkit.losses import Temperature, resolve_temperature, ressl
-from contrastkit.methods.base import cosine_of_pairs, loggable
+from contrastkit.methods.base import loggable
 from contrastkit.methods.momentum_contrast import MomentumContrast
 from contrastkit.schedules import Schedule
 
@@ -35,7 +35,7 @@ class ReSSL(MomentumContrast):
                                                            target_temperature)
 
     def pair_loss(self, query, key, negatives, state):
-        t = self.temperature_at(state, cosine_of_pairs(query, key))
+        t = self.temperature_at(state, (query, key))
         tm = resolve_temperature(self.target_temperature, state)
         loss = ressl(query, key, negatives, temperature=t, target_temperature=tm)
         return loss, loggable(temperature=t, target_temperature=tm)

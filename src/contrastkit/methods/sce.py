@@ -8,7 +8,7 @@ weighted freely (eq. 11, Table 3).
 from __future__ import annotations
 
 from contrastkit.losses import Temperature, resolve_temperature, sce, sce_terms
-from contrastkit.methods.base import cosine_of_pairs, loggable
+from contrastkit.methods.base import loggable
 from contrastkit.methods.momentum_contrast import MomentumContrast
 from contrastkit.schedules import Schedule
 
@@ -50,7 +50,7 @@ class SCE(MomentumContrast):
         self.free_coefficients = free_coefficients
 
     def pair_loss(self, query, key, negatives, state):
-        t = self.temperature_at(state, cosine_of_pairs(query, key))
+        t = self.temperature_at(state, (query, key))
         tm = resolve_temperature(self.target_temperature, state)
         coeff = float(self.coeff_schedule(state)) if self.coeff_schedule else self.coeff
         logs = loggable(temperature=t, target_temperature=tm, coeff=coeff)

@@ -23,10 +23,11 @@ groups depends only on ``G`` and ``p``, not on ``W``, so a run on 1 or 2 process
 Virtual devices: the target's batch-norm layers are replaced, once, by :class:`SplitBatchNorm`
 (same parameters and buffers, so checkpoints and the EMA update are unchanged). A process's
 ``k`` groups are laid out interleaved (row ``i*k + j`` is the ``i``-th sample of its group
-``j``) so that one ``batch_norm`` call over ``(b/k, k*C, ...)`` normalises every group with its
-own statistics. Running statistics (used only in eval mode, and replaced at every EMA update
-by the online ones under MomentumBranch's default ``copy`` buffer policy) move towards the mean
-of the groups' statistics.
+``j``): the batch viewed as ``(b/k, k, C, ...)`` (a view in any memory layout, so a
+channels_last activation stays channels_last and nothing is copied) gives every group's
+statistics in one reduction and its normalisation in one pass. Running statistics (used only
+in eval mode, and replaced at every EMA update by the online ones under MomentumBranch's
+default ``copy`` buffer policy) move towards the mean of the groups' statistics.
 
 Permutations: ``torch.randperm(N, generator=self.generator)`` on a CPU generator seeded with
 ``torch.initial_seed()`` when the method is built (the run's seed), copied from rank 0 to every
@@ -39,7 +40,6 @@ memory without blocking.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -63,7 +63,8 @@ class SplitBatchNorm(_BatchNorm):
     sub-batch ``j``, normalised as ``y = (x - mean_j) / sqrt(var_j + eps) * weight + bias``
     with the mean and biased variance of sub-batch ``j`` (per channel, over its rows and
     spatial positions); the running statistics move towards the mean over sub-batches of the
-    usual update. ``splits = 1`` or eval mode: the wrapped layer's ordinary forward.
+    usual update (skipped when ``update_running_stats`` is False). ``splits = 1`` or eval
+    mode: the wrapped layer's ordinary forward.
 
     Args:
         source: the batch-norm layer to take over (``BatchNorm1d/2d/3d``).
@@ -77,6 +78,7 @@ class SplitBatchNorm(_BatchNorm):
         self.num_batches_tracked = source.num_batches_tracked
         self.train(source.training)
         self.splits = 1
+        self.update_running_stats = True
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() < 2:
@@ -90,23 +92,42 @@ class SplitBatchNorm(_BatchNorm):
         n, c = input.shape[:2]
         if n % k:
             raise ValueError(f"batch of {n} rows cannot be split into {k} equal sub-batches")
-        tracked = self.track_running_stats and self.running_mean is not None
-        factor = 0.0
-        mean = var = None
-        if tracked:
+        # (n, C, ...) -> (n/k, k, C, ...): a view in any memory layout (channels_last included);
+        # sub-batch j is [:, j]
+        grouped = input.unflatten(0, (n // k, k))
+        dims = (0, *range(3, grouped.dim()))
+        mean, var = _group_statistics(grouped, dims)  # (k, C), biased variance
+        if self.update_running_stats and self.track_running_stats and self.running_mean is not None:
             self.num_batches_tracked.add_(1)
             factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
                       else self.momentum)
-            mean, var = self.running_mean.repeat(k), self.running_var.repeat(k)
-        weight = self.weight.repeat(k) if self.weight is not None else None
-        bias = self.bias.repeat(k) if self.bias is not None else None
-        # (n, C, ...) -> (n/k, k*C, ...): channel block j holds rows j, j+k, j+2k, ...
-        grouped = input.reshape(n // k, k * c, *input.shape[2:])
-        out = F.batch_norm(grouped, mean, var, weight, bias, True, factor, self.eps)
-        if tracked:
-            self.running_mean.copy_(mean.view(k, c).mean(0))
-            self.running_var.copy_(var.view(k, c).mean(0))
-        return out.reshape(input.shape)
+            count = grouped.numel() // (k * c)  # values per sub-batch and channel
+            unbiased = var.mean(0).mul_(count / max(count - 1, 1))
+            self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
+            self.running_var.lerp_(unbiased.to(self.running_var.dtype), factor)
+        scale = var.add_(self.eps).rsqrt_()  # var is not used after this
+        if self.weight is not None:
+            scale.mul_(self.weight)
+        bias = self.bias if self.bias is not None else torch.zeros_like(mean)
+        shift = torch.addcmul(bias, mean, scale, value=-1.0)
+        shape = (1, k, c) + (1,) * (input.dim() - 2)
+        out = torch.empty_like(input)  # the input's dtype and memory layout
+        # one pass, computed in the statistics' dtype, written in the input's (no autograd:
+        # ShuffleBN encodes the keys without gradient)
+        target = out.unflatten(0, grouped.shape[:2])
+        torch.addcmul(shift.view(shape), grouped, scale.view(shape), out=target)
+        return out
+
+
+def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Per sub-batch and channel mean and biased variance over ``dims``, float32 or wider.
+
+    One ``torch.var_mean``; float16/bfloat16 activations (autocast) are cast to float32 first
+    (one more kernel), so the statistics are exact float32 ones, as cuDNN's batch norm keeps.
+    """
+    var, mean = torch.var_mean(grouped.to(torch.promote_types(grouped.dtype, torch.float32)),
+                               dim=dims, correction=0)
+    return mean, var
 
 
 def split_batch_norms(module: nn.Module) -> list[SplitBatchNorm]:
@@ -137,23 +158,31 @@ class ShuffleBN(nn.Module):
             :class:`SplitBatchNorm`.
         groups: ``G``, batch-norm groups of the global key batch (the ``shuffle_bn`` option).
         seed: seed of the permutation generator (default: ``torch.initial_seed()``).
+        running_stats: whether the split layers update their running statistics. False when
+            the EMA branch replaces the target's buffers by the online ones after every step
+            (MomentumBranch's ``copy`` policy): the update would be overwritten unread (about
+            ten operators per layer, each a kernel launch on a GPU).
 
     Raises:
         ValueError: if ``groups`` is not a positive int or ``encoder`` has no batch norm.
     """
 
-    def __init__(self, encoder: nn.Module, groups: int, seed: int | None = None) -> None:
+    def __init__(self, encoder: nn.Module, groups: int, seed: int | None = None,
+                 running_stats: bool = True) -> None:
         super().__init__()
         if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
             raise ValueError(
                 f"shuffle_bn must be a positive int (batch-norm groups of the global key batch) "
                 f"or null, got {groups!r}"
             )
-        if not split_batch_norms(encoder):
+        layers = split_batch_norms(encoder)
+        if not layers:
             raise ValueError(
                 "shuffle_bn is set but the target encoder has no batch-norm layer: there are no "
                 "batch statistics to shuffle; set shuffle_bn: null"
             )
+        for layer in layers:
+            layer.update_running_stats = running_stats
         self.groups = groups
         self.generator = torch.Generator()
         self.generator.manual_seed(torch.initial_seed() if seed is None else seed)

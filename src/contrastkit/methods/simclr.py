@@ -67,8 +67,7 @@ class SimCLR(ContrastiveMethod):
         f1, z1 = self.encode(views[0])
         _, z2 = self.encode(views[1])
         z1, z2 = gather_with_grad(z1), gather_with_grad(z2)
-        positive = cosine_of_pairs(z1, z2)
-        t = self.temperature_at(state, positive)
+        t = self.temperature_at(state, (z1, z2))
         if self.loss_name == "nt_xent":
             loss = nt_xent(z1, z2, temperature=t)
         elif self.loss_name == "dcl":
@@ -80,5 +79,6 @@ class SimCLR(ContrastiveMethod):
                 hard_contrastive(z1, z2, temperature=t, num_hard=self.num_hard)
                 + hard_contrastive(z2, z1, temperature=t, num_hard=self.num_hard)
             )
-        logs = loggable(temperature=t, positive_similarity=positive.mean())
+        logs = {**loggable(temperature=t),
+                "positive_similarity": lambda: cosine_of_pairs(z1, z2).mean()}
         return StepOutput(loss=loss, features=f1.detach(), logs=logs)

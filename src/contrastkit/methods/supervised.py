@@ -60,13 +60,13 @@ class SupervisedContrastive(ContrastiveMethod):
         _, z2 = self.encode(views[1])
         z = gather_with_grad(torch.stack([z1, z2], dim=1))
         y = gather_no_grad(labels)
-        positive = cosine_of_pairs(z[:, 0], z[:, 1])
-        t = self.temperature_at(state, positive)
+        t = self.temperature_at(state, (z[:, 0], z[:, 1]))
         if self.loss_name == "sincere":
             loss = sincere(z, y, temperature=t)
         elif self.loss_name == "supcon":
             loss = supcon(z, y, temperature=t)
         else:
             loss = eps_supinfonce(z, y, temperature=t, epsilon=self.epsilon)
-        return StepOutput(loss=loss, features=f1.detach(),
-                          logs=loggable(temperature=t, positive_similarity=positive.mean()))
+        logs = {**loggable(temperature=t),
+                "positive_similarity": lambda: cosine_of_pairs(z[:, 0], z[:, 1]).mean()}
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs)

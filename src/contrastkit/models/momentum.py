@@ -118,8 +118,9 @@ class MomentumBranch(nn.Module):
                 f"online has {len(o_params)} parameters, target {len(t_params)}: "
                 "the online module changed structure after the branch was built"
             )
-        if t_params:  # one fused multi-tensor kernel: t + (1 - m) (o - t) = m t + (1 - m) o
-            torch._foreach_lerp_(t_params, o_params, 1.0 - m)
+        if t_params:  # fused multi-tensor kernels: t + (1 - m) (o - t) = m t + (1 - m) o
+            for t_group, o_group in _same_dtype_groups(t_params, o_params):
+                torch._foreach_lerp_(t_group, o_group, 1.0 - m)
         if self.buffers_policy != "keep":
             self._update_buffers(m)
 
@@ -140,7 +141,24 @@ class MomentumBranch(nn.Module):
             else:
                 copy_t.append(t)
                 copy_o.append(o)
-        if copy_t:
-            torch._foreach_copy_(copy_t, copy_o)
-        if float_t:
-            torch._foreach_lerp_(float_t, float_o, 1.0 - m)
+        for t_group, o_group in _same_dtype_groups(copy_t, copy_o):
+            torch._foreach_copy_(t_group, o_group)
+        for t_group, o_group in _same_dtype_groups(float_t, float_o):
+            torch._foreach_lerp_(t_group, o_group, 1.0 - m)
+
+
+def _same_dtype_groups(
+    targets: list[torch.Tensor], sources: list[torch.Tensor]
+) -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+    """``(targets, sources)`` pairs split by the target's device and dtype (order kept).
+
+    A ``torch._foreach_*`` call over tensors of one device and dtype runs as a few fused
+    kernels on a GPU; a list that mixes them (BN's float32 statistics and int64
+    ``num_batches_tracked``) falls back to one kernel per tensor.
+    """
+    groups: dict[tuple[torch.device, torch.dtype], tuple[list, list]] = {}
+    for t, o in zip(targets, sources, strict=True):
+        group = groups.setdefault((t.device, t.dtype), ([], []))
+        group[0].append(t)
+        group[1].append(o)
+    return list(groups.values())

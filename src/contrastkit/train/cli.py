@@ -22,7 +22,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from contrastkit.methods.base import RETIRED_OPTIONS
@@ -43,6 +43,7 @@ from contrastkit.train.callbacks import (
     latest_checkpoint,
 )
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
+from contrastkit.train.logging import LoggingStepProgressBar
 from contrastkit.train.module import PretrainModule
 
 
@@ -81,7 +82,7 @@ class PretrainCLI(LightningCLI):
                     logger.init_args.purge_step = self.purge_step
 
     def instantiate_trainer(self, **kwargs):
-        """The trainer, with a progress bar refreshed every ``log_every_n_steps`` steps.
+        """The trainer, with a progress bar refreshed on the logging steps only.
 
         Lightning's default bar refreshes at every step and reads the logged loss from the
         device each time (a host-device synchronisation per step on a GPU); a progress bar
@@ -92,7 +93,8 @@ class PretrainCLI(LightningCLI):
         shows_bar = config.get("enable_progress_bar") is not False
         if shows_bar and not any(isinstance(c, ProgressBar) for c in callbacks):
             every = max(1, int(config.get("log_every_n_steps") or 1))
-            kwargs.setdefault("callbacks", [*callbacks, TQDMProgressBar(refresh_rate=every)])
+            bar = LoggingStepProgressBar(refresh_rate=every)
+            kwargs.setdefault("callbacks", [*callbacks, bar])
         return super().instantiate_trainer(**kwargs)
 
     def init_parser(self, **kwargs):

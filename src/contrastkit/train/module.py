@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
-from contrastkit.methods.base import ContrastiveMethod
+from contrastkit.methods.base import ContrastiveMethod, Loggable
 from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_lambda
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
@@ -180,13 +180,14 @@ class PretrainModule(L.LightningModule):
             self.finite_guard.check(self._last_checkpoint())
         logging = self._logging_step()
         batch_size = labels.shape[0]
-        # A tensor handed to Lightning is only stored (read when logs are written); Python
-        # numbers would be copied to the device, and the other metrics cost operators: those
-        # are handed over on logging steps only.
+        # A tensor handed to Lightning is only stored (read when logs are written); the other
+        # metrics are computed (methods hand functions for those that cost operators) and
+        # handed over on logging steps only, Python numbers as CPU tensors (Lightning would copy
+        # a number to the device, a blocking host-to-device copy).
         self.log("train/loss", loss.detach(), prog_bar=True, batch_size=batch_size)
         if logging:
             for name, value in out.logs.items():
-                self.log(f"train/{name}", value, batch_size=batch_size)
+                self.log(f"train/{name}", _log_value(value), batch_size=batch_size)
         if self.classifier is not None:
             # Unlabelled samples (label -1) are weighted out instead of indexed out: boolean
             # indexing would read the count back on the host.
@@ -206,7 +207,7 @@ class PretrainModule(L.LightningModule):
             logs = self.method.after_optimizer_step(self.schedule_state())
         if self._logging_step():
             for name, value in logs.items():
-                self.log(f"train/{name}", value)
+                self.log(f"train/{name}", _log_value(value))
 
     def _last_checkpoint(self) -> str | None:
         """The newest checkpoint on disk (named in the non-finite-loss error)."""
@@ -247,6 +248,8 @@ class PretrainModule(L.LightningModule):
         images, labels = batch[0], batch[1]
         with _full_precision(images):
             view = self.eval_view(images)
+        if self._channels_last:  # the training views' layout: a compiled backbone is reused
+            view = view.contiguous(memory_format=torch.channels_last)
         features = self.method.backbone(view)
         self._val_features.setdefault(dataloader_idx, []).append(features.float())
         self._val_labels.setdefault(dataloader_idx, []).append(labels)
@@ -327,3 +330,11 @@ def _gather_shards(local: Tensor) -> Tensor:
     starts = [sum(sizes[:r]) for r in range(world)]
     order = torch.tensor([starts[i % world] + i // world for i in range(n)], device=local.device)
     return gathered[order]
+
+
+def _log_value(value: Loggable) -> Tensor:
+    """A method's logged value as handed to Lightning: a tensor as it is, a function's result,
+    a Python number as a CPU tensor (stored and written by Lightning without device work)."""
+    if callable(value):
+        value = value()
+    return value if isinstance(value, Tensor) else torch.tensor(float(value))
