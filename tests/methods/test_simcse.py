@@ -60,6 +60,7 @@ def test_unknown_model_name_is_one_line_error():
 
 def test_two_dropout_passes_are_the_positive_pair(bert_folder):
     method = SimCSE(TextEncoderSpec(name=bert_folder), temperature=0.05)
+    assert all(m.training for m in method.modules())  # built in training mode: dropout on
     tokens = method.tokenize(tiny_bert.sentences(6))
     method.eval()  # no dropout: the two passes agree
     assert method(tokens, STATE).logs["positive_similarity"].item() == pytest.approx(1.0)

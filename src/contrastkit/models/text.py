@@ -99,7 +99,9 @@ class TextEncoder(nn.Module):
                              f"got {spec.max_length}")
         if getattr(model, "pooler", None) is not None:
             model.pooler = None
-        self.model = model
+        # from_pretrained returns the model in eval mode; a module starts in training mode
+        # (dropout on: SimCSE's positive pairs), and Lightning keeps the mode it finds.
+        self.model = model.train()
         self.tokenizer = tokenizer
         self.spec = spec
         self.out_dim = int(model.config.hidden_size)
