@@ -3,6 +3,8 @@ the NaN stop."""
 
 from __future__ import annotations
 
+import json
+
 import lightning as L
 import pytest
 import torch
@@ -91,6 +93,39 @@ def test_pretrain_resumes_exactly(tmp_path, inputs):
     start = tiny_bert.transformers.BertModel.from_pretrained(inputs[0]).state_dict()
     moved = a["state_dict"]["method.backbone.model.embeddings.word_embeddings.weight"]
     assert not torch.allclose(moved, start["embeddings.word_embeddings.weight"])
+    _evaluate(tmp_path, tmp_path / "split" / "checkpoints" / "last.ckpt", b["state_dict"])
+
+
+def _evaluate(tmp_path, ckpt, state_dict) -> None:
+    """``contrastkit eval sts`` on the checkpoint: its trained weights, [CLS] without the MLP,
+    and the "all" Spearman of the cosines against the gold scores (scipy)."""
+    from scipy import stats
+
+    from contrastkit.cli import main
+    from contrastkit.data.sts import read_task
+    from contrastkit.eval.cli.sts import load_text_checkpoint
+    from contrastkit.models.text import embed_sentences
+
+    root = tiny_bert.make_senteval_root(tmp_path / "downstream")
+    out = tmp_path / "eval"
+    assert main(["eval", "sts", "--checkpoint", str(ckpt), "--senteval-root", str(root),
+                 "--tasks", "STS13", "--output", str(out)]) == 0
+    got = json.loads((out / "results.json").read_text())["metrics"]["STS13"]["all"]
+    encoder = load_text_checkpoint(str(ckpt))
+    for key, value in encoder.state_dict().items():
+        torch.testing.assert_close(value, state_dict[f"method.backbone.{key}"], msg=key)
+    task = read_task(root, "STS13")
+    # Encoded as the command does (each distinct sentence once, one batch): a random tiny BERT
+    # gives cosines so close to each other that another padding would reorder them.
+    unique = sorted({s for subset in task.sets for s in (*subset.first, *subset.second)})
+    vectors = dict(zip(unique, embed_sentences(encoder, unique), strict=True))
+    cosines, gold = [], []
+    for subset in task.sets:
+        a = torch.stack([vectors[s] for s in subset.first])
+        b = torch.stack([vectors[s] for s in subset.second])
+        cosines += torch.nn.functional.cosine_similarity(a, b).tolist()
+        gold += subset.scores.tolist()
+    assert got == pytest.approx(100 * stats.spearmanr(cosines, gold)[0], abs=1e-3)
 
 
 def test_nan_loss_stops_with_the_step(tmp_path, inputs):

@@ -315,6 +315,10 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
 # --- command ------------------------------------------------------------------------------------
 def eval_command(argv: Sequence[str]) -> int:
     """``contrastkit eval PROTOCOL ...``; returns the exit status."""
+    if list(argv[:1]) == ["sts"]:  # sentence encoders: options of their own
+        from contrastkit.eval.cli.sts import sts_command
+
+        return sts_command(argv[1:])
     args = eval_parser().parse_args(list(argv))
     return guard("contrastkit eval", lambda: _eval(args, argv))
 
