@@ -29,8 +29,9 @@ def sentences(n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def save_tiny_bert(folder: Path, seed: int = 0) -> Path:
-    """Write a random 2-layer BERT of hidden size 32 and its tokenizer into ``folder``."""
+def save_tiny_bert(folder: Path, seed: int = 0, dropout: float = 0.1) -> Path:
+    """Write a random 2-layer BERT of hidden size 32 and its tokenizer into ``folder``
+    (``dropout``: its hidden and attention dropout probability)."""
     import torch
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -39,7 +40,8 @@ def save_tiny_bert(folder: Path, seed: int = 0) -> Path:
     tokenizer.save_pretrained(folder)
     config = transformers.BertConfig(
         vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64,
+        intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
         initializer_range=1.0)  # BERT's 0.02 gives every sentence nearly the same vector
     torch.manual_seed(seed)
     transformers.BertModel(config).save_pretrained(folder)
