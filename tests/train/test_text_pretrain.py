@@ -152,3 +152,11 @@ def test_empty_text_file_is_one_line_error(tmp_path, inputs):
     args[args.index("--data.text_file") + 1] = str(empty)
     with pytest.raises(ValueError, match=r"data\.text_file: .*empty\.txt holds no sentence"):
         build(args)
+
+
+def test_unknown_model_name_is_one_line_error(tmp_path, inputs):
+    args = _args(inputs, tmp_path / "run", "--trainer.max_epochs", "1")
+    args[args.index("--model.method.encoder") + 1] = '{"name": "no-such-org/no-such-model"}'
+    with pytest.raises(ValueError, match=r"^encoder\.name 'no-such-org/no-such-model': ") as err:
+        build(args)
+    assert "\n" not in str(err.value)
