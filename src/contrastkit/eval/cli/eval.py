@@ -48,7 +48,8 @@ def _linear_options(p: argparse.ArgumentParser) -> None:
 def eval_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval PROTOCOL ...``."""
     parser = argparse.ArgumentParser(
-        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol.")
+        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol "
+        "(sentence encoders: contrastkit eval sts --help).")
     sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
     common = common_parser()
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
