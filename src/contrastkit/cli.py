@@ -13,7 +13,8 @@ commands:
   pretrain   pretrain a method from a YAML config (contrastkit pretrain --config FILE)
   eval       evaluate a checkpoint: contrastkit eval {knn,linear,retrieval,lowshot} --checkpoint
              PATH --data NAME [--output DIR]; eval voc07 (VOC2007 SVMs), eval finetune
-             (docs/transfer.md)
+             (docs/transfer.md); sentence encoders: contrastkit eval sts
+             (--checkpoint PATH | --model NAME) --senteval-root DIR
   analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in

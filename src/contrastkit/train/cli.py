@@ -45,6 +45,7 @@ from contrastkit.train.callbacks import (
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.logging import LoggingStepProgressBar
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
 
 
 class PretrainCLI(LightningCLI):
@@ -331,10 +332,11 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
         earlier = _check_run_folder(output_dir, overwrite)
     else:
         resumed = read_checkpoint(ckpt_path)
+    classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
+        PretrainModule, PretrainDataModule)
     try:
         cli = PretrainCLI(
-            PretrainModule,
-            PretrainDataModule,
+            *classes,
             args=argv,
             run=False,
             seed_everything_default=0,

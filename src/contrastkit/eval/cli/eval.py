@@ -48,7 +48,8 @@ def _linear_options(p: argparse.ArgumentParser) -> None:
 def eval_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval PROTOCOL ...``."""
     parser = argparse.ArgumentParser(
-        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol.")
+        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol "
+        "(sentence encoders: contrastkit eval sts --help).")
     sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
     common = common_parser()
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
@@ -335,6 +336,10 @@ def eval_command(argv: Sequence[str]) -> int:
         from contrastkit.eval.cli.finetune_images import finetune_images_command
 
         return finetune_images_command(argv[1:])
+    if list(argv[:1]) == ["sts"]:  # sentence encoders: options of their own
+        from contrastkit.eval.cli.sts import sts_command
+
+        return sts_command(argv[1:])
     args = eval_parser().parse_args(list(argv))
     return guard("contrastkit eval", lambda: _eval(args, argv))
 
