@@ -126,13 +126,26 @@ def list_class_dirs(root: Path) -> list[str]:
 
 
 def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[str]:
-    """Sorted paths of the image files under ``folder`` (recursively)."""
-    found = []
+    """Sorted paths of the image files under ``folder`` (recursively).
+
+    Symbolic links to folders are followed, but each real folder is walked once and each real
+    file listed once (under the first path that reaches it), so a link loop or two links to one
+    folder cannot repeat images (and put copies on both sides of a train / test split).
+    """
+    found, seen_dirs, seen_files = [], set(), set()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen_dirs:
+            dirnames[:] = []
+            continue
+        seen_dirs.add(real)
         dirnames.sort()
-        found.extend(
-            os.path.join(dirpath, f) for f in sorted(filenames) if is_image_file(f, extensions)
-        )
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            target = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, name)
+            if is_image_file(name, extensions) and target not in seen_files:
+                seen_files.add(target)
+                found.append(path)
     return found
 
 
@@ -287,7 +300,7 @@ def check_headers(files: ImageFiles, same_size: bool = True) -> None:
         try:
             with image_mod.open(path) as img:
                 size = img.size
-        except (OSError, SyntaxError, ValueError) as err:
+        except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
             raise UnreadableImageError(
                 f"{path}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
             ) from None
