@@ -200,13 +200,13 @@ def _child(out: Path, *extra: str, epochs: int, env: dict | None = None) -> subp
 @pytest.mark.slow
 def test_two_runs_started_together_on_one_folder(tmp_path):
     out = tmp_path / "run"
-    runs = [_child(out, epochs=2) for _ in range(2)]
+    runs = [_child(out, epochs=1) for _ in range(2)]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in runs]
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
     loser = next(err for code, err in results if code == 2)
     assert "is in use by another contrastkit process" in loser or "already holds a run" in loser
-    assert _loss_steps(out / "metrics.csv") == list(range(8))  # one run's rows, not interleaved
+    assert _loss_steps(out / "metrics.csv") == list(range(4))  # one run's rows, not interleaved
 
 
 @pytest.mark.slow
@@ -227,23 +227,21 @@ def test_a_signal_exits_with_its_status_and_one_line_on_how_to_resume(tmp_path, 
     assert f"--output {out} --resume last" in line
     assert (out / "loss_curve.png").is_file()
     assert not (out / LOCK_FILE).exists()
-    resumed = _child(out, "--resume", "last", epochs=int(line.split(" holds epoch ")[1]
-                                                         .split()[0]) + 1)
-    assert resumed.wait(timeout=240) == 0, resumed.stderr.read()
+    epoch = int(line.split(" holds epoch ")[1].split()[0])
+    assert torch.load(last, weights_only=True)["global_step"] == 4 * epoch  # resumable as is
 
 
 @pytest.mark.slow
 def test_a_kill_in_the_middle_of_a_checkpoint_write_resumes_exactly(tmp_path):
     straight = tmp_path / "straight"
-    assert _child(straight, epochs=3).wait(timeout=300) == 0
+    pretrain(_args(straight, epochs=3))
     out = tmp_path / "killed"
     killed = _child(out, epochs=3, env={"KILL_IN_WRITE": "2"})  # during epoch 2's checkpoint
     assert killed.wait(timeout=300) == -signal.SIGKILL
     partial = list((out / "checkpoints").glob(".*.tmp"))
     assert partial  # the write was cut off midway
     assert torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
-    resumed = _child(out, "--resume", "last", epochs=3)
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+    pretrain(_args(out, "--resume", "last", epochs=3))
     assert not list((out / "checkpoints").glob(".*.tmp"))
     a, b = _weights(straight / "checkpoints" / "last.ckpt"), _weights(out / "checkpoints" /
                                                                         "last.ckpt")
