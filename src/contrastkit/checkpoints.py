@@ -88,10 +88,12 @@ def load_checkpoint_file(path: str | os.PathLike, *, mmap: bool = False) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         found = _GLOBAL.search(str(err))
-        what = f" ({found.group(1)})" if found else ""
+        if found is None:  # random bytes, text: not a pickle at all
+            raise ValueError(f"checkpoint {path} could not be read (not a PyTorch "
+                             "checkpoint)") from None
         raise ValueError(f"checkpoint {path} holds Python objects other than tensors and plain "
-                         f"values{what}: refused, since loading it could run code; contrastkit "
-                         "loads only checkpoints of tensors and plain values") from None
+                         f"values ({found.group(1)}): refused, since loading it could run code; "
+                         "contrastkit loads only checkpoints of tensors and plain values") from None
     except Exception as err:  # truncated zip, random bytes, another format: all unreadable
         raise ValueError(f"checkpoint {path} could not be read "
                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None

@@ -220,7 +220,8 @@ def _pop_option(argv: list[str], name: str) -> str | None:
 
 def _check_run_folder(output_dir: str, overwrite: bool) -> list[Path]:
     """Entries of an earlier run to remove before a fresh run in ``output_dir``."""
-    found = sorted((Path(output_dir) / "checkpoints").glob("*.ckpt"))
+    found = sorted((Path(output_dir) / "checkpoints").glob("*.ckpt"),
+                   key=lambda path: path.name != "last.ckpt")
     last = found[0] if found else None
     if last is not None and not overwrite:
         raise FileExistsError(
