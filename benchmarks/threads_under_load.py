@@ -9,7 +9,8 @@ OpenMP waiting policy) to run beside them. The load average is printed before an
 shared machine other users' processes add to the busy loops.
 
     git archive a509260 src | tar -x -C /tmp/old
-    PYTHONPATH=src .venv/bin/python benchmarks/threads_under_load.py --baseline-src /tmp/old/src
+    PYTHONPATH=src .venv/bin/python benchmarks/threads_under_load.py --baseline-src /tmp/old/src \
+        --epochs 3 --threads 2 1
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def main() -> None:
     parser.add_argument("--busy", type=int, default=2, help="busy-loop processes of the load")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--baseline-src", type=Path, default=None)
+    parser.add_argument("--threads", nargs="+", default=["2", "1", "auto"],
+                        help="--threads values to compare")
     args = parser.parse_args()
-    settings = {f"--threads {n}": (SRC, ["--threads", n]) for n in ("2", "1", "auto")}
+    settings = {f"--threads {n}": (SRC, ["--threads", n]) for n in args.threads}
     if args.baseline_src is not None:
         settings = {"baseline (no --threads)": (args.baseline_src, []), **settings}
     loads = ("idle", f"{args.busy} busy loops")

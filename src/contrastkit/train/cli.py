@@ -44,7 +44,6 @@ from contrastkit.train.callbacks import (
     ReleaseAfterFit,
     RNGStateCallback,
     SignalStop,
-    StopRequested,
     last_checkpoint,
 )
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
@@ -406,17 +405,19 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
     try:
         with stop.installed():
             cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
-    except (StopRequested, SIGTERMException) as err:
+    except BaseException as err:
+        # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended, for
+        # one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
+        signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException) else None)
+        if signum is None:
+            if ckpt_path is None:
+                _remove_failed_start(output_dir)
+            raise
         for callback in cli.trainer.callbacks:
             if isinstance(callback, LossCurveCallback):
                 callback.write(cli.trainer)
-        signum = getattr(err, "signum", signal.SIGTERM)
         message = _interrupted_message(cli, output_dir, signum, fresh=ckpt_path is None)
         raise RunInterrupted(message, 128 + signum) from None
-    except BaseException:
-        if ckpt_path is None:
-            _remove_failed_start(output_dir)
-        raise
     finally:
         cli.folder_lock.release()
     return cli
