@@ -20,8 +20,8 @@ commands:
   repro      the reproduction study of docs/reproduction.md, from a source checkout:
              contrastkit repro {cpu,gpu,report,list} (--help for each)
 
-pretrain, eval and analyze take --threads N|auto: CPU threads per operator (default auto: the
-cores, fewer when the machine is busy at start-up; docs/reliability.md)
+pretrain, eval and analyze take --threads N|auto: CPU threads per operator (default auto:
+OMP_NUM_THREADS, else the cores); waiting threads sleep instead of spinning (docs/performance.md)
 """
 
 #: The commands that take ``--threads``.

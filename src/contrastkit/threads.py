@@ -23,14 +23,12 @@ def available_cores() -> int:
 
 
 def auto_threads() -> int:
-    """The default thread count: ``OMP_NUM_THREADS`` when the environment sets it; otherwise the
-    available cores, one fewer per two busy ones (the one-minute load average at start-up), at
-    least 1."""
+    """The default thread count: ``OMP_NUM_THREADS`` when the environment sets it, otherwise
+    the available cores. (Fewer threads under load was measured slower than as many threads as
+    cores that sleep while they wait: ``benchmarks/README.md``.)"""
     if os.environ.get("OMP_NUM_THREADS", "").isdigit() and int(os.environ["OMP_NUM_THREADS"]):
         return int(os.environ["OMP_NUM_THREADS"])
-    cores = available_cores()
-    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, min(cores, cores - int(busy // 2)))
+    return available_cores()
 
 
 def pop_threads(argv: list[str]) -> str:

@@ -58,14 +58,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     a file at the checkpoint's path is always complete. The SHA-256 of the weights is stored
     in the checkpoint's ``contrastkit`` entry (:func:`contrastkit.checkpoints.weights_digest`),
     checked when it is read. A write that fails (a full disk, a quota) raises ``OSError`` naming
-    the file and the OS error, and leaves no temporary file. :attr:`written` is the path and
-    step of the last checkpoint written, so that another name for the same state can be a link
-    to it (:meth:`link`) instead of a second write.
+    the file and the OS error, and leaves no temporary file. Another name for a checkpoint
+    just written is a link to it (:meth:`link`) instead of a second write.
     """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written: tuple[Path, int] | None = None
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike,
                         storage_options: Any | None = None) -> None:
@@ -95,7 +90,6 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 raise OSError(cause.errno, f"checkpoint {path} could not be written: "
                               f"{cause.strerror or cause}") from None
             raise
-        self.written = (path, int(checkpoint.get("global_step", -1)))
 
     def link(self, source: Path, path: str | os.PathLike) -> None:
         """Make ``path`` another name of ``source`` (a hard link, replacing ``path``
@@ -272,13 +266,17 @@ class BestCheckpoint(ModelCheckpoint):
             super()._save_topk_checkpoint(trainer, monitor_candidates)
 
     def _save_checkpoint(self, trainer, filepath: str) -> None:
+        # Every process takes the same branch (saving is collective): the decision rests on
+        # the last-checkpoint callback's state, which all processes share.
+        last = next((c for c in trainer.checkpoint_callbacks if c is not self
+                     and c._last_global_step_saved == trainer.global_step
+                     and Path(c._last_checkpoint_saved).name == "last.ckpt"), None)
         io = trainer.strategy.checkpoint_io
-        written = getattr(io, "written", None)
-        if written is None or written[1] != trainer.global_step or not written[0].is_file():
+        if last is None or not isinstance(io, AtomicCheckpointIO):
             super()._save_checkpoint(trainer, filepath)
             return
         if trainer.is_global_zero:
-            io.link(written[0], filepath)
+            io.link(Path(last._last_checkpoint_saved), filepath)
         trainer.strategy.barrier("BestCheckpoint.link")
         self._last_global_step_saved = trainer.global_step
         self._last_checkpoint_saved = filepath

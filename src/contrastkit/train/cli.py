@@ -49,6 +49,8 @@ from contrastkit.train.callbacks import (
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.resume import (
+    interrupted_message,
+    launched_as_rank_zero,
     newest_checkpoint,
     read_checkpoint,
     remove_partial_files,
@@ -302,7 +304,10 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     if overwrite and resume is not None:
         raise ValueError("--overwrite starts afresh and --resume continues: give one of them")
     check_output_path(output_dir)
-    lock = FolderLock(output_dir).acquire()
+    lock = FolderLock(output_dir)
+    if launched_as_rank_zero():  # the other processes of a multi-process run share its lock
+        lock.acquire()
+        remove_partial_files(Path(output_dir))
     try:
         cli, ckpt_path = _build_locked(argv, output_dir, resume, overwrite)
     except BaseException:
@@ -316,7 +321,6 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
 def _build_locked(argv: list[str], output_dir: str, resume: str | None,
                   overwrite: bool) -> tuple[PretrainCLI, str | None]:
     """:func:`build`, once the run folder is locked."""
-    remove_partial_files(Path(output_dir))
     earlier: list[Path] = []
     resumed = None
     if resume is None:
@@ -410,13 +414,15 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
         # one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
         signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException) else None)
         if signum is None:
-            if ckpt_path is None:
+            if ckpt_path is None and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
             raise
         for callback in cli.trainer.callbacks:
             if isinstance(callback, LossCurveCallback):
                 callback.write(cli.trainer)
-        message = _interrupted_message(cli, output_dir, signum, fresh=ckpt_path is None)
+        message, saved = interrupted_message(cli.trainer, output_dir, signum)
+        if not saved and launched_as_rank_zero():
+            _remove_failed_start(output_dir)
         raise RunInterrupted(message, 128 + signum) from None
     finally:
         cli.folder_lock.release()
@@ -427,19 +433,3 @@ def _remove_failed_start(output_dir: Path) -> None:
     """Remove the files of a fresh run that ended before writing any checkpoint."""
     if not any((output_dir / "checkpoints").glob("*.ckpt")):
         clear_outputs([e for e in output_dir.iterdir() if e.name in RUN_OUTPUTS])
-
-
-def _interrupted_message(cli: PretrainCLI, output_dir: Path, signum: int, fresh: bool) -> str:
-    """One line: where the run stopped, what is saved, how to go on."""
-    trainer = cli.trainer
-    where = (f"stopped by {signal.Signals(signum).name} in epoch {trainer.current_epoch + 1} "
-             f"(step {trainer.global_step})")
-    try:
-        path, state = newest_checkpoint(output_dir / "checkpoints")
-    except (FileNotFoundError, ValueError):
-        if fresh:
-            _remove_failed_start(output_dir)
-        return f"{where}, before the first checkpoint: nothing is kept; run the command again"
-    return (f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
-            f"(step {state['global_step']}): resume with contrastkit pretrain --config "
-            f"{output_dir / 'config.yaml'} --output {output_dir} --resume last")

@@ -7,7 +7,8 @@
 * :func:`remove_partial_files` removes the temporary files that a write killed midway left
   (called while the run folder is locked, so no live writer owns them);
 * :func:`truncate_metrics` drops the rows logged after the checkpoint, and a last row cut off by
-  a kill or a full disk, with a warning.
+  a kill or a full disk, with a warning;
+* :func:`interrupted_message` is the line a run stopped by a signal prints.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from __future__ import annotations
 import csv
 import io
 import os
+import signal
 import warnings
 from pathlib import Path
+
+import lightning as L
 
 from contrastkit.checkpoints import load_checkpoint_file, verify_weights
 from contrastkit.outputs import temp_file_beside
@@ -123,3 +127,27 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+#: Environment variables that launchers (Lightning, torchrun, SLURM) set to a process's rank.
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+
+
+def launched_as_rank_zero() -> bool:
+    """Whether this process is the first of its run (no launcher gave it a rank above 0): the
+    one that locks, cleans and repairs the run folder."""
+    return all(os.environ.get(name, "0") in ("", "0") for name in _RANK_VARIABLES)
+
+
+def interrupted_message(trainer: L.Trainer, output_dir: Path, signum: int) -> tuple[str, bool]:
+    """One line on a run stopped by ``signum``: where it stopped, what is saved, how to go on;
+    and whether a checkpoint is saved."""
+    where = (f"stopped by {signal.Signals(signum).name} in epoch {trainer.current_epoch + 1} "
+             f"(step {trainer.global_step})")
+    try:
+        path, state = newest_checkpoint(output_dir / "checkpoints")
+    except (FileNotFoundError, ValueError):
+        return f"{where}, before the first checkpoint: nothing is kept; run it again", False
+    return (f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
+            f"(step {state['global_step']}): resume with contrastkit pretrain --config "
+            f"{output_dir / 'config.yaml'} --output {output_dir} --resume last"), True
