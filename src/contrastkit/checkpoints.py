@@ -22,6 +22,12 @@ Three formats:
   file as the header metadata ``contrastkit_backbone`` (JSON);
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
+
+Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
+``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
+function (``os.system``, ...) is refused before anything in it runs. Checkpoints written since
+``weights_sha256`` was added carry the SHA-256 of their weights (:func:`weights_digest`) under
+``checkpoint["contrastkit"]["weights_sha256"]``; :func:`verify_weights` checks it on load.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
+import re
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -53,26 +62,92 @@ def file_hash(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 SPEC_METADATA = "contrastkit_backbone"
 
 
+#: Key of the weights' SHA-256 in a checkpoint's ``contrastkit`` entry.
+WEIGHTS_SHA256 = "weights_sha256"
+
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+
+
+def load_checkpoint_file(path: str | os.PathLike, *, mmap: bool = False) -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU, with one-line errors.
+
+    ``weights_only`` unpickles tensors and plain values (dicts, lists, numbers, strings) and
+    nothing else: a pickle that names a function or class to call (the way a malicious file
+    runs code) is refused before any of it runs. contrastkit's own checkpoints hold only such
+    values, so they load.
+
+    Args:
+        path: the checkpoint file.
+        mmap: memory-map the tensors instead of reading them (zip-format files only).
+
+    Raises:
+        ValueError: when the file holds other Python objects (refused, naming the first one)
+            or cannot be read (truncated, another format).
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as err:
+        found = _GLOBAL.search(str(err))
+        if found is None:  # random bytes, text: not a pickle at all
+            raise ValueError(f"checkpoint {path} could not be read (not a PyTorch "
+                             "checkpoint)") from None
+        raise ValueError(f"checkpoint {path} holds Python objects other than tensors and plain "
+                         f"values ({found.group(1)}): refused, since loading it could run code; "
+                         "contrastkit loads only checkpoints of tensors and plain values") from None
+    except Exception as err:  # truncated zip, random bytes, another format: all unreadable
+        raise ValueError(f"checkpoint {path} could not be read "
+                         f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+
+
+def weights_digest(state_dict: dict) -> str:
+    """SHA-256 over a state_dict's keys (sorted), dtypes, shapes and tensor bytes."""
+    digest = hashlib.sha256()
+    for key in sorted(state_dict):
+        tensor = state_dict[key]
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        flat = tensor.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"{key}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
+    """Check a checkpoint's weights against the SHA-256 stored with them (when there is one).
+
+    Raises:
+        ValueError: when the stored and the recomputed digests differ (corrupted weights).
+    """
+    entry = checkpoint.get("contrastkit") if isinstance(checkpoint, dict) else None
+    stored = entry.get(WEIGHTS_SHA256) if isinstance(entry, dict) else None
+    if stored is None or "state_dict" not in checkpoint:
+        return
+    if weights_digest(checkpoint["state_dict"]) != stored:
+        raise ValueError(f"checkpoint {path} is corrupted: its weights do not match the "
+                         "SHA-256 stored with them; use another checkpoint of the run")
+
+
 def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if path.suffix != ".safetensors":
+        data = load_checkpoint_file(path)
+        verify_weights(data, path)
+        return data
     try:
-        if path.suffix == ".safetensors":
-            from safetensors import safe_open
+        from safetensors import safe_open
 
-            with safe_open(str(path), framework="pt") as handle:
-                tensors = {k: handle.get_tensor(k) for k in handle.keys()}
-                spec = (handle.metadata() or {}).get(SPEC_METADATA)
-            if spec is None:
-                return tensors
-            return {"contrastkit": {"backbone": json.loads(spec)},
-                    "backbone_state_dict": tensors}
-        return torch.load(path, map_location="cpu", weights_only=False)
+        with safe_open(str(path), framework="pt") as handle:
+            tensors = {k: handle.get_tensor(k) for k in handle.keys()}
+            spec = (handle.metadata() or {}).get(SPEC_METADATA)
     except Exception as err:  # truncated, random bytes, another format: all unreadable
         raise ValueError(f"checkpoint {path} could not be read "
                          f"({type(err).__name__}: {err})") from None
+    if spec is None:
+        return tensors
+    return {"contrastkit": {"backbone": json.loads(spec)}, "backbone_state_dict": tensors}
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
@@ -100,7 +175,9 @@ def read_metadata(path: str | os.PathLike) -> dict:
                              f"({type(err).__name__}: {err})") from None
         return {} if spec is None else {"backbone": json.loads(spec)}
     try:
-        data = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:
+        data = load_checkpoint_file(path)  # raises the one-line refusal
     except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
         data = _read(path)
     entry = data.get("contrastkit") if isinstance(data, dict) else None

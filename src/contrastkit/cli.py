@@ -24,7 +24,13 @@ commands:
              contrastkit repro {cpu,gpu,report,list} (--help for each)
   data       write an image folder once into a store or tar shards (docs/data.md):
              contrastkit data pack SRC DEST [--shards] [--max-side N]
+
+pretrain, eval and analyze take --threads N|auto: CPU threads per operator (default auto:
+OMP_NUM_THREADS, else the cores); waiting threads sleep instead of spinning (docs/performance.md)
 """
+
+#: The commands that take ``--threads``.
+THREADED = ("pretrain", "eval", "analyze")
 
 
 def _export(argv: list[str]) -> int:
@@ -76,6 +82,24 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE)
         return 0
     command, rest = argv[0], argv[1:]
+    if command not in THREADED:
+        return _dispatch(command, rest)
+    from contrastkit.threads import configure_threads, pop_threads
+
+    try:
+        previous = configure_threads(pop_threads(rest))
+    except ValueError as err:
+        print(f"contrastkit {command}: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        return _dispatch(command, rest)
+    finally:
+        import torch
+
+        torch.set_num_threads(previous)
+
+
+def _dispatch(command: str, rest: list[str]) -> int:
     if command == "pretrain":
         return _pretrain(rest)
     if command == "export":

@@ -6,6 +6,10 @@ infinite raises ``FloatingPointError`` (``NonFiniteLossError``) naming the step.
 print that message on one line, ``contrastkit <command>: error: <message>``, with the
 command's own option that fixes it when there is one (``--skip-corrupt`` for ``eval``,
 ``--data.skip_corrupt true`` for ``pretrain``), and exit with status 2.
+
+A run stopped by a signal (:class:`RunInterrupted`) prints one line saying how to resume and
+exits with the shell's convention, 128 + the signal's number: 130 for SIGINT (Ctrl-C), 143 for
+SIGTERM. A Ctrl-C before a run starts prints one line and exits with 130.
 """
 
 from __future__ import annotations
@@ -18,6 +22,14 @@ from collections.abc import Callable, Mapping
 _LAST_LINE = re.compile(r"^(?:[\w.]+\.)?\w+: (?P<message>.*)$")
 
 EXPECTED = (ValueError, OSError, ImportError, FloatingPointError)
+
+
+class RunInterrupted(Exception):
+    """A run stopped by a signal; ``status`` is the exit status (128 + the signal number)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def original_message(err: BaseException) -> str:
@@ -42,9 +54,16 @@ def error_line(err: BaseException, hints: Mapping[type[BaseException], str]) -> 
 
 def run_command(prog: str, body: Callable[[], int],
                 hints: Mapping[type[BaseException], str] | None = None) -> int:
-    """Run ``body``; an expected failure becomes ``prog: error: message`` and status 2."""
+    """Run ``body``; an expected failure becomes ``prog: error: message`` and status 2, a
+    :class:`RunInterrupted` its one line and status."""
     try:
         return body()
+    except RunInterrupted as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return err.status
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     except EXPECTED as err:
         print(f"{prog}: error: {error_line(err, hints or {})}", file=sys.stderr)
         return 2

@@ -8,14 +8,19 @@
   consistent files: a non-empty folder is refused unless ``--overwrite`` is given, and
   ``--overwrite`` removes the earlier run's files and nothing else (a folder holding other files
   is refused even then, naming them).
+* :class:`FolderLock` holds an exclusive lock on an output folder for a run's (or an
+  evaluation's) life, so a second one on the same folder fails at once naming the holder.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,14 +47,109 @@ def temp_file_beside(path: str | os.PathLike, suffix: str = ".tmp") -> tuple[int
     return fd, tmp
 
 
+def escape_line(text: str) -> str:
+    """``text`` on one line: backslash, newline and carriage return written ``\\\\``, ``\\n``,
+    ``\\r`` (a file name may hold any of them)."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
 def write_skipped_files(folder: Path, skipped: list[str]) -> None:
-    """Write ``folder/skipped_files.txt`` (one path per line) when ``skipped`` is not empty."""
+    """Write ``folder/skipped_files.txt`` (one path per line, escaped by :func:`escape_line`)
+    when ``skipped`` is not empty."""
     if skipped:
         path = folder / SKIPPED_FILES
         fd, tmp = temp_file_beside(path)
-        with os.fdopen(fd, "w") as handle:
-            handle.write("".join(f"{p}\n" for p in skipped))
+        with os.fdopen(fd, "w", errors="surrogateescape") as handle:
+            handle.write("".join(f"{escape_line(p)}\n" for p in skipped))
         os.replace(tmp, path)
+
+
+#: Lock file of an output folder, held (``flock``) by the run writing there; its text is the
+#: holder's process id. Not a run's output: ``--overwrite`` and the emptiness check ignore it.
+LOCK_FILE = ".contrastkit.lock"
+
+
+class FolderInUseError(OSError):
+    """Another process holds the lock of an output folder."""
+
+
+class FolderLock:
+    """An exclusive ``flock`` on ``folder/.contrastkit.lock`` for one run's life.
+
+    The kernel releases the lock when its holder exits, however it exits (SIGKILL included), so
+    a lock file left behind by a dead process is stale by construction and simply taken over.
+    :meth:`release` removes the lock file (and the folder when it created it and it is empty).
+    On a file system without ``flock`` the run goes on unlocked, with a warning.
+
+    Args:
+        folder: the output folder (created if missing).
+        option: the option naming the folder, for messages.
+    """
+
+    def __init__(self, folder: str | os.PathLike, option: str = "--output") -> None:
+        self.folder, self.option = Path(folder), option
+        self._fd: int | None = None
+        self._created = False
+
+    def acquire(self) -> FolderLock:
+        """Take the lock.
+
+        Raises:
+            FolderInUseError: when another process holds it (the message names its id).
+        """
+        self._created = not self.folder.exists()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / LOCK_FILE
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, file_mode())
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    warnings.warn(f"{self.option} {self.folder} cannot be locked "
+                                  f"({err.strerror}): nothing stops a second run there",
+                                  stacklevel=2)
+                    return self
+                self._remove_created_folder()
+                raise FolderInUseError(
+                    f"{self.option} {self.folder} is in use by another contrastkit process "
+                    f"(process id {holder}): wait for it to end, or choose another "
+                    f"{self.option}") from None
+            try:  # the holder before us may have removed the file while we opened it
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Remove the lock file and release the lock (does nothing when not held)."""
+        if self._fd is None:
+            return
+        (self.folder / LOCK_FILE).unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+        self._remove_created_folder()
+
+    def _remove_created_folder(self) -> None:
+        if self._created:
+            try:
+                self.folder.rmdir()  # only when empty: a failed start leaves nothing behind
+            except OSError:
+                pass
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def check_output_path(path: str | os.PathLike, option: str = "--output",
@@ -91,7 +191,7 @@ def check_output_folder(path: str | os.PathLike, *, overwrite: bool,
             holds entries that such a run does not write (never removed).
     """
     path = check_output_path(path, option)
-    entries = sorted(path.iterdir()) if path.is_dir() else []
+    entries = sorted(e for e in path.iterdir() if e.name != LOCK_FILE) if path.is_dir() else []
     if not entries:
         return []
     names = ", ".join(e.name for e in entries[:5]) + (" ..." if len(entries) > 5 else "")
@@ -121,17 +221,17 @@ def staged_folder(path: Path | None, replace: list[Path]) -> Iterator[Path | Non
     """Yield a temporary folder beside ``path`` to write a run's files into; on success remove
     ``replace`` (the earlier run's files) and move the new files into ``path``. On failure
     the temporary folder is removed and ``path`` is left as it was. ``None``: nothing staged.
+    ``path`` is locked (:class:`FolderLock`) meanwhile: a second writer fails at once.
     """
     if path is None:
         yield None
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
-        yield stage
-        clear_outputs(replace)
-        path.mkdir(exist_ok=True)
-        for item in sorted(stage.iterdir()):
-            os.replace(item, path / item.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    with FolderLock(path):
+        stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        try:
+            yield stage
+            clear_outputs(replace)
+            for item in sorted(stage.iterdir()):
+                os.replace(item, path / item.name)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)

@@ -125,14 +125,37 @@ def list_class_dirs(root: Path) -> list[str]:
     return sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
 
 
-def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[str]:
-    """Sorted paths of the image files under ``folder`` (recursively)."""
-    found = []
+def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
+                exclude: frozenset[str] = frozenset(),
+                seen_files: set[str] | None = None) -> list[str]:
+    """Sorted paths of the image files under ``folder`` (recursively).
+
+    Symbolic links to folders are followed, but each real folder is walked once and each real
+    file listed once (under the first path that reaches it), so a link loop or two links to one
+    folder cannot repeat images (and put copies on both sides of a train / test split).
+
+    Args:
+        folder: the folder to walk.
+        extensions: accepted file extensions (case-insensitive).
+        exclude: real paths of folders not to enter (the other classes' folders, the root).
+        seen_files: real paths of files already listed (updated): shared across calls, a file
+            is listed once in all of them.
+    """
+    found, seen_dirs = [], set(exclude)
+    seen_files = set() if seen_files is None else seen_files
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen_dirs:
+            dirnames[:] = []
+            continue
+        seen_dirs.add(real)
         dirnames.sort()
-        found.extend(
-            os.path.join(dirpath, f) for f in sorted(filenames) if is_image_file(f, extensions)
-        )
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            target = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, name)
+            if is_image_file(name, extensions) and target not in seen_files:
+                seen_files.add(target)
+                found.append(path)
     return found
 
 
@@ -142,6 +165,9 @@ def scan_folder(
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """List ``root/<class>/**/<image>`` files with their labels.
+
+    Links inside a class folder to the root or to another class's folder are not followed, and
+    a file is listed once over all classes (see :func:`list_images`).
 
     Args:
         root: folder with one sub-folder per class.
@@ -173,8 +199,11 @@ def scan_folder(
                 f"{missing[:10]}{' ...' if len(missing) > 10 else ''}"
             )
     samples: list[tuple[str, int]] = []
+    class_dirs = {os.path.realpath(root / name) for name in classes} | {os.path.realpath(root)}
+    seen_files: set[str] = set()
     for label, name in enumerate(classes):
-        files = list_images(root / name, extensions)
+        own = os.path.realpath(root / name)
+        files = list_images(root / name, extensions, frozenset(class_dirs - {own}), seen_files)
         if not files:
             raise ValueError(
                 f"class folder {root / name} contains no image file ({', '.join(extensions)})"
@@ -287,7 +316,7 @@ def check_headers(files: ImageFiles, same_size: bool = True) -> None:
         try:
             with image_mod.open(path) as img:
                 size = img.size
-        except (OSError, SyntaxError, ValueError) as err:
+        except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
             raise UnreadableImageError(
                 f"{path}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
             ) from None

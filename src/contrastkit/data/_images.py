@@ -104,6 +104,8 @@ def _decode_jpeg_fast(data: bytes, image_mod: Any) -> np.ndarray | None:
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
         return None
     height, width, components = header
+    if height * width > image_mod.MAX_IMAGE_PIXELS:
+        return None  # the general path refuses it (decompression-bomb limit)
     mode = "L" if components == 1 else "RGB"
     try:
         img = image_mod.frombytes(mode, (width, height), data, "jpeg", mode, "")
@@ -115,6 +117,20 @@ def _decode_jpeg_fast(data: bytes, image_mod: Any) -> np.ndarray | None:
     return np.ascontiguousarray(array.transpose(2, 0, 1))
 
 
+#: Pillow modes of 16-bit gray images (``I`` is what 16-bit PNG and TIFF files decode to).
+_SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+
+
+def _to_8_bits(img: Any, image_mod: Any) -> Any:
+    """A 16-bit gray image scaled to 8 bits, ``round(v * 255 / 65535)`` (``convert("RGB")``
+    would clip every value above 255 to white); other images as they are."""
+    if img.mode not in _SIXTEEN_BIT_MODES:
+        return img
+    values = np.asarray(img).astype(np.float64)
+    return image_mod.fromarray(np.round(np.clip(values, 0, 65535) * (255 / 65535))
+                               .astype(np.uint8), mode="L")
+
+
 def decode_image(
     source: str | os.PathLike[str] | bytes,
     name: str | None = None,
@@ -123,7 +139,9 @@ def decode_image(
     """Decode an image file to an RGB uint8 array of shape ``(3, H, W)``.
 
     The whole image is decoded (not only its header), so truncated files are detected.
-    Grayscale, palette, CMYK and alpha images are converted to RGB (alpha dropped). Plain
+    Grayscale, palette, CMYK and alpha images are converted to RGB (alpha dropped); 16-bit gray
+    images are scaled to 8 bits first. An image above Pillow's decompression-bomb limit
+    (``PIL.Image.MAX_IMAGE_PIXELS`` x 2, about 179 megapixels) is refused unread. Plain
     gray or 3-component JPEGs (the usual case) are handed to libjpeg directly through
     ``PIL.Image.frombytes`` (same pixels, less Python overhead); anything else, and any JPEG
     the fast path rejects, goes through ``PIL.Image.open``.
@@ -158,7 +176,7 @@ def decode_image(
         with image_mod.open(fp) as img:
             if size is not None and img.format == "JPEG":
                 img.draft("RGB", (size[1], size[0]))
-            rgb = img.convert("RGB")
+            rgb = _to_8_bits(img, image_mod).convert("RGB")
         if size is not None and rgb.size != (size[1], size[0]):
             rgb = rgb.resize((size[1], size[0]), image_mod.Resampling.BILINEAR)
         array = np.asarray(rgb, dtype=np.uint8)

@@ -36,7 +36,7 @@ def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
         return False
     import torch
 
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
     loop = (state.get("loops") or {}).get("fit_loop") or {}
     processed = (((loop.get("epoch_progress") or {}).get("current") or {}).get("processed", 0))
     last_batch = (loop.get("epoch_loop.batch_progress") or {}).get("is_last_batch", False)

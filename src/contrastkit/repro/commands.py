@@ -68,7 +68,7 @@ def trained_seconds(ckpt: Path) -> float:
     import torch
 
     try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False)
+        state = torch.load(ckpt, map_location="cpu", weights_only=True)
     except Exception:  # an unreadable checkpoint: pretrain --resume will say why
         return 0.0
     timer = (state.get("callbacks") or {}).get("Timer") or {}

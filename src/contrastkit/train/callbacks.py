@@ -1,4 +1,5 @@
-"""Lightning plumbing: atomic checkpoints, RNG state in checkpoints, pre-flight checks, plots."""
+"""Lightning plumbing: atomic checkpoints (one full write per epoch), RNG state in checkpoints,
+pre-flight checks, plots, SIGINT / SIGTERM as a stop at the next batch end."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import csv
 import os
 import random
 import shutil
+import signal
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +22,44 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from contrastkit.outputs import temp_file_beside
+from contrastkit.checkpoints import (
+    WEIGHTS_SHA256,
+    load_checkpoint_file,
+    verify_weights,
+    weights_digest,
+)
+from contrastkit.outputs import FolderLock, temp_file_beside
+
+
+class _WriteErrorRecorder:
+    """File wrapper that keeps the ``OSError`` of a failed ``write`` (``torch.save`` replaces it
+    by a long ``RuntimeError`` that no longer says "no space left on device")."""
+
+    def __init__(self, handle) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.handle.flush()
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Write each checkpoint to a temporary file in the target folder, then ``os.replace`` it.
+    """Write each checkpoint to a temporary file in the target folder, then ``os.replace`` it;
+    read checkpoints with ``weights_only=True``.
 
     A crash, a full disk or a kill during the write leaves the previous checkpoint untouched:
-    a file at the checkpoint's path is always complete.
+    a file at the checkpoint's path is always complete. The SHA-256 of the weights is stored
+    in the checkpoint's ``contrastkit`` entry (:func:`contrastkit.checkpoints.weights_digest`),
+    checked when it is read. A write that fails (a full disk, a quota) raises ``OSError`` naming
+    the file and the OS error, and leaves no temporary file. Another name for a checkpoint
+    just written is a link to it (:meth:`link`) instead of a second write.
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: str | os.PathLike,
@@ -33,16 +68,49 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError("AtomicCheckpointIO does not take storage_options")
         path = Path(path)
-        fd, tmp = temp_file_beside(path)
+        if isinstance(checkpoint.get("contrastkit"), dict) and "state_dict" in checkpoint:
+            checkpoint["contrastkit"][WEIGHTS_SHA256] = weights_digest(checkpoint["state_dict"])
+        recorder = None
+        try:
+            fd, tmp = temp_file_beside(path)
+        except OSError as err:
+            raise OSError(err.errno, f"checkpoint {path} could not be written: "
+                          f"{err.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as handle:
-                torch.save(checkpoint, handle)
+                recorder = _WriteErrorRecorder(handle)
+                torch.save(checkpoint, recorder)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             Path(tmp).unlink(missing_ok=True)
+            cause = recorder.error if recorder is not None and recorder.error else err
+            if isinstance(cause, OSError):
+                raise OSError(cause.errno, f"checkpoint {path} could not be written: "
+                              f"{cause.strerror or cause}") from None
             raise
+
+    def link(self, source: Path, path: str | os.PathLike) -> None:
+        """Make ``path`` another name of ``source`` (a hard link, replacing ``path``
+        atomically; a copy where the file system has no hard links)."""
+        path = Path(path)
+        fd, tmp = temp_file_beside(path)
+        os.close(fd)
+        os.unlink(tmp)
+        try:
+            os.link(source, tmp)
+        except OSError:
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, path)
+
+    def load_checkpoint(self, path: str | os.PathLike, map_location: Any | None = None,
+                        weights_only: bool | None = None) -> dict[str, Any]:
+        """Read the checkpoint at ``path`` with ``weights_only=True`` (tensors and plain values
+        only) and check its weights' SHA-256."""
+        checkpoint = load_checkpoint_file(path)
+        verify_weights(checkpoint, path)
+        return checkpoint
 
 
 def _numpy_state_to_safe(state: tuple) -> tuple:
@@ -136,6 +204,10 @@ class LossCurveCallback(L.Callback):
         self.filename = filename
 
     def on_fit_end(self, trainer, pl_module) -> None:
+        self.write(trainer)
+
+    def write(self, trainer: L.Trainer) -> None:
+        """Plot the curve logged so far (also called when a run is interrupted)."""
         if not trainer.is_global_zero:
             return
         for logger in trainer.loggers:
@@ -179,7 +251,11 @@ class EpochSummaryCallback(L.Callback):
 
 class BestCheckpoint(ModelCheckpoint):
     """Keep the checkpoint with the best ``monitor`` value (``best.ckpt``); does nothing in
-    runs that never log the monitored metric (no validation split)."""
+    runs that never log the monitored metric (no validation split).
+
+    When ``last.ckpt`` was just written at the same step (:func:`last_checkpoint`, which runs
+    first), ``best.ckpt`` becomes a hard link to it instead of a second full write.
+    """
 
     def __init__(self, dirpath: str, monitor: str = "val/knn_top1", mode: str = "max") -> None:
         super().__init__(dirpath=dirpath, monitor=monitor, mode=mode, save_top_k=1,
@@ -189,9 +265,83 @@ class BestCheckpoint(ModelCheckpoint):
         if self.monitor in monitor_candidates:
             super()._save_topk_checkpoint(trainer, monitor_candidates)
 
+    def _save_checkpoint(self, trainer, filepath: str) -> None:
+        # Every process takes the same branch (saving is collective): the decision rests on
+        # the last-checkpoint callback's state, which all processes share.
+        last = next((c for c in trainer.checkpoint_callbacks if c is not self
+                     and c._last_global_step_saved == trainer.global_step
+                     and Path(c._last_checkpoint_saved).name == "last.ckpt"), None)
+        io = trainer.strategy.checkpoint_io
+        if last is None or not isinstance(io, AtomicCheckpointIO):
+            super()._save_checkpoint(trainer, filepath)
+            return
+        if trainer.is_global_zero:
+            io.link(Path(last._last_checkpoint_saved), filepath)
+        trainer.strategy.barrier("BestCheckpoint.link")
+        self._last_global_step_saved = trainer.global_step
+        self._last_checkpoint_saved = filepath
 
-def latest_checkpoint(dirpath: str) -> ModelCheckpoint:
-    """Checkpoint at every epoch end, keeping only the latest (``latest.ckpt``) and
-    ``last.ckpt`` (what ``--resume last`` reads)."""
-    return ModelCheckpoint(dirpath=dirpath, save_top_k=1, monitor=None, save_last=True,
-                           filename="latest", enable_version_counter=False)
+
+def last_checkpoint(dirpath: str) -> ModelCheckpoint:
+    """Checkpoint at every epoch end into ``last.ckpt`` (what ``--resume last`` reads): one full
+    write per epoch."""
+    return ModelCheckpoint(dirpath=dirpath, save_top_k=1, monitor=None, save_last=False,
+                           filename="last", enable_version_counter=False)
+
+
+class ReleaseAfterFit(L.Callback):
+    """Release the run folder's lock (:class:`contrastkit.outputs.FolderLock`) when fitting has
+    ended normally; :func:`contrastkit.train.cli.pretrain` releases it on the other paths."""
+
+    def __init__(self, lock: FolderLock) -> None:
+        self.lock = lock
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":
+            self.lock.release()
+
+
+class StopRequested(Exception):
+    """Raised at a batch end after SIGINT or SIGTERM (``signum``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class SignalStop(L.Callback):
+    """Turn SIGINT (Ctrl-C) and SIGTERM into :class:`StopRequested` at the next batch end, so
+    that a checkpoint being written is finished first and no traceback is printed. A second
+    Ctrl-C stops at once (Python's default)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def _request(self, signum: int, frame: object) -> None:
+        self.signum = signum
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    @contextmanager
+    def installed(self) -> Iterator[SignalStop]:
+        """Handle the two signals meanwhile (main thread only; elsewhere nothing changes)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {sig: signal.signal(sig, self._request)
+                    for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _check(self) -> None:
+        if self.signum is not None:
+            raise StopRequested(self.signum)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._check()
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx,
+                                dataloader_idx: int = 0) -> None:
+        self._check()

@@ -11,27 +11,29 @@ dropping the metrics the interrupted run logged after it.
 
 from __future__ import annotations
 
-import csv
 import importlib
 import importlib.util
 import inspect
 import logging
-import os
 import re
+import signal
 import sys
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from contrastkit.errors import RunInterrupted
 from contrastkit.methods.base import RETIRED_OPTIONS
 from contrastkit.outputs import (
     SKIPPED_FILES,
+    FolderLock,
     check_output_folder,
     check_output_path,
     clear_outputs,
-    temp_file_beside,
     write_skipped_files,
 )
 from contrastkit.train.callbacks import (
@@ -39,12 +41,22 @@ from contrastkit.train.callbacks import (
     EpochSummaryCallback,
     LossCurveCallback,
     PreflightCallback,
+    ReleaseAfterFit,
     RNGStateCallback,
-    latest_checkpoint,
+    SignalStop,
+    last_checkpoint,
 )
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.logging import LoggingStepProgressBar
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.resume import (
+    interrupted_message,
+    launched_as_rank_zero,
+    newest_checkpoint,
+    read_checkpoint,
+    remove_partial_files,
+    truncate_metrics,
+)
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
 
 
@@ -165,7 +177,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         "use_distributed_sampler": False,
         "plugins": [{"class_path": "contrastkit.train.callbacks.AtomicCheckpointIO"}],
         "callbacks": [
-            latest_checkpoint(str(Path(output_dir) / "checkpoints")),
+            last_checkpoint(str(Path(output_dir) / "checkpoints")),
             BestCheckpoint(str(Path(output_dir) / "checkpoints")),
             RNGStateCallback(),
             PreflightCallback(),
@@ -189,7 +201,8 @@ RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.y
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
   --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
                         loss_curve.png (default: runs/pretrain); it must be empty or new
-  --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt)
+  --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
+                        or the newest complete checkpoint there when it is missing or damaged)
   --overwrite           replace the earlier run in --output (removes only its files)
 """
 
@@ -209,39 +222,12 @@ def _pop_option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def resolve_resume(resume: str | None, output_dir: str) -> str | None:
-    """``last`` -> the run's ``checkpoints/last.ckpt``; a path must exist."""
-    if resume is None:
-        return None
-    path = Path(output_dir) / "checkpoints" / "last.ckpt" if resume == "last" else Path(resume)
-    if not path.is_file():
-        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
-    return str(path)
-
-
-def read_checkpoint(path: str) -> dict:
-    """The Lightning checkpoint at ``path`` (tensors memory-mapped, not read).
-
-    Raises:
-        ValueError: when it is not a readable Lightning checkpoint (truncated, another file).
-    """
-    import torch
-
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception as err:  # truncated zip, pickle or random bytes: all mean unreadable
-        raise ValueError(f"--resume {path} is not a readable checkpoint "
-                         f"({type(err).__name__}: {err})") from None
-    if not isinstance(state, dict) or "state_dict" not in state or "global_step" not in state:
-        raise ValueError(f"--resume {path} is not a contrastkit pretraining checkpoint "
-                         "(no state_dict / global_step)")
-    return state
-
-
 def _check_run_folder(output_dir: str, overwrite: bool) -> list[Path]:
     """Entries of an earlier run to remove before a fresh run in ``output_dir``."""
-    last = Path(output_dir) / "checkpoints" / "last.ckpt"
-    if last.is_file() and not overwrite:
+    found = sorted((Path(output_dir) / "checkpoints").glob("*.ckpt"),
+                   key=lambda path: path.name != "last.ckpt")
+    last = found[0] if found else None
+    if last is not None and not overwrite:
         raise FileExistsError(
             f"--output {output_dir} already holds a run ({last}): pass --resume last to "
             "continue it, --overwrite to start afresh there, or choose another --output")
@@ -264,7 +250,21 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
         raise ValueError(f"{type(method).__name__} needs labels, but data.root {data.root} has "
                          "no class sub-folders")
     if resumed is not None:
+        record = resumed.get("contrastkit") or {}
+        name, backbone = type(method).__name__, asdict(method.backbone_spec)
+        if record.get("method") not in (None, name):
+            _differs(ckpt_path, f"was trained with {record['method']}, the config gives {name}")
         _check_same_model(cli.model.state_dict(), resumed["state_dict"], ckpt_path)
+        if record.get("backbone") not in (None, backbone):
+            _differs(ckpt_path, f"has the backbone {record['backbone']}, the config {backbone}")
+
+
+def _differs(path: str | None, what: str) -> None:
+    """Raise the error of a checkpoint that does not fit the config (SCE and MoCo, for one,
+    have the same modules and would otherwise resume into each other)."""
+    run = Path(path).parent.parent if path else Path("RUN")
+    raise ValueError(f"--resume {path}: the checkpoint {what}; resume with the run's own "
+                     f"config: --config {run / 'config.yaml'}")
 
 
 def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
@@ -281,24 +281,6 @@ def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
         raise ValueError(f"--resume {path}: the checkpoint's model differs from the configured "
                          f"one ({details}); resume with the run's own config: --config "
                          f"{run / 'config.yaml'}")
-
-
-def truncate_metrics(path: Path, step: int) -> int:
-    """Drop the rows of a Lightning ``metrics.csv`` logged at optimiser step ``step`` or later
-    (a resumed run logs them again); returns how many were dropped. Written atomically."""
-    if not path.is_file():
-        return 0
-    with open(path, newline="") as handle:
-        rows = list(csv.reader(handle))
-    if not rows or "step" not in rows[0]:
-        return 0
-    column = rows[0].index("step")
-    kept = [rows[0]] + [r for r in rows[1:] if not (r[column] and int(float(r[column])) >= step)]
-    fd, tmp = temp_file_beside(path)
-    with os.fdopen(fd, "w", newline="") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(kept)
-    os.replace(tmp, path)
-    return len(rows) - len(kept)
 
 
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
@@ -325,13 +307,32 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     if overwrite and resume is not None:
         raise ValueError("--overwrite starts afresh and --resume continues: give one of them")
     check_output_path(output_dir)
+    lock = FolderLock(output_dir)
+    if launched_as_rank_zero():  # the other processes of a multi-process run share its lock
+        lock.acquire()
+        remove_partial_files(Path(output_dir))
+    try:
+        cli, ckpt_path = _build_locked(argv, output_dir, resume, overwrite)
+    except BaseException:
+        lock.release()
+        raise
+    cli.folder_lock = lock
+    cli.trainer.callbacks.append(ReleaseAfterFit(lock))
+    return cli, ckpt_path
+
+
+def _build_locked(argv: list[str], output_dir: str, resume: str | None,
+                  overwrite: bool) -> tuple[PretrainCLI, str | None]:
+    """:func:`build`, once the run folder is locked."""
     earlier: list[Path] = []
     resumed = None
-    ckpt_path = resolve_resume(resume, output_dir)
-    if ckpt_path is None:
+    if resume is None:
+        ckpt_path = None
         earlier = _check_run_folder(output_dir, overwrite)
+    elif resume == "last":
+        ckpt_path, resumed = newest_checkpoint(Path(output_dir) / "checkpoints")
     else:
-        resumed = read_checkpoint(ckpt_path)
+        ckpt_path, resumed = resume, read_checkpoint(resume)
     classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
         PretrainModule, PretrainDataModule)
     try:
@@ -394,7 +395,45 @@ def _unwrap_link_error(err: ValueError) -> BaseException:
 
 
 def pretrain(argv: list[str] | None = None) -> PretrainCLI:
-    """Run ``contrastkit pretrain``; returns the CLI (its ``trainer`` and ``model``)."""
+    """Run ``contrastkit pretrain``; returns the CLI (its ``trainer`` and ``model``).
+
+    The run folder stays locked until the run ends. SIGINT (Ctrl-C) and SIGTERM stop the run at
+    the next batch end (a checkpoint being written is finished first), the loss curve is
+    written, and :class:`~contrastkit.errors.RunInterrupted` says how to resume (exit status
+    130 / 143). A fresh run that fails before its first checkpoint removes its files, so that
+    the same command can be run again.
+
+    Raises:
+        RunInterrupted: after SIGINT or SIGTERM.
+    """
     cli, ckpt_path = build(argv)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
+    stop = SignalStop()
+    cli.trainer.callbacks.append(stop)
+    output_dir = Path(cli.trainer.default_root_dir)
+    try:
+        with stop.installed():
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
+    except BaseException as err:
+        # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended, for
+        # one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
+        signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException) else None)
+        if signum is None:
+            if ckpt_path is None and launched_as_rank_zero():
+                _remove_failed_start(output_dir)
+            raise
+        for callback in cli.trainer.callbacks:
+            if isinstance(callback, LossCurveCallback):
+                callback.write(cli.trainer)
+        message, saved = interrupted_message(cli.trainer, output_dir, signum)
+        if not saved and launched_as_rank_zero():
+            _remove_failed_start(output_dir)
+        raise RunInterrupted(message, 128 + signum) from None
+    finally:
+        cli.folder_lock.release()
     return cli
+
+
+def _remove_failed_start(output_dir: Path) -> None:
+    """Remove the files of a fresh run that ended before writing any checkpoint."""
+    if not any((output_dir / "checkpoints").glob("*.ckpt")):
+        clear_outputs([e for e in output_dir.iterdir() if e.name in RUN_OUTPUTS])

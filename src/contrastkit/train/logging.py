@@ -4,7 +4,7 @@ refreshed on logging steps only.
 Lightning's CSV writer deletes an existing ``metrics.csv`` in its folder; a resumed run would
 then lose the metrics of the part before the interruption. This writer appends instead,
 keeping the columns already in the file. ``contrastkit pretrain --resume`` first drops the rows
-logged after the checkpoint (:func:`contrastkit.train.cli.truncate_metrics`), so a replayed step
+logged after the checkpoint (:func:`contrastkit.train.resume.truncate_metrics`), so a replayed step
 is not logged twice; a fresh run starts in an empty folder, so it never appends to another run.
 """
 

@@ -1,0 +1,153 @@
+"""What ``contrastkit pretrain --resume`` reads and repairs in a run folder.
+
+* :func:`read_checkpoint` reads a checkpoint to resume (``weights_only=True``, weights checked
+  against their stored SHA-256); :func:`newest_checkpoint` picks, for ``--resume last``, the
+  complete checkpoint with the most optimiser steps (``last.ckpt`` when it is intact), saying
+  so when it falls back to another;
+* :func:`remove_partial_files` removes the temporary files that a write killed midway left
+  (called while the run folder is locked, so no live writer owns them);
+* :func:`truncate_metrics` drops the rows logged after the checkpoint, and a last row cut off by
+  a kill or a full disk, with a warning;
+* :func:`interrupted_message` is the line a run stopped by a signal prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import warnings
+from pathlib import Path
+
+import lightning as L
+
+from contrastkit.checkpoints import load_checkpoint_file, verify_weights
+from contrastkit.outputs import temp_file_beside
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """The Lightning checkpoint at ``path`` (tensors memory-mapped), its weights verified.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: when it is not a readable, intact contrastkit pretraining checkpoint
+            (truncated, corrupted, another file, or a pickle of other Python objects).
+    """
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--resume: no checkpoint at {path}")
+    try:
+        state = load_checkpoint_file(path, mmap=True)
+    except ValueError as err:
+        reason = str(err).split(" could not be read ", 1)
+        if len(reason) == 2:
+            raise ValueError(f"--resume {path} is not a readable checkpoint {reason[1]}") from None
+        raise ValueError(f"--resume: {err}") from None
+    try:
+        verify_weights(state, path)
+    except ValueError as err:
+        raise ValueError(f"--resume: {err}") from None
+    if not isinstance(state, dict) or "state_dict" not in state or "global_step" not in state:
+        raise ValueError(f"--resume {path} is not a contrastkit pretraining checkpoint "
+                         "(no state_dict / global_step)")
+    return state
+
+
+def newest_checkpoint(folder: Path) -> tuple[str, dict]:
+    """``(path, checkpoint)`` of the intact checkpoint in ``folder`` with the most steps;
+    ``last.ckpt`` on a tie. Warns when ``last.ckpt`` is missing or damaged and another is used.
+
+    Raises:
+        FileNotFoundError: when ``folder`` holds no checkpoint.
+        ValueError: when none of its checkpoints is intact (the message says why for each).
+    """
+    last = folder / "last.ckpt"
+    paths = sorted(folder.glob("*.ckpt"), key=lambda p: p != last)
+    if not paths:
+        raise FileNotFoundError(f"--resume last: no checkpoint in {folder}")
+    found, problems = [], []
+    for path in paths:
+        try:
+            found.append((str(path), read_checkpoint(path)))
+        except ValueError as err:
+            problems.append(str(err))
+    if not found:
+        raise ValueError("--resume last: no intact checkpoint; " + "; ".join(problems))
+    path, state = max(found, key=lambda item: int(item[1]["global_step"]))  # first on a tie
+    if path != str(last):
+        why = problems[0] if problems and paths[0] == last else f"{last} is missing"
+        warnings.warn(f"--resume last: {why}; resuming from {path} (step "
+                      f"{state['global_step']})", stacklevel=2)
+    return path, state
+
+
+def remove_partial_files(run: Path) -> list[Path]:
+    """Remove the temporary files (``.NAME.*.tmp``) of writes killed midway in the run folder and
+    its ``checkpoints/``; returns them."""
+    leftovers = [p for folder in (run, run / "checkpoints") if folder.is_dir()
+                 for p in folder.glob(".*.tmp") if p.is_file()]
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return leftovers
+
+
+def truncate_metrics(path: Path, step: int) -> int:
+    """Drop the rows of a Lightning ``metrics.csv`` logged at optimiser step ``step`` or later
+    (a resumed run logs them again), and rows that a kill or a full disk cut off (with a
+    warning); returns how many were dropped. Written atomically."""
+    if not path.is_file():
+        return 0
+    text = path.read_text()
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or "step" not in rows[0]:
+        return 0
+    width, column = len(rows[0]), rows[0].index("step")
+    cut = rows[-1] if len(rows) > 1 and not text.endswith("\n") else None
+    kept, damaged = [rows[0]], 0
+    for row in rows[1:]:
+        if row is cut or len(row) != width or not _is_number(row[column]):
+            damaged += 1
+        elif not (row[column] and int(float(row[column])) >= step):
+            kept.append(row)
+    if damaged:
+        warnings.warn(f"{path}: dropped {damaged} incomplete row(s) (a write cut off by a kill "
+                      "or a full disk)", stacklevel=2)
+    fd, tmp = temp_file_beside(path)
+    with os.fdopen(fd, "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(kept)
+    os.replace(tmp, path)
+    return len(rows) - len(kept)
+
+
+def _is_number(text: str) -> bool:
+    if text == "":
+        return True  # a row logged without a step value is kept as it was
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: Environment variables that launchers (Lightning, torchrun, SLURM) set to a process's rank.
+_RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+
+
+def launched_as_rank_zero() -> bool:
+    """Whether this process is the first of its run (no launcher gave it a rank above 0): the
+    one that locks, cleans and repairs the run folder."""
+    return all(os.environ.get(name, "0") in ("", "0") for name in _RANK_VARIABLES)
+
+
+def interrupted_message(trainer: L.Trainer, output_dir: Path, signum: int) -> tuple[str, bool]:
+    """One line on a run stopped by ``signum``: where it stopped, what is saved, how to go on;
+    and whether a checkpoint is saved."""
+    where = (f"stopped by {signal.Signals(signum).name} in epoch {trainer.current_epoch + 1} "
+             f"(step {trainer.global_step})")
+    try:
+        path, state = newest_checkpoint(output_dir / "checkpoints")
+    except (FileNotFoundError, ValueError):
+        return f"{where}, before the first checkpoint: nothing is kept; run it again", False
+    return (f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
+            f"(step {state['global_step']}): resume with contrastkit pretrain --config "
+            f"{output_dir / 'config.yaml'} --output {output_dir} --resume last"), True
