@@ -3,7 +3,8 @@
 Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
 anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
 
-* ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023);
+* ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023) and
+  :func:`sce_reference`, eqs. 8-10 as the paper writes them;
 * ``hard_contrastive.py``: :func:`hard_contrastive` (Wang & Liu 2021);
 * ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023) and
   the temperature schedules of Kukleva et al. 2023 and MACL (Huang et al. 2023): every value a
@@ -38,7 +39,7 @@ from contrastkit.losses.infonce import (
     info_nce,
     nt_xent,
 )
-from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_terms
+from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
     SINCERELoss,
@@ -75,6 +76,7 @@ __all__ = [
     "resolve_temperature",
     "ressl",
     "sce",
+    "sce_reference",
     "sce_terms",
     "sincere",
     "supcon",
