@@ -354,8 +354,8 @@ def test_per_pair_temperature_on_sce_names_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("class_path", ["contrastkit.schedules.KuklevaCosineTemperature",
-                                        "contrastkit.losses.temperature.DySTreSSTemperature"])
-def test_former_temperature_class_paths_still_parse(tmp_path, class_path):
+                                        "contrastkit.losses.dystress.DySTreSSTemperature"])
+def test_temperature_class_paths_at_their_homes_parse(tmp_path, class_path):
     path = _method_config(tmp_path, "SimCLR", f"      temperature: {{class_path: {class_path}}}\n")
     _, model, _ = _parse_and_build(path)
     assert type(model.method.temperature).__name__ == class_path.rpartition(".")[2]

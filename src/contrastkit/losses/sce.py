@@ -13,13 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastkit.checks import (
-    check_positive_float,
-    check_temperature_value,
-    check_unit_interval,
-)
+from contrastkit.checks import check_unit_interval
 from contrastkit.losses._logsumexp import negative_lse, target_distribution
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
+from contrastkit.losses.temperature import check_temperature
 
 __all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_reference", "sce_terms"]
 
@@ -34,8 +31,8 @@ def _sce_parts(
     with_target: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per anchor: positive logit, log-sum-exp over negatives, sum_j s2_ij * logit_ij."""
-    check_temperature_value("temperature", temperature)
-    check_temperature_value("target_temperature", target_temperature)
+    check_temperature("temperature", temperature, per_pair=False)
+    check_temperature("target_temperature", target_temperature, per_pair=False)
     pairs = prepare_pairs(query, key, negatives)
     target = None
     if with_target:
@@ -229,8 +226,8 @@ class RESSLLoss(nn.Module):
 
     def __init__(self, *, temperature: float = 0.1, target_temperature: float = 0.04) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
-        check_positive_float("target_temperature", target_temperature)
+        check_temperature("temperature", temperature, per_pair=False)
+        check_temperature("target_temperature", target_temperature, per_pair=False)
         self.temperature, self.target_temperature = temperature, target_temperature
 
     def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
@@ -253,8 +250,8 @@ class SCELoss(nn.Module):
         self, *, temperature: float = 0.1, target_temperature: float = 0.07, coeff: float = 0.5
     ) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
-        check_positive_float("target_temperature", target_temperature)
+        check_temperature("temperature", temperature, per_pair=False)
+        check_temperature("target_temperature", target_temperature, per_pair=False)
         check_unit_interval("coeff", coeff)
         self.temperature, self.target_temperature, self.coeff = (
             temperature,

@@ -11,7 +11,7 @@ Online encoder: ``backbone -> projector [-> predictor]``. Target branch (when ``
 set): an EMA copy of ``backbone -> projector`` whose momentum follows the cosine schedule of
 Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1.
 
-Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.dystress.Temperature`
+Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.temperature.Temperature`
 (a float, a per-pair function of the cosine similarity, or a schedule), checked here and
 turned into what the loss gets at each step by :meth:`ContrastiveMethod.temperature_at`.
 """
@@ -25,7 +25,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from contrastkit.losses.dystress import (
+from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
     Temperature,
@@ -209,7 +209,7 @@ class ContrastiveMethod(nn.Module, ABC):
         self, state: ScheduleState, positive: Tensor | None = None
     ) -> float | Tensor | SimilarityTemperature | PairTemperature:
         """What the loss gets as temperature at ``state``
-        (:func:`~contrastkit.losses.dystress.resolve_temperature` of ``self.temperature``).
+        (:func:`~contrastkit.losses.temperature.resolve_temperature` of ``self.temperature``).
 
         ``positive``: detached cosine similarities of the positive pairs, for
         alignment-adaptive schedules (MACL), whose value is then a 0-d tensor on the
