@@ -318,12 +318,14 @@ def _method_config(tmp_path: Path, name: str, init_args: str) -> Path:
 
 
 @pytest.mark.parametrize("key", ["dynamic_temperature", "temperature_schedule"])
-def test_retired_temperature_keys_say_where_their_value_goes(tmp_path, capsys, key):
+def test_a_removed_key_is_refused_naming_it_and_the_accepted_ones(tmp_path, capsys, key):
     path = _method_config(tmp_path, "SimCLR", f"      temperature: 0.2\n      {key}: null\n")
     with pytest.raises(SystemExit):
         _cli(path)
     err = capsys.readouterr().err
-    assert f"{key} was merged into temperature" in err
+    assert f"Option '{key}" in err and "not accepted" in err
+    accepted = err.partition("SimCLR accepts: ")[2].splitlines()[0].split(", ")
+    assert "temperature" in accepted and key not in accepted
 
 
 @pytest.mark.parametrize("temperature", [

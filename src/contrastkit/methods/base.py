@@ -37,18 +37,6 @@ from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, b
 from contrastkit.models.momentum import MomentumBranch, cosine_momentum
 from contrastkit.schedules import ScheduleState
 
-#: Constructor options that ``temperature`` and ``target_temperature`` replaced, with what to
-#: do instead: a config that still sets one fails on it as an unknown option, then this hint.
-RETIRED_OPTIONS = {
-    old: f"merged into {new}: write its class_path and init_args under {new} (delete the line "
-    "if it is null, as in configs saved before)"
-    for old, new in (
-        ("dynamic_temperature", "temperature"),
-        ("temperature_schedule", "temperature"),
-        ("target_temperature_schedule", "target_temperature"),
-    )
-}
-
 
 @dataclass
 class StepOutput:

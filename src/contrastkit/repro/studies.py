@@ -37,14 +37,10 @@ class Variant:
     evals: tuple[str, ...]
     data: str = "cifar10"
     analyze_args: tuple[str, ...] = ()
-    params: tuple[tuple[str, float | str], ...] = ()
 
     @property
     def stem(self) -> str:
         return Path(self.config).stem
-
-    def param(self, key: str) -> float | str | None:
-        return dict(self.params).get(key)
 
 
 @dataclass(frozen=True)
@@ -184,8 +180,7 @@ def _temperature_study() -> Study:
     variants = tuple(
         Variant(f"{kind}_t{t}", f"{'hard' if kind == 'hard' else 'ordinary'} t={t}",
                 _cpu(f"temperature_{kind}_t{t}"), ("knn200", "linear", "analyze"),
-                analyze_args=("--temperatures", t),
-                params=(("loss", kind), ("t", float(t))))
+                analyze_args=("--temperatures", t))
         for kind in ("contrastive", "hard") for t in TEMPERATURES)
     o, h = WANG_LIU["contrastive"], WANG_LIU["hard"]
     lin = "linear/top1"
@@ -243,8 +238,8 @@ def _temperature_study() -> Study:
 
 def _sce_studies() -> tuple[Study, Study]:
     ev = ("knn200", "linear")
-    lam = tuple(Variant(f"lambda{c}", f"lambda={c}", _cpu(f"sce_lambda{c}"), ev,
-                        params=(("coeff", float(c)),)) for c in ("0.0", "0.5", "1.0"))
+    lam = tuple(Variant(f"lambda{c}", f"lambda={c}", _cpu(f"sce_lambda{c}"), ev)
+                for c in ("0.0", "0.5", "1.0"))
     free = Variant("no_ceil", "lambda=mu=0.5, eta=0 (no Ceil)", _cpu("sce_free_no_ceil"), ev)
     lam_claims = (
         _acc_claim("sce-l0", "SCE Table 2", "lambda = 0.5 beats lambda = 0 (pure ReSSL target)",
@@ -260,8 +255,8 @@ def _sce_studies() -> tuple[Study, Study]:
     )
     taus = ("0.03", "0.05", "0.07", "0.1")
     tau = tuple(Variant(f"taum{t}", f"tau_m={t}",
-                        _cpu("sce_lambda0.5" if t == "0.05" else f"sce_taum{t}"), ev,
-                        params=(("tau_m", float(t)),)) for t in taus)
+                        _cpu("sce_lambda0.5" if t == "0.05" else f"sce_taum{t}"), ev)
+                for t in taus)
 
     def sharpest(get: Callable[[str, str], float]) -> float:
         best = max(get(f"taum{t}", "linear/top1") for t in ("0.03", "0.05", "0.07"))

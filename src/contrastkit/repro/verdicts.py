@@ -59,10 +59,6 @@ class Verdict:
     intervals: list[tuple[float, float]]
     tag: str | None = None
 
-    @property
-    def mean(self) -> float | None:
-        return sum(self.values) / len(self.values) if self.values else None
-
 
 def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> Verdict:
     """Verdict of ``claim`` from the collected ``summary`` (see the module docstring)."""
