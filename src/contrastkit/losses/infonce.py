@@ -74,8 +74,9 @@ def info_nce(
     check_temperature("temperature", temperature)
     pairs = prepare_pairs(query, key, negatives)
     pos_t, neg_t = split_temperature(temperature)
-    pos = positive_logits(pairs.query, pairs.key, pos_t)
-    lse, _ = negative_lse(pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals)
+    pos = positive_logits(pairs.query, pairs.key, pos_t)  # (N,) q_i.k_i / tau
+    lse, _ = negative_lse(pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals)  # (N,)
+    # -log(e^pos / (e^pos + sum_j e^{l_ij})) = log(e^pos + e^lse) - pos, lse = log sum_j e^{l_ij}
     return (torch.logaddexp(pos, lse) - pos).mean()
 
 
@@ -118,8 +119,8 @@ def nt_xent(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.5) -> Tensor
     Raises:
         ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
     """
-    pos, lse = _view_logits(z1, z2, temperature)
-    return (torch.logaddexp(pos, lse) - pos).mean()
+    pos, lse = _view_logits(z1, z2, temperature)  # (2N,) each; lse over the 2N - 2 negatives
+    return (torch.logaddexp(pos, lse) - pos).mean()  # -log(e^pos / (e^pos + e^lse))
 
 
 def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
@@ -142,7 +143,7 @@ def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
     Raises:
         ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
     """
-    pos, lse = _view_logits(z1, z2, temperature)
+    pos, lse = _view_logits(z1, z2, temperature)  # (2N,) each; lse over b != a, a+
     return (lse - pos).mean()
 
 
