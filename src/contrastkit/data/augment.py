@@ -77,10 +77,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
+from ._augment_base import BatchOp, Params
 from ._augment_color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
 from ._augment_geometry import (
-    BatchOp,
-    Params,
     RandomCropPadFlip,
     RandomResizedCropFlip,
     ResizeCenterCrop,
