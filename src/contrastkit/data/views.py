@@ -19,8 +19,8 @@ import torch
 from torch import Tensor, nn
 
 from . import augment
-from ._augment_base import check_generator as _check_generator
-from ._augment_geometry import RandomResizedCropFlip
+from .augment._base import check_generator as _check_generator
+from .augment._geometry import RandomResizedCropFlip
 
 __all__ = [
     "MULTICROP_LOCAL_SCALES",

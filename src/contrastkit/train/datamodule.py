@@ -25,7 +25,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from contrastkit.data import datasets
+from contrastkit.data.images import datasets
 from contrastkit.data.registry import (
     DatasetName,
     MissingSplitError,

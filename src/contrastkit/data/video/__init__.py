@@ -29,7 +29,7 @@ strong-beta with colour strength 1.0, RGB difference with probability 0.2)::
 from __future__ import annotations
 
 from ._clip_sampling import average_views, clip_length, eval_clip_starts, sample_clip_indices
-from ._video_datasets import (
+from ._datasets import (
     HMDB51,
     UCF101,
     VIDEO_EXTENSIONS,
@@ -41,7 +41,7 @@ from ._video_datasets import (
     read_ucf101,
     read_video_folder,
 )
-from ._video_decode import (
+from ._decode import (
     VideoDecodeError,
     VideoInfo,
     VideoReader,
@@ -49,7 +49,7 @@ from ._video_decode import (
     probe_video,
     resized_size,
 )
-from .video_augment import (
+from .augment import (
     LUMA_WEIGHTS,
     RandomRGBDifference,
     ThreeCrop,

@@ -36,14 +36,14 @@ from typing import Any
 import numpy as np
 
 from ._common import ArrayImages, files_fingerprint
-from ._folder import ImageFiles, hash_text, scan_folder
-from ._images import (
+from ._decode import (
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
     decode_image,
     is_image_file,
 )
+from ._folder import ImageFiles, hash_text, scan_folder
 
 FORMAT_VERSION = 1
 _CHUNK = 512

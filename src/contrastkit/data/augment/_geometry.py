@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._augment_base import CONSTANTS, BatchOp, Params, draw, f64
+from ._base import CONSTANTS, BatchOp, Params, draw, f64
 
 
 def kornia_module(name: str) -> ModuleType:

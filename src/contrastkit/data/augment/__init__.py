@@ -77,16 +77,16 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from ._augment_base import BatchOp, Params
-from ._augment_color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
-from ._augment_geometry import (
+from ._base import BatchOp, Params
+from ._color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
+from ._geometry import (
     RandomCropPadFlip,
     RandomResizedCropFlip,
     ResizeCenterCrop,
     center_crop,
     resize,
 )
-from ._augment_pipeline import (
+from ._pipeline import (
     CHUNK_PIXELS,
     NORMALIZATION,
     Pipeline,

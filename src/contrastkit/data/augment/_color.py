@@ -32,7 +32,7 @@ import itertools
 import torch
 from torch import Tensor
 
-from ._augment_base import CONSTANTS, BatchOp, Params, draw, f64
+from ._base import CONSTANTS, BatchOp, Params, draw, f64
 
 #: ITU-R 601-2 luma weights of R, G, B (PIL's "L" conversion, torchvision's rgb_to_grayscale).
 LUMA = (0.299, 0.587, 0.114)

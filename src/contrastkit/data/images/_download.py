@@ -26,7 +26,7 @@ def download_command(dataset: str, root: str | os.PathLike[str], **kwargs: str) 
     into ``root``, for error messages: ``python -c '...CIFAR10("data", download=True)'``."""
     extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     call = f'{dataset}("{root}"{extra}, download=True)'
-    return f"python -c 'from contrastkit.data.datasets import {dataset}; {call}'"
+    return f"python -c 'from contrastkit.data.images.datasets import {dataset}; {call}'"
 
 
 def download(
