@@ -50,7 +50,7 @@ Implementation choices:
   and dispatches a fixed, small number of operators (a kernel launch each on a GPU; the SCE
   two views of a 256-image 32x32 batch dispatch about 250, counted in
   ``tests/data/test_augment_device.py``). The colour jitter is fused into six blend rounds
-  and one hue rotation whatever each sample's order (:mod:`._augment_color`). kornia's
+  and one hue rotation whatever each sample's order (:mod:`._color`). kornia's
   functional API serves where it is exact and no dearer (the pad-crop-flip warp of
   ``eval_train``); the rest is batched torch: each private module says why, op by op. Not
   ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws one order per *batch* (not per

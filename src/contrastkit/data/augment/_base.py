@@ -2,8 +2,8 @@
 batch's device, then applied) and what every op shares (the parameter dtype, the generator check,
 one-call uniform draws, cached constants).
 
-Internal to :mod:`contrastkit.data.augment`; the geometric ops are in :mod:`._augment_geometry`,
-the colour ops in :mod:`._augment_color`, their composition in :mod:`._augment_pipeline`.
+Internal to :mod:`contrastkit.data.augment`; the geometric ops are in :mod:`._geometry`,
+the colour ops in :mod:`._color`, their composition in :mod:`._pipeline`.
 """
 
 from __future__ import annotations

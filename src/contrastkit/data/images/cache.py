@@ -15,7 +15,7 @@ are written to temporary names and moved into place with ``os.replace``, so an i
 build never leaves a cache that looks valid.
 
 Sources: an image folder (``root/<class>/**/<image>``), a ``.tar``/``.tar.gz`` archive of such
-folders (read directly, no extraction), an :class:`~contrastkit.data.datasets.ImageFiles`
+folders (read directly, no extraction), an :class:`~contrastkit.data.images.datasets.ImageFiles`
 dataset (``ImageFolder``, ``TinyImageNet``, ...) — these three are decoded by a pool of
 ``workers`` processes writing straight into the array file — or any dataset of equally shaped
 uint8 ``(C, H, W)`` images with a ``fingerprint()`` method (or an explicit ``fingerprint``).

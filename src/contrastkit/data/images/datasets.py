@@ -16,7 +16,7 @@ Readers:
 * :class:`Digits`: scikit-learn's 8x8 digits, offline.
 
 Helpers: :class:`WithIndex` (adds the sample index), :func:`long_tailed` (imbalanced subsets),
-:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.cache`
+:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.images.cache`
 (:class:`ArrayCache`, :class:`CachedImages`).
 """
 

@@ -2,15 +2,15 @@
 
 Public entry point of the video data layer (``from contrastkit.data import video``):
 
-* Decoding (:mod:`._video_decode`): :class:`VideoReader`, :func:`decode_frames`,
+* Decoding (:mod:`._decode`): :class:`VideoReader`, :func:`decode_frames`,
   :func:`probe_video`, :class:`VideoInfo`, :class:`VideoDecodeError`. PyAV is the optional
   extra ``video`` (``pip install contrastkit[video]``).
 * Clip sampling (:mod:`._clip_sampling`, SCE appendix D.3): :func:`sample_clip_indices`,
   :func:`clip_length`, :func:`eval_clip_starts`, :func:`average_views`.
-* Datasets (:mod:`._video_datasets`): :class:`UCF101`, :class:`HMDB51`, :class:`Kinetics`
+* Datasets (:mod:`._datasets`): :class:`UCF101`, :class:`HMDB51`, :class:`Kinetics`
   (also Mini-Kinetics-200), :class:`VideoFolder`, :class:`ClipDataset` and the annotation
   readers ``read_*``.
-* Augmentations (:mod:`.video_augment`): :func:`rgb_difference`, :class:`RandomRGBDifference`
+* Augmentations (:mod:`.augment`): :func:`rgb_difference`, :class:`RandomRGBDifference`
   (SCE 4.2.1), :class:`ThreeCrop`, :class:`VideoAugment`, :func:`video_preset`.
 
 Typical pretraining pipeline (SCE 4.2.2: two 8-frame clips of 2.56 s, strong-alpha /

@@ -1,9 +1,9 @@
 """The video datasets: a clip sampler over annotated videos, and one class per dataset.
 
 :class:`ClipDataset` samples clips as in SCE appendix D.3 (Denize et al. 2023; see
-:mod:`contrastkit.data._clip_sampling`); :class:`UCF101`, :class:`HMDB51`, :class:`Kinetics` and
-:class:`VideoFolder` are an annotation reader (:mod:`contrastkit.data._video_annotations`) plus
-:class:`ClipDataset`.
+:mod:`contrastkit.data.video._clip_sampling`); :class:`UCF101`, :class:`HMDB51`,
+:class:`Kinetics` and :class:`VideoFolder` are an annotation reader
+(:mod:`contrastkit.data.video._annotations`) plus :class:`ClipDataset`.
 """
 
 from __future__ import annotations
