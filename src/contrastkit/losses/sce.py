@@ -208,15 +208,16 @@ def sce_reference(
     z1, z2 = F.normalize(query, dim=1), F.normalize(key, dim=1)  # (N, D) each
     if negatives is None:  # in-batch: the negatives of i are the keys j != i, (N, N - 1)
         off_diagonal = ~torch.eye(len(z2), dtype=torch.bool, device=z2.device)
-        z1_neg = (z1 @ z2.T)[off_diagonal].view(len(z1), -1)
-        z2_neg = (z2 @ z2.T)[off_diagonal].view(len(z2), -1)
+        sim1_neg = (z1 @ z2.T)[off_diagonal].view(len(z1), -1)
+        sim2_neg = (z2 @ z2.T)[off_diagonal].view(len(z2), -1)
     else:  # queue: the same K negatives for every anchor, (N, K)
         c = F.normalize(negatives, dim=1)
-        z1_neg, z2_neg = z1 @ c.T, z2 @ c.T
-    s2 = torch.softmax(z2_neg.detach() / target_temperature, dim=1)  # eq. 5, (N, K)
+        sim1_neg, sim2_neg = z1 @ c.T, z2 @ c.T
+    # eq. 5, (N, K): over the negatives only (the pseudo-code's zero positive logit is masked)
+    s2 = torch.softmax(sim2_neg.detach() / target_temperature, dim=1)
     one_hot = F.pad(torch.ones_like(s2[:, :1]), (0, s2.shape[1]))  # 1_{k = i+}, (N, 1 + K)
     w2 = coeff * one_hot + (1 - coeff) * F.pad(s2, (1, 0))  # eq. 8, (N, 1 + K), column 0: i+
-    sim1 = torch.cat([(z1 * z2).sum(1, keepdim=True), z1_neg], dim=1)  # (N, 1 + K)
+    sim1 = torch.cat([(z1 * z2).sum(1, keepdim=True), sim1_neg], dim=1)  # (N, 1 + K)
     log_p1 = torch.log_softmax(sim1 / temperature, dim=1)  # eq. 9, (N, 1 + K)
     return -(w2 * log_p1).sum(dim=1).mean()  # eq. 10
 
