@@ -31,7 +31,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py

@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from contrastkit.data import _augment_color as color
-from contrastkit.data import _augment_geometry as geometry
+from contrastkit.data.augment import _color as color
+from contrastkit.data.augment import _geometry as geometry
 from contrastkit.data.augment import kornia_preset
 from contrastkit.data.views import make_views
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from contrastkit.data.datasets import ImageFiles
+from contrastkit.data.images.datasets import ImageFiles
 from contrastkit.data.loader_crops import ATTEMPTS, CropSpec, FileReader, LoaderCrops, crop_box
 from contrastkit.data.wrappers import ResizedSquare
 

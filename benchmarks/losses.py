@@ -50,6 +50,7 @@ def loss_fn(name: str, k: int):
     """Return ``(callable(q, key, queue) -> loss, (anchors, candidates, target_products))``."""
     from contrastkit.losses import infonce  # not `sce`: the package re-exports the function
     from contrastkit.losses.dystress import DySTreSSTemperature
+    from contrastkit.losses.hard_contrastive import hard_contrastive
     from contrastkit.losses.sce import ressl, sce
 
     cands = k if k else N
@@ -59,7 +60,7 @@ def loss_fn(name: str, k: int):
         t = DySTreSSTemperature()
         return lambda q, kk, n: infonce.info_nce(q, kk, n, temperature=t), (N, cands, 0)
     if name == "hard_contrastive":
-        return (lambda q, kk, n: infonce.hard_contrastive(q, kk, n, num_hard=NUM_HARD)), (
+        return (lambda q, kk, n: hard_contrastive(q, kk, n, num_hard=NUM_HARD)), (
             N,
             cands,
             0,

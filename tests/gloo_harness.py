@@ -22,6 +22,16 @@ import torch.multiprocessing as mp
 from torch import nn
 
 
+@torch.no_grad()
+def all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    """Mean of ``tensor`` over the processes (a detached copy when not distributed)."""
+    out = tensor.detach().clone()
+    if dist.is_available() and dist.is_initialized():
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        return out / dist.get_world_size()
+    return out
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -320,12 +320,14 @@ def _method_config(tmp_path: Path, name: str, init_args: str) -> Path:
 
 
 @pytest.mark.parametrize("key", ["dynamic_temperature", "temperature_schedule"])
-def test_retired_temperature_keys_say_where_their_value_goes(tmp_path, capsys, key):
+def test_a_removed_key_is_refused_naming_it_and_the_accepted_ones(tmp_path, capsys, key):
     path = _method_config(tmp_path, "SimCLR", f"      temperature: 0.2\n      {key}: null\n")
     with pytest.raises(SystemExit):
         _cli(path)
     err = capsys.readouterr().err
-    assert f"{key} was merged into temperature" in err
+    assert f"Option '{key}" in err and "not accepted" in err
+    accepted = err.partition("SimCLR accepts: ")[2].splitlines()[0].split(", ")
+    assert "temperature" in accepted and key not in accepted
 
 
 @pytest.mark.parametrize("temperature", [
@@ -356,8 +358,8 @@ def test_per_pair_temperature_on_sce_names_the_key(tmp_path):
 
 
 @pytest.mark.parametrize("class_path", ["contrastkit.schedules.KuklevaCosineTemperature",
-                                        "contrastkit.losses.temperature.DySTreSSTemperature"])
-def test_former_temperature_class_paths_still_parse(tmp_path, class_path):
+                                        "contrastkit.losses.dystress.DySTreSSTemperature"])
+def test_temperature_class_paths_at_their_homes_parse(tmp_path, class_path):
     path = _method_config(tmp_path, "SimCLR", f"      temperature: {{class_path: {class_path}}}\n")
     _, model, _ = _parse_and_build(path)
     assert type(model.method.temperature).__name__ == class_path.rpartition(".")[2]

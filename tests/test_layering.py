@@ -1,6 +1,7 @@
 """Imports run one way (CONTRIBUTING.md, "Layout"): data -> models/losses -> methods -> train;
 eval reads checkpoints and tensors; the applications (``contrastkit.demos``, ``contrastkit.repro``
-and the command dispatcher ``contrastkit.cli``) sit above both.
+and the command dispatcher ``contrastkit.cli``) sit above both. Inside data/, the sub-packages
+(augment, images, video) sit below the modules of data/ itself.
 
 Every module under ``src/contrastkit`` is parsed with :mod:`ast`; every ``import`` and
 ``from ... import`` in it counts, at module level or inside a function, absolute or relative.
@@ -126,6 +127,45 @@ def test_imports_are_resolved(tmp_path, source, module, is_package, expected):
     path.write_text(source)
     known = set(modules())
     assert [t for _, t in imported_modules(module, path, known)] == [expected]
+
+
+#: Inside data/: the sub-packages by job, and what each must not import ("top": the modules of
+#: data/ itself, which use them: the registry, the view generators, the wrappers, the specs).
+DATA_PARTS = ("augment", "images", "video")
+DATA_FORBIDDEN: list[tuple[str, frozenset[str]]] = [
+    ("augment", frozenset({"images", "video", "top"})),
+    ("images", frozenset({"augment", "video", "top"})),
+    ("video", frozenset({"images", "top"})),  # clip augmentations reuse the image ones
+]
+
+
+def data_part(module: str) -> str | None:
+    """``augment``/``images``/``video`` for modules of those sub-packages of ``contrastkit.data``,
+    ``top`` for the other modules of ``contrastkit.data`` (the package included), else None."""
+    parts = module.split(".")
+    if parts[:2] != ["contrastkit", "data"]:
+        return None
+    return parts[2] if len(parts) > 2 and parts[2] in DATA_PARTS else "top"
+
+
+def test_data_sub_packages_import_one_way():
+    known = modules()
+    found = []
+    for module, path in known.items():
+        source = data_part(module)
+        for line, target in imported_modules(module, path, set(known)):
+            for importer, banned in DATA_FORBIDDEN:
+                if source == importer and data_part(target) in banned:
+                    found.append(f"{path.relative_to(SRC.parent)}:{line}: {module} imports "
+                                 f"{target}")
+    assert not found, "data/ sub-package violations:\n" + "\n".join(found)
+
+
+def test_data_parts_of_modules():
+    assert data_part("contrastkit.data.images._cifar") == "images"
+    assert data_part("contrastkit.data.video") == "video"
+    assert data_part("contrastkit.data") == "top" and data_part("contrastkit.data.views") == "top"
+    assert data_part("contrastkit.models.resnet") is None
 
 
 def test_layers_of_modules():

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from contrastkit.losses import info_nce, nt_xent, sce, sce_terms, sincere, supcon
 from contrastkit.methods.queue import MemoryQueue
+from queue_inspect import ordered
 
 SETTINGS = settings(max_examples=25, deadline=None)
 
@@ -65,5 +66,5 @@ def test_queue_equals_writing_rows_one_by_one(size, batches):
         queue.enqueue(rows)
         history.extend(rows)
     expected = torch.stack(history[-size:]) if history else torch.zeros(0, 2)
-    torch.testing.assert_close(queue.ordered(), expected)
+    torch.testing.assert_close(ordered(queue), expected)
     assert queue.num_valid == min(size, len(history))

@@ -7,11 +7,12 @@ import math
 import pytest
 import torch
 
-from contrastkit.losses.dystress import KuklevaCosineTemperature, MACLTemperature
 from contrastkit.schedules import (
     ConstantSchedule,
     CosineSchedule,
+    KuklevaCosineTemperature,
     LinearSchedule,
+    MACLTemperature,
     ScheduleState,
     WarmupSchedule,
 )

@@ -22,14 +22,11 @@ __all__ = [
     "check_non_negative_float",
     "check_positive_float",
     "check_same_dim",
+    "check_same_dtype",
     "check_same_shape",
-    "check_temperature_value",
     "check_unit_interval",
     "resolve_num_classes",
 ]
-
-#: A per-pair temperature function: cosine similarities -> temperatures of the same shape.
-
 
 def check_embeddings(name: str, x: Tensor, *, ndim: int | tuple[int, ...] = 2) -> None:
     """Check that ``x`` is a floating tensor of the expected rank with finite values.
@@ -52,6 +49,12 @@ def check_same_shape(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
         )
 
 
+def check_same_dtype(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
+    """Raise ``ValueError`` unless ``a`` and ``b`` have the same dtype."""
+    if a.dtype != b.dtype:
+        raise ValueError(f"{name_b} must have the dtype of {name_a} ({a.dtype}), got {b.dtype}")
+
+
 def check_same_dim(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
     """Raise ``ValueError`` unless the last (embedding) dimensions of ``a`` and ``b`` agree."""
     if a.shape[-1] != b.shape[-1]:
@@ -67,27 +70,6 @@ def check_positive_float(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a number, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {value}")
-
-
-def check_temperature_value(name: str, value: float | Tensor) -> None:
-    """Raise ``ValueError`` unless ``value`` is a finite number > 0 or a 0-d float tensor.
-
-    A tensor (e.g. an alignment-adaptive temperature computed on the device) is checked for
-    being finite and > 0 by reading it back, except inside
-    :func:`contrastkit.hot_path.hot_path`, where that read would make a GPU wait.
-    """
-    if isinstance(value, Tensor):
-        if value.dim() != 0 or not value.is_floating_point():
-            raise ValueError(
-                f"{name} must be a number or a 0-d float tensor, got a {value.dtype} tensor of "
-                f"shape {tuple(value.shape)}"
-            )
-        if not in_hot_path():
-            scalar = float(value)
-            if not math.isfinite(scalar) or scalar <= 0:
-                raise ValueError(f"{name} must be finite and > 0, got {scalar}")
-        return
-    check_positive_float(name, value)
 
 
 def check_unit_interval(name: str, value: float) -> None:

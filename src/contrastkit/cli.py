@@ -58,7 +58,7 @@ def _export(argv: list[str]) -> int:
 
 
 def _pretrain(argv: list[str]) -> int:
-    from contrastkit.data.datasets import MixedImageSizesError, UnreadableImageError
+    from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
     from contrastkit.train.cli import pretrain
 
     hints = {

@@ -40,7 +40,6 @@ from torch import Tensor
 from contrastkit.hot_path import in_hot_path
 
 __all__ = [
-    "all_reduce_mean",
     "broadcast_from_rank0",
     "gather_no_grad",
     "gather_no_grad_with_sizes",
@@ -253,20 +252,3 @@ def broadcast_from_rank0(tensor: Tensor) -> Tensor:
     if is_distributed():
         dist.broadcast(out, src=0)
     return out
-
-
-@torch.no_grad()
-def all_reduce_mean(tensor: Tensor) -> Tensor:
-    """Mean of ``tensor`` over processes: ``(1/W) sum_r tensor_r`` (no gradient).
-
-    Args:
-        tensor: tensor of the same shape and dtype on every rank (e.g. a loss for logging).
-
-    Returns:
-        A new detached tensor (integer inputs give a floating result, as true division does;
-        when not distributed, a detached copy divided by 1). The input is never modified.
-    """
-    out = tensor.detach().clone()
-    if is_distributed():
-        dist.all_reduce(out, op=dist.ReduceOp.SUM)
-    return out / world_size()

@@ -29,7 +29,6 @@ __all__ = [
     "param_groups",
     "scaled_lr",
     "warmup_cosine",
-    "warmup_cosine_lambda",
     "warmup_cosine_scheduler",
 ]
 
@@ -293,25 +292,6 @@ def warmup_cosine(
     return cosine_anneal(base_lr, final_lr, progress)
 
 
-def warmup_cosine_lambda(
-    total_steps: int,
-    warmup_steps: int,
-    final_ratio: float = 0.0,
-    start_ratio: float = 0.0,
-) -> Callable[[int], float]:
-    """Multiplier ``step -> warmup_cosine(step, ..., base_lr=1)`` for ``LambdaLR``.
-
-    ``final_ratio``/``start_ratio`` are ``final_lr``/``start_lr`` as fractions of each group's
-    initial learning rate.
-    """
-    warmup_cosine(0, total_steps, warmup_steps, 1.0)  # validate eagerly
-
-    def factor(step: int) -> float:
-        return warmup_cosine(step, total_steps, warmup_steps, 1.0, final_ratio, start_ratio)
-
-    return factor
-
-
 def warmup_cosine_scheduler(
     optimizer: Optimizer,
     total_steps: int,
@@ -319,11 +299,16 @@ def warmup_cosine_scheduler(
     final_ratio: float = 0.0,
     start_ratio: float = 0.0,
 ) -> LambdaLR:
-    """Per-step ``LambdaLR`` following :func:`warmup_cosine` for every param group.
+    """Per-step ``LambdaLR`` following :func:`warmup_cosine` for every param group (the
+    pretraining engine's schedule).
 
     Call ``scheduler.step()`` once after every ``optimizer.step()``; the learning rate used by
     optimiser step ``s`` (0-based) is ``warmup_cosine(s, ...)`` times the group's initial lr.
+    ``final_ratio``/``start_ratio`` are ``final_lr``/``start_lr`` as fractions of it.
     """
-    return LambdaLR(
-        optimizer, warmup_cosine_lambda(total_steps, warmup_steps, final_ratio, start_ratio)
-    )
+    warmup_cosine(0, total_steps, warmup_steps, 1.0)  # validate eagerly
+
+    def factor(step: int) -> float:
+        return warmup_cosine(step, total_steps, warmup_steps, 1.0, final_ratio, start_ratio)
+
+    return LambdaLR(optimizer, factor)

@@ -6,17 +6,20 @@ for alignment-adaptive temperatures, the positive-pair cosine similarities). Sch
 mutable state, so resuming from a checkpoint only needs the step/epoch.
 
 This module holds the generic schedules (constant, linear, cosine, warm-up), usable for any
-coefficient such as SCE's ``lambda`` or a temperature. The temperature schedules of particular
-papers (Kukleva et al. 2023, MACL of Huang et al. 2023) are temperature choices beside the
-DySTreSS ones in :mod:`contrastkit.losses.dystress`. The momentum (EMA) coefficient schedule
-lives with the momentum branch in :mod:`contrastkit.models.momentum`.
+coefficient such as SCE's ``lambda`` or a temperature, and the temperature schedules of
+Kukleva et al. 2023 and MACL (Huang et al. 2023). What else a temperature may be:
+:mod:`contrastkit.losses.temperature`. The momentum (EMA) coefficient schedule lives with the
+momentum branch in :mod:`contrastkit.models.momentum`.
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Literal
 
+import torch
 from torch import Tensor
 
 from contrastkit.cosine import cosine_anneal
@@ -24,7 +27,9 @@ from contrastkit.cosine import cosine_anneal
 __all__ = [
     "ConstantSchedule",
     "CosineSchedule",
+    "KuklevaCosineTemperature",
     "LinearSchedule",
+    "MACLTemperature",
     "Schedule",
     "ScheduleState",
     "WarmupSchedule",
@@ -70,7 +75,7 @@ class Schedule(ABC):
     """Base of every schedule: maps a :class:`ScheduleState` to a value.
 
     A method's ``temperature`` that is a ``Schedule`` is evaluated at each step
-    (:func:`contrastkit.losses.dystress.resolve_temperature`); a config names a schedule by its
+    (:func:`contrastkit.losses.temperature.resolve_temperature`); a config names a schedule by its
     ``class_path``, which a saved config keeps.
     """
 
@@ -145,18 +150,91 @@ class WarmupSchedule(Schedule):
         return self.start + (self.end - self.start) * frac
 
 
-#: Former name of :class:`Schedule` (a union of the schedule classes), kept for imports.
-AnySchedule = Schedule
+@dataclass(frozen=True)
+class KuklevaCosineTemperature(Schedule):
+    """Periodic cosine temperature of Kukleva et al. 2023 (ICLR, "Temperature Schedules for
+    Self-Supervised Contrastive Methods on Long-Tail Data"), cited by Manna et al. 2023 as [28].
 
-_MOVED = ("KuklevaCosineTemperature", "MACLTemperature")
+    ``tau(t) = t_min + (t_max - t_min) * (1 + cos(2 pi t / period + offset)) / 2``
+
+    with ``t`` the fractional epoch (``unit="epoch"``, the paper's setting) or the optimiser
+    step (``unit="step"``). ``tau`` oscillates between ``t_max`` (large: group-wise
+    discrimination) and ``t_min`` (small: instance discrimination); with ``offset=0`` it starts
+    at ``t_max``. Defaults are our reading of the paper's setting (``tau_- = 0.1``,
+    ``tau_+ = 1.0``, period 400 epochs for 2000-epoch long-tail training); the formula is
+    the paper's, the defaults should be checked against it for exact reproduction.
+
+    Raises:
+        ValueError: unless ``0 < t_min <= t_max`` and ``period > 0``.
+    """
+
+    t_min: float = 0.1
+    t_max: float = 1.0
+    period: float = 400.0
+    offset: float = 0.0
+    unit: Literal["epoch", "step"] = "epoch"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.t_min <= self.t_max:
+            raise ValueError(f"need 0 < t_min <= t_max, got t_min={self.t_min}, t_max={self.t_max}")
+        if not self.period > 0:
+            raise ValueError(f"period must be > 0, got {self.period}")
+        if self.unit not in ("epoch", "step"):
+            raise ValueError(f"unit must be 'epoch' or 'step', got {self.unit!r}")
+
+    def __call__(self, state: ScheduleState) -> float:
+        t = state.epoch if self.unit == "epoch" else state.step
+        phase = 2.0 * math.pi * t / self.period + self.offset
+        return self.t_min + (self.t_max - self.t_min) * 0.5 * (1.0 + math.cos(phase))
 
 
-def __getattr__(name: str) -> type[Schedule]:
-    """The temperature schedules of Kukleva et al. and MACL, which now live beside the DySTreSS
-    temperatures in :mod:`contrastkit.losses.dystress`, under their former path (imported
-    lazily: that module imports this one)."""
-    if name in _MOVED:
-        from contrastkit.losses import dystress
+@dataclass(frozen=True)
+class MACLTemperature(Schedule):
+    """Alignment-adaptive temperature as in MACL (Huang et al. 2023, ICML, "Model-Aware
+    Contrastive Learning: Towards Escaping the Dilemmas"), cited by Manna et al. 2023 as [55].
 
-        return getattr(dystress, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    ``tau = max(t0 * (1 + alpha * (A - a0)), min_value)``
+
+    where ``A`` is the alignment magnitude: the mean cosine similarity of the positive pairs
+    of the current batch, **detached** (the temperature is not differentiated). Better
+    aligned models (large ``A``) get a larger temperature (more tolerance), poorly aligned
+    ones a smaller one (more uniformity). Defaults ``t0=0.1, alpha=0.5, a0=0`` follow the
+    MACL SimCLR setting. MACL also reweights the loss by the detached ``1 / (1 - P_pos)``;
+    that belongs to the loss, not to this schedule. The clamp at ``min_value`` (> 0) only
+    matters for ``alpha * (a0 - A) >= 1``, impossible with the defaults (``tau >= 0.05``).
+
+    Returns a 0-d detached tensor when ``positive_similarity`` is a tensor (no host sync),
+    else a float.
+
+    Raises:
+        ValueError: on ``t0 <= 0``, ``alpha < 0``, ``min_value <= 0``, or when the state has no
+            ``positive_similarity`` (or an empty one).
+    """
+
+    t0: float = 0.1
+    alpha: float = 0.5
+    a0: float = 0.0
+    min_value: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if not self.t0 > 0:
+            raise ValueError(f"t0 must be > 0, got {self.t0}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {self.alpha}")
+        if not self.min_value > 0:
+            raise ValueError(f"min_value must be > 0, got {self.min_value}")
+
+    def __call__(self, state: ScheduleState) -> float | Tensor:
+        sim = state.positive_similarity
+        if sim is None:
+            raise ValueError("MACLTemperature needs ScheduleState.positive_similarity")
+        if isinstance(sim, Tensor):
+            if sim.numel() == 0:
+                raise ValueError("positive_similarity is empty")
+            alignment = sim.detach().to(torch.float64).mean()
+            tau = self.t0 * (1.0 + self.alpha * (alignment - self.a0))
+            return tau.clamp_min(self.min_value).to(
+                sim.dtype if sim.is_floating_point() else torch.float32
+            )
+        tau_f = self.t0 * (1.0 + self.alpha * (float(sim) - self.a0))
+        return max(tau_f, self.min_value)

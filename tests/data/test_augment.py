@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from float32_floor import CUDA_ATOL
 
 from contrastkit.data import augment as A
-from contrastkit.data._augment_color import (
+from contrastkit.data.augment._color import (
     RandomColorJitter,
     RandomGaussianBlur,
     RandomGrayscale,
@@ -21,7 +21,7 @@ from contrastkit.data._augment_color import (
     gaussian_kernels,
     gray,
 )
-from contrastkit.data._augment_geometry import RandomCropPadFlip, RandomResizedCropFlip, resize
+from contrastkit.data.augment._geometry import RandomCropPadFlip, RandomResizedCropFlip, resize
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -14,17 +14,14 @@ from torch.profiler import ProfilerActivity, profile
 
 from contrastkit.data import augment as A
 from contrastkit.data import views as V
-from contrastkit.data._augment_color import (
+from contrastkit.data.augment._base import check_generator
+from contrastkit.data.augment._color import (
     ORDERS,
     RandomColorJitter,
     RandomGaussianBlur,
     RandomGrayscale,
 )
-from contrastkit.data._augment_geometry import (
-    RandomResizedCropFlip,
-    check_generator,
-    crop_boxes_from_uniforms,
-)
+from contrastkit.data.augment._geometry import RandomResizedCropFlip, crop_boxes_from_uniforms
 from contrastkit.train.specs import ViewsSpec
 from contrastkit.train.views import build_train_views
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from PIL import Image
 
-from contrastkit.data import cache as C
-from contrastkit.data import datasets as D
+from contrastkit.data.images import cache as C
+from contrastkit.data.images import datasets as D
 
 RNG = np.random.default_rng(11)
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from contrastkit.data._augment_pipeline import exact_float32
+from contrastkit.data.augment._pipeline import exact_float32
 from contrastkit.data.views import make_views
 
 #: Every per-backend precision setting torch keeps (the guard touches four of them).

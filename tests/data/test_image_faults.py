@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from contrastkit.data import datasets as D
-from contrastkit.data._folder import check_headers, list_images
-from contrastkit.data._images import decode_image
+from contrastkit.data.images._decode import decode_image
+from contrastkit.data.images._folder import check_headers, list_images
 from contrastkit.outputs import SKIPPED_FILES, write_skipped_files
 
 

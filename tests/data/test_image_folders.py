@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from contrastkit.data import datasets as D
+from contrastkit.data.images import datasets as D
 from own_images import make_own_folder
 
 RNG = np.random.default_rng(7)

@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader
 
 from contrastkit.data import augment as A
 from contrastkit.data import views as V
-from contrastkit.data._augment_geometry import crop_boxes_from_uniforms
-from contrastkit.data.datasets import ImageFolder
+from contrastkit.data.augment._geometry import crop_boxes_from_uniforms
+from contrastkit.data.images.datasets import ImageFolder
 from contrastkit.data.loader_crops import (
     ATTEMPTS,
     CropSpec,

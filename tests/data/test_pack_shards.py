@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from contrastkit.cli import main
-from contrastkit.data.datasets import ImageFolder
+from contrastkit.data.images.datasets import ImageFolder
 from contrastkit.data.pack import pack_folder
 from contrastkit.data.registry import MissingSplitError, build_dataset
 from contrastkit.data.shards import ShardImages, ShardReader

@@ -79,7 +79,7 @@ def test_malformed_rows_and_unknown_split_are_named(tmp_path):
 
 
 def test_corrupt_image_is_named(tmp_path):
-    from contrastkit.data.datasets import UnreadableImageError
+    from contrastkit.data.images.datasets import UnreadableImageError
 
     files = read_transfer_set("mhist", fx.mhist(tmp_path), "train")
     files.paths[1].write_bytes(b"broken")

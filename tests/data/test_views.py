@@ -7,7 +7,7 @@ import torch
 
 from contrastkit.data import augment as A
 from contrastkit.data import views as V
-from contrastkit.data._augment_color import RandomColorJitter, RandomSolarize
+from contrastkit.data.augment._color import RandomColorJitter, RandomSolarize
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

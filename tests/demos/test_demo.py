@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastkit.data import datasets as D
+from contrastkit.data.images import datasets as D
 from contrastkit.demos import pretrain as demo
 from contrastkit.demos import protocol as P
 from contrastkit.eval import linear_probe, sample_per_class

@@ -13,7 +13,7 @@ from torch import nn
 
 from contrastkit.checkpoints import file_hash
 from contrastkit.cli import main
-from contrastkit.data.datasets import Digits
+from contrastkit.data.images.datasets import Digits
 from contrastkit.eval import cli as eval_cli
 from contrastkit.eval.cli import setup as eval_setup
 from contrastkit.models.resnet import resnet18, resnet50

@@ -63,13 +63,12 @@ def test_probe_on_digits_pixels_above_90_percent(digits):
     )
 
 
-def test_probe_step_schedule_and_protocol_kwargs(digits):
+def test_probe_step_schedule(digits):
     xtr, ytr, xte, yte = digits
-    protocol = LinearProtocol(epochs=10, lr=0.05, batch_size=64, schedule="step",
-                              milestones=(6, 8))
-    out = linear_probe(xtr, ytr, xte, yte, **protocol.probe_kwargs())
+    kwargs = {"epochs": 10, "lr": 0.05, "batch_size": 64, "schedule": "step", "milestones": (6, 8)}
+    out = linear_probe(xtr, ytr, xte, yte, **kwargs)
     assert out["top1"] > 0.85
-    again = linear_probe(xtr, ytr, xte, yte, **protocol.probe_kwargs())
+    again = linear_probe(xtr, ytr, xte, yte, **kwargs)
     assert again["top1"] == out["top1"]  # deterministic given the seed
 
 

@@ -26,7 +26,7 @@ from video_fixtures import (
 from contrastkit.cli import main
 from contrastkit.data.registry import build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video_views import VideoEvalView
+from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.finetune import FinetuneProtocol, finetune_video
 from contrastkit.eval.video import SCE_D3, MultiViewEncoder
 from contrastkit.models.factory import BackboneSpec, build_backbone

@@ -10,12 +10,12 @@ import torch
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
-    KuklevaCosineTemperature,
     LinearTemperature,
     MonotonicCosineTemperature,
-    PairTemperature,
 )
 from contrastkit.losses.infonce import info_nce, nt_xent
+from contrastkit.losses.temperature import PairTemperature
+from contrastkit.schedules import KuklevaCosineTemperature
 
 F64 = torch.float64
 S = torch.tensor([-1.0, 0.0, 1.0], dtype=F64)

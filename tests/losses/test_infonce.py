@@ -8,9 +8,10 @@ import pytest
 import torch
 from loss_inputs import F64, SHAPES, make, unit
 
-from contrastkit.losses.dystress import DySTreSSTemperature, LinearTemperature, PairTemperature
+from contrastkit.losses.dystress import DySTreSSTemperature, LinearTemperature
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 from contrastkit.losses.infonce import DCLLoss, InfoNCELoss, NTXentLoss, dcl, info_nce, nt_xent
+from contrastkit.losses.temperature import PairTemperature
 
 
 def tau(t, s):

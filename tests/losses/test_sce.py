@@ -9,7 +9,7 @@ import torch
 from loss_inputs import F64, SHAPES, make, unit
 
 from contrastkit.losses.infonce import info_nce
-from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_terms
+from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 
 
 def negatives_of(i, k, neg):
@@ -63,6 +63,22 @@ def test_sce_matches_loop_value_and_gradient(shape, coeff):
     # the loop detaches the target, so equal gradients = no gradient through the target
     for g_ours, g_ref in zip(grads(ours, [q, k, neg]), grads(ref, [q, k, neg]), strict=True):
         close(g_ours, g_ref)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("coeff", [0.0, 0.3, 1.0])
+def test_sce_reference_is_eq_10_and_equals_the_fast_path(shape, coeff):
+    """The paper form (eqs. 8-10 in matrices) matches the per-anchor loop and the fast line."""
+    q, k, neg = make(*shape, seed=6)
+    paper = sce_reference(q, k, neg, temperature=0.1, target_temperature=0.05, coeff=coeff)
+    close(paper, ref_terms(q, k, neg, 0.1, 0.05, coeff)[0])
+    fast = sce(q, k, neg, temperature=0.1, target_temperature=0.05, coeff=coeff)
+    close(fast, paper)
+    for g_fast, g_paper in zip(grads(fast, [q, k, neg]), grads(paper, [q, k, neg]), strict=True):
+        if g_paper is None:  # the queue only enters the stop-gradient target when coeff is 1
+            assert g_fast is None or g_fast.abs().max() == 0
+        else:
+            close(g_fast, g_paper)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -27,7 +27,7 @@ TINY: dict[str, Any] = {
 
 
 def _dystress() -> Any:
-    from contrastkit.losses.temperature import DySTreSSTemperature
+    from contrastkit.losses.dystress import DySTreSSTemperature
 
     return DySTreSSTemperature(t_min=0.07, t_max=0.2)
 

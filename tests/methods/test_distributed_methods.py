@@ -48,6 +48,7 @@ from contrastkit.methods import SCE, ContrastiveMethod, SimCLR, SupervisedContra
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
 from gloo_harness import run_ranks
+from queue_inspect import staged_rows
 
 WORLD = 2
 BATCH = 8  # combined batch, 4 per rank
@@ -147,7 +148,7 @@ def _train(case: str, rows: slice, ddp: bool, micro_batches: int = 1) -> list[di
             "loss": loss,
             "grads": {n: p.grad.detach().clone() for n, p in method.named_parameters()
                       if p.grad is not None},
-            "staged": method.queue.num_staged if method.queue is not None else 0,
+            "staged": staged_rows(method.queue) if method.queue is not None else 0,
         }
         opt.step()
         method.after_optimizer_step(state)

@@ -10,6 +10,7 @@ from contrastkit.losses import MACLTemperature
 from contrastkit.methods import SCE, MoCo, ReSSL, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import LinearSchedule, ScheduleState
+from queue_inspect import ordered, staged_rows
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="none")}
@@ -53,11 +54,11 @@ def test_sce_asymmetric_uses_online_view0_and_target_view1():
     expected = losses.sce(q, k, negatives, temperature=0.2, target_temperature=0.05, coeff=0.3)
     torch.testing.assert_close(out.loss, expected)
     # keys are staged, not yet in the queue, until the optimiser step
-    assert method.queue.num_staged == 6
-    before = method.queue.ordered().clone()
+    assert staged_rows(method.queue) == 6
+    before = ordered(method.queue).clone()
     method.after_optimizer_step(STATE)
-    after = method.queue.ordered()
-    assert method.queue.num_staged == 0
+    after = ordered(method.queue)
+    assert staged_rows(method.queue) == 0
     torch.testing.assert_close(after[-6:], torch.nn.functional.normalize(k.float(), dim=1).double())
     assert not torch.equal(before, after)
 
@@ -71,7 +72,7 @@ def test_symmetric_sce_averages_both_directions_and_enqueues_both_keys():
     k0, k1 = method.encode_target(v[0]), method.encode_target(v[1])
     expected = 0.5 * (losses.sce(q0, k1, negatives) + losses.sce(q1, k0, negatives))
     torch.testing.assert_close(out.loss, expected)
-    assert method.queue.num_staged == 12
+    assert staged_rows(method.queue) == 12
 
 
 def test_multicrop_local_views_are_queries_only():
@@ -83,7 +84,7 @@ def test_multicrop_local_views_are_queries_only():
     pairs = [losses.info_nce(method.encode(v[i])[1], k1, negatives, temperature=0.2)
              for i in (0, 2, 3)]
     torch.testing.assert_close(out.loss, torch.stack(pairs).mean())
-    assert method.queue.num_staged == 6  # only the global key
+    assert staged_rows(method.queue) == 6  # only the global key
 
 
 def test_ressl_uses_its_loss():

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from contrastkit.methods.queue import MemoryQueue
+from queue_inspect import is_full, ordered, staged_rows
 
 
 def _rows(start: int, n: int, dim: int = 3) -> torch.Tensor:
@@ -29,10 +30,10 @@ def _reference_fifo(size: int, batches: list[torch.Tensor]) -> tuple[torch.Tenso
 
 def test_starts_empty_and_returns_only_filled_rows() -> None:
     q = MemoryQueue(10, 3, normalize=False)
-    assert not q.is_ready and not q.is_full
+    assert not q.is_ready and not is_full(q)
     assert q.negatives().shape == (0, 3)
     q.enqueue(_rows(0, 4))
-    assert q.is_ready and not q.is_full and q.num_valid == 4
+    assert q.is_ready and not is_full(q) and q.num_valid == 4
     torch.testing.assert_close(q.negatives(), _rows(0, 4))
 
 
@@ -46,13 +47,13 @@ def test_fifo_wraparound_size_not_multiple_of_batch() -> None:
         assert int(q.ptr) == ptr and int(q.filled) == filled
     # After 28 rows the newest 10 (ids 18..27) remain, oldest first from ptr = 8.
     assert int(q.ptr) == 8
-    torch.testing.assert_close(q.ordered()[:, 0], torch.arange(18.0, 28.0))
+    torch.testing.assert_close(ordered(q)[:, 0], torch.arange(18.0, 28.0))
     # third batch (ids 8..11) wrapped: rows 8, 9 then 0, 1
     q2 = MemoryQueue(10, 3, normalize=False)
     for b in batches[:3]:
         q2.enqueue(b)
     torch.testing.assert_close(q2.keys[:, 0], torch.tensor([10.0, 11, 2, 3, 4, 5, 6, 7, 8, 9]))
-    assert int(q2.ptr) == 2 and q2.is_full
+    assert int(q2.ptr) == 2 and is_full(q2)
 
 
 @pytest.mark.parametrize("ptr_rows", [0, 3, 7])
@@ -66,7 +67,7 @@ def test_batch_larger_than_queue_keeps_newest(ptr_rows: int, n: int) -> None:
     store, ptr, filled = _reference_fifo(10, batches)
     torch.testing.assert_close(q.keys, store)
     assert int(q.ptr) == ptr and int(q.filled) == filled == 10
-    torch.testing.assert_close(q.ordered()[:, 0], torch.arange(n - 10.0, n))
+    torch.testing.assert_close(ordered(q)[:, 0], torch.arange(n - 10.0, n))
 
 
 def test_normalize_and_detach() -> None:
@@ -91,7 +92,7 @@ def test_negatives_is_a_copy_safe_for_backward() -> None:
 def test_random_init_is_full_normalised_and_seeded() -> None:
     a = MemoryQueue(8, 4, init="random", seed=3)
     b = MemoryQueue(8, 4, init="random", seed=3)
-    assert a.is_full and a.negatives().shape == (8, 4)
+    assert is_full(a) and a.negatives().shape == (8, 4)
     torch.testing.assert_close(a.keys.norm(dim=1), torch.ones(8))
     torch.testing.assert_close(a.keys, b.keys)
 
@@ -122,8 +123,8 @@ def test_gradient_accumulation_stage_then_commit_equals_one_large_batch() -> Non
         acc.stage(m)
         # every micro-batch of the step sees the same queue
         torch.testing.assert_close(acc.negatives(), before)
-    assert acc.num_staged == 12
-    assert acc.commit() == 12 and acc.num_staged == 0
+    assert staged_rows(acc) == 12
+    assert acc.commit() == 12 and staged_rows(acc) == 0
     big.enqueue(torch.cat(micro))
     torch.testing.assert_close(acc.keys, big.keys)
     assert int(acc.ptr) == int(big.ptr) and int(acc.filled) == int(big.filled)

@@ -30,6 +30,7 @@ from contrastkit.methods.shuffle_bn import ShuffleBN, SplitBatchNorm
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
 from gloo_harness import run_ranks
+from queue_inspect import ordered
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="hidden")}
@@ -210,7 +211,7 @@ def test_objective_stages_the_shuffled_keys():
     method(views, torch.zeros(12, dtype=torch.long), STATE)
     method.queue.commit()
     want = nn.functional.normalize(_reference(plain, views[1], perm, 3).float(), dim=1)
-    torch.testing.assert_close(method.queue.ordered()[-12:], want.to(method.queue.keys.dtype))
+    torch.testing.assert_close(ordered(method.queue)[-12:], want.to(method.queue.keys.dtype))
 
 
 def test_online_branch_checkpoint_keys_and_ema_update_are_unchanged():

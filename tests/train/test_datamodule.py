@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from contrastkit.data import datasets
-from contrastkit.data.datasets import MixedImageSizesError
+from contrastkit.data.images import datasets
+from contrastkit.data.images.datasets import MixedImageSizesError
 from contrastkit.data.registry import MissingSplitError, build_dataset
 from contrastkit.data.wrappers import select_classes
 from contrastkit.train.datamodule import EpochShuffleSampler, PretrainDataModule

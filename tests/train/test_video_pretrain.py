@@ -13,7 +13,7 @@ pytest.importorskip("av")
 from video_fixtures import squares_folder
 
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video_views import ClipView, VideoTwoViews
+from contrastkit.data.video.views import ClipView, VideoTwoViews
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.specs import VideoViewsSpec, ViewsSpec
 from contrastkit.train.video import build_train_views

@@ -6,13 +6,13 @@ take every view's random resized crop from the whole image: area fraction unifor
 :class:`LoaderCrops` the loader worker, per image:
 
 1. reads the file's header (its size) and draws one box per view (:func:`crop_box`, the
-   arithmetic of :func:`~contrastkit.data._augment_geometry.crop_boxes_from_uniforms` for one
+   arithmetic of :func:`~contrastkit.data.augment._geometry.crop_boxes_from_uniforms` for one
    image, on uniforms drawn from a generator keyed by ``(seed, epoch, index)``);
 2. decodes a JPEG (``simplejpeg``'s libjpeg-turbo binding when installed, else Pillow's
    libjpeg) at the smallest DCT scale (1/2, 1/4, 1/8: libjpeg's scaled decode) at which
    every box still has at least its view's side in both directions, so no view is upsampled
    by the reduction (other formats, and JPEGs the direct path rejects, through
-   :func:`~contrastkit.data._images.decode_image`);
+   :func:`~contrastkit.data.images._decode.decode_image`);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
    bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image).
 
@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from ._images import decode_image, jpeg_header, pillow
+from .images._decode import decode_image, jpeg_header, pillow
 
 __all__ = [
     "CropSpec",
@@ -69,7 +69,7 @@ def crop_box(u: Sequence[float], height: int, width: int, spec: CropSpec,
     """``(x0, y0, w, h)`` of one random resized crop from ``2 attempts + 2`` uniforms.
 
     The same arithmetic as the batched device sampler
-    (:func:`~contrastkit.data._augment_geometry.crop_boxes_from_uniforms`), for one image in
+    (:func:`~contrastkit.data.augment._geometry.crop_boxes_from_uniforms`), for one image in
     float64 Python scalars: attempt ``a`` has target area ``t = H W (lo + (hi - lo) u[a])`` and
     log ratio ``log r = log r_lo + (log r_hi - log r_lo) u[A + a]``; ``w = round(sqrt(t) e^{log
     r / 2})``, ``h = round(sqrt(t) e^{-log r / 2})`` (half to even); the first attempt with
@@ -254,7 +254,7 @@ def _unwrap(dataset: Any) -> tuple[SampleReader, list[int], list[int]] | None:
 def encoded_reader(dataset: Any) -> SampleReader:
     """A reader of the encoded images of ``dataset``, item for item: image files or shards,
     seen through the class selection and subsets of :mod:`contrastkit.data.wrappers` and
-    :mod:`contrastkit.data.longtail`.
+    :mod:`contrastkit.data.images.longtail`.
 
     Raises:
         ValueError: when ``dataset`` holds no encoded images (arrays, resized squares).

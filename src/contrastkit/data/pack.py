@@ -33,8 +33,8 @@ import numpy as np
 
 from contrastkit.outputs import temp_file_beside
 
-from ._folder import open_image_folder
-from ._images import decode_image, jpeg_header, pillow
+from .images._decode import decode_image, jpeg_header, pillow
+from .images._folder import open_image_folder
 from .shards import FORMAT, INDEX_JSON, INDEX_TABLE
 
 __all__ = ["main", "pack_folder", "source_splits"]
@@ -181,7 +181,7 @@ def pack_folder(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     Raises:
         FileNotFoundError: ``src`` is missing.
         ValueError: ``dest`` is not empty, a bad option, or an image that does not decode
-            (:class:`~contrastkit.data._images.UnreadableImageError`, naming it).
+            (:class:`~contrastkit.data.images._decode.UnreadableImageError`, naming it).
     """
     src, dest = Path(src), Path(dest)
     if not src.is_dir():

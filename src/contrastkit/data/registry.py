@@ -1,9 +1,10 @@
 """The dataset registry: a dataset name and a split -> the dataset that pretraining and
 evaluation read.
 
-* images: :func:`build_dataset` (one reader of :mod:`contrastkit.data.datasets` per name; file
-  datasets optionally through the uint8 array cache; an image ``folder`` without ``test/``
-  sub-folder split by a held-out fraction, :func:`~contrastkit.data.datasets.hold_out`), and
+* images: :func:`build_dataset` (one reader of :mod:`contrastkit.data.images.datasets` per
+  name; file datasets optionally through the uint8 array cache; an image ``folder`` without
+  ``test/`` sub-folder split by a held-out fraction,
+  :func:`~contrastkit.data.images.datasets.hold_out`), and
   :func:`open_split`, which adds the load-size resize and the class selection
   (:mod:`contrastkit.data.wrappers`);
 * videos (SCE, Denize et al. 2023, section 4.2 and appendix D.3): :func:`build_video_dataset`
@@ -18,7 +19,8 @@ from typing import Literal
 
 from torch.utils.data import Dataset
 
-from contrastkit.data import datasets, shards
+from contrastkit.data import shards
+from contrastkit.data.images import datasets
 from contrastkit.data.specs import VideoDataSpec
 from contrastkit.data.wrappers import CentreClip, ResizedSquare, select_classes
 
@@ -62,7 +64,7 @@ def build_dataset(
     split sub-folders (``root/<class>/*``, or images directly in ``root``: unlabelled) is the
     ``train`` split as a whole; its ``test`` split exists only with ``test_fraction``, which
     holds out that share of each class (stratified, seeded by ``split_seed``, see
-    :func:`~contrastkit.data.datasets.hold_out`) and leaves the rest as ``train``, so the two
+    :func:`~contrastkit.data.images.datasets.hold_out`) and leaves the rest as ``train``, so the two
     never share an image. ``image_archive`` reads a ``.tar.gz`` of such folders (for example
     ``cifar10-jpg.tar.gz``) through the array cache; ``shards`` reads ``root/<split>`` as
     written by ``contrastkit data pack --shards`` (:mod:`contrastkit.data.shards`). File

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ._images import decode_image
+from .images._decode import decode_image
 
 __all__ = ["INDEX_JSON", "INDEX_TABLE", "ShardImages", "ShardReader", "is_shard_split"]
 

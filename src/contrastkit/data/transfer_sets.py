@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data._images import UnreadableImageError, decode_image, pillow
+from contrastkit.data.images._decode import UnreadableImageError, decode_image, pillow
 
 __all__ = ["TRANSFER_SETS", "FileList", "FileListImages", "check_images", "read_transfer_set"]
 

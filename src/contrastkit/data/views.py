@@ -19,8 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from . import augment
-from ._augment_geometry import RandomResizedCropFlip, draw
-from ._augment_geometry import check_generator as _check_generator
+from .augment._base import check_generator as _check_generator
+from .augment._base import draw
+from .augment._geometry import RandomResizedCropFlip
 from .loader_crops import CropSpec
 
 __all__ = [

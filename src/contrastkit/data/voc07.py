@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data._common import files_fingerprint
-from contrastkit.data._images import decode_image
+from contrastkit.data.images._common import files_fingerprint
+from contrastkit.data.images._decode import decode_image
 
 __all__ = ["VOC07Images", "VOC07Split", "read_voc07", "voc07_root"]
 

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from contrastkit.checkpoints import file_hash
-from contrastkit.data.datasets import collate_images
+from contrastkit.data.images.datasets import collate_images
 from contrastkit.outputs import temp_file_beside
 
 __all__ = ["extract_features", "feature_cache_key", "load_cached", "save_cached"]

@@ -99,14 +99,6 @@ class LinearProtocol:
         progress = min(max((epoch - self.warmup_epochs) / span, 0.0), 1.0)
         return cosine_anneal(peak, 0.0, progress)
 
-    def probe_kwargs(self) -> dict[str, object]:
-        """Keyword arguments of :func:`linear_probe` for this protocol on cached features."""
-        return {
-            "epochs": self.epochs, "lr": self.scaled_lr, "momentum": self.momentum,
-            "weight_decay": self.weight_decay, "batch_size": self.batch_size,
-            "schedule": self.schedule, "milestones": self.milestones, "gamma": self.gamma,
-            "warmup_epochs": self.warmup_epochs,
-        }
 
 
 #: Denize et al. 2023, appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30,

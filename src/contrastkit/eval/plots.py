@@ -157,7 +157,7 @@ def plot_temperature_functions(
 
     Args:
         functions: ``{label: fn}`` with ``fn`` mapping a tensor of similarities in [-1, 1] to
-            temperatures of the same shape (e.g. ``contrastkit.losses.temperature`` functions).
+            temperatures of the same shape (e.g. ``contrastkit.losses.dystress`` functions).
         path: output image path.
         num_points: grid size on [-1, 1].
     """

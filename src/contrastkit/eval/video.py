@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.data.video_views import to_backbone_layout
+from contrastkit.data.video.views import to_backbone_layout
 from contrastkit.eval.linear import LinearProtocol
 
 __all__ = ["SCE_D3", "MultiViewEncoder", "SharedFrameTransform", "flip_only_transform"]
@@ -38,7 +38,7 @@ class MultiViewEncoder(nn.Module):
     """Frozen clip backbone for evaluation batches of one or several views per video.
 
     * uint8 ``(B, V, T, C, H, W)`` (the ``mode="eval"`` datasets): every view goes through
-      ``view`` (e.g. :class:`~contrastkit.data.video_views.VideoEvalView`) and the backbone, in
+      ``view`` (e.g. :class:`~contrastkit.data.video.views.VideoEvalView`) and the backbone, in
       chunks of ``chunk`` views, and the ``V`` features of each video are averaged
       (:func:`~contrastkit.data.video.average_views`): ``(B, D)``.
     * uint8 ``(B, T, C, H, W)``: one view per video, ``(B, D)``.

@@ -3,31 +3,26 @@
 Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
 anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
 
-* ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023);
+* ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023) and
+  :func:`sce_reference`, eqs. 8-10 as the paper writes them;
 * ``hard_contrastive.py``: :func:`hard_contrastive` (Wang & Liu 2021);
-* ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023) and
-  the temperature schedules of Kukleva et al. 2023 and MACL (Huang et al. 2023): every value a
-  ``temperature`` may take (:data:`Temperature`) and :func:`resolve_temperature`;
+* ``dystress.py``: temperatures as functions of the cosine similarity (Manna et al. 2023);
+* ``temperature.py``: every value a ``temperature`` may take (:data:`Temperature`), its check
+  and :func:`resolve_temperature`; the temperature schedules of Kukleva et al. 2023 and MACL
+  (Huang et al. 2023) live in :mod:`contrastkit.schedules` and are re-exported here;
 * ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
 * ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`.
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
-pairs), ``_checks.py`` (argument validation). ``supervised.py`` and ``temperature.py`` re-export
-the names they held before, for existing imports.
+pairs). Argument validation: :mod:`contrastkit.checks`.
 """
 
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
-    KuklevaCosineTemperature,
     LinearTemperature,
-    MACLTemperature,
     MonotonicCosineTemperature,
-    PairTemperature,
-    SimilarityTemperature,
-    Temperature,
-    resolve_temperature,
 )
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 from contrastkit.losses.infonce import (
@@ -38,7 +33,7 @@ from contrastkit.losses.infonce import (
     info_nce,
     nt_xent,
 )
-from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_terms
+from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
     SINCERELoss,
@@ -47,6 +42,13 @@ from contrastkit.losses.sincere import (
     sincere,
     supcon,
 )
+from contrastkit.losses.temperature import (
+    PairTemperature,
+    SimilarityTemperature,
+    Temperature,
+    resolve_temperature,
+)
+from contrastkit.schedules import KuklevaCosineTemperature, MACLTemperature
 
 __all__ = [
     "DCLLoss",
@@ -75,6 +77,7 @@ __all__ = [
     "resolve_temperature",
     "ressl",
     "sce",
+    "sce_reference",
     "sce_terms",
     "sincere",
     "supcon",

@@ -17,6 +17,7 @@ from contrastkit.checks import (
     check_batch_has_negatives,
     check_embedding_layout,
     check_same_dim,
+    check_same_dtype,
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, call_temperature
@@ -26,12 +27,6 @@ from contrastkit.losses._normalize import (
     normalize_checked,
     rowdot,
 )
-
-
-def check_same_dtype(name_a: str, a: Tensor, name_b: str, b: Tensor) -> None:
-    """Raise ``ValueError`` unless ``a`` and ``b`` have the same dtype."""
-    if a.dtype != b.dtype:
-        raise ValueError(f"{name_b} must have the dtype of {name_a} ({a.dtype}), got {b.dtype}")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from contrastkit.losses._logsumexp import negative_lse
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
-from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
+from contrastkit.losses.temperature import Temperature, check_temperature, split_temperature
 
 __all__ = ["HardContrastiveLoss", "hard_contrastive"]
 

@@ -1,7 +1,7 @@
 r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent and DCL.
 
 (The hard contrastive loss of Wang & Liu 2021, built from the same pieces, is
-:mod:`contrastkit.losses.hard_contrastive`; it is re-exported here, its former home.)
+:mod:`contrastkit.losses.hard_contrastive`.)
 
 All functions L2-normalise their embeddings along the last dimension, return the mean over
 anchors as a scalar tensor and accept as ``temperature``:
@@ -11,7 +11,7 @@ anchors as a scalar tensor and accept as ``temperature``:
   mapping a tensor of cosine similarities to temperatures of the same shape. It is evaluated
   on *detached* similarities and divides every logit element-wise, the positive's included
   (Manna et al. 2023, DySTreSS Alg. 3);
-* a :class:`~contrastkit.losses.dystress.PairTemperature` with separate temperatures for
+* a :class:`~contrastkit.losses.temperature.PairTemperature` with separate temperatures for
   positive and negative logits.
 
 Notation: :math:`q_i, k_i` normalised query and key of anchor i, :math:`n_j` normalised
@@ -26,21 +26,19 @@ from torch import Tensor, nn
 from contrastkit.checks import (
     check_batch_has_negatives,
     check_embedding_layout,
+    check_same_dtype,
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, negative_lse
 from contrastkit.losses._normalize import at_least_float32, normalize_checked
-from contrastkit.losses._pairs import check_same_dtype, positive_logits, prepare_pairs
-from contrastkit.losses.dystress import Temperature, check_temperature, split_temperature
-from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
+from contrastkit.losses._pairs import positive_logits, prepare_pairs
+from contrastkit.losses.temperature import Temperature, check_temperature, split_temperature
 
 __all__ = [
     "DCLLoss",
-    "HardContrastiveLoss",  # re-exported from contrastkit.losses.hard_contrastive
     "InfoNCELoss",
     "NTXentLoss",
     "dcl",
-    "hard_contrastive",  # re-exported from contrastkit.losses.hard_contrastive
     "info_nce",
     "nt_xent",
 ]
@@ -76,8 +74,9 @@ def info_nce(
     check_temperature("temperature", temperature)
     pairs = prepare_pairs(query, key, negatives)
     pos_t, neg_t = split_temperature(temperature)
-    pos = positive_logits(pairs.query, pairs.key, pos_t)
-    lse, _ = negative_lse(pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals)
+    pos = positive_logits(pairs.query, pairs.key, pos_t)  # (N,) q_i.k_i / tau
+    lse, _ = negative_lse(pairs.query, pairs.negatives, neg_t, diagonals=pairs.diagonals)  # (N,)
+    # -log(e^pos / (e^pos + sum_j e^{l_ij})) = log(e^pos + e^lse) - pos, lse = log sum_j e^{l_ij}
     return (torch.logaddexp(pos, lse) - pos).mean()
 
 
@@ -121,8 +120,8 @@ def nt_xent(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.5) -> Tensor
     Raises:
         ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
     """
-    pos, lse = _view_logits(z1, z2, temperature)
-    return (torch.logaddexp(pos, lse) - pos).mean()
+    pos, lse = _view_logits(z1, z2, temperature)  # (2N,) each; lse over the 2N - 2 negatives
+    return (torch.logaddexp(pos, lse) - pos).mean()  # -log(e^pos / (e^pos + e^lse))
 
 
 def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
@@ -145,7 +144,7 @@ def dcl(z1: Tensor, z2: Tensor, *, temperature: Temperature = 0.1) -> Tensor:
     Raises:
         ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
     """
-    pos, lse = _view_logits(z1, z2, temperature)
+    pos, lse = _view_logits(z1, z2, temperature)  # (2N,) each; lse over b != a, a+
     return (lse - pos).mean()
 
 

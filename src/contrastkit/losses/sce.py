@@ -10,17 +10,15 @@ The target distributions are computed without gradient.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastkit.checks import (
-    check_positive_float,
-    check_temperature_value,
-    check_unit_interval,
-)
+from contrastkit.checks import check_unit_interval
 from contrastkit.losses._logsumexp import negative_lse, target_distribution
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
+from contrastkit.losses.temperature import check_temperature
 
-__all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_terms"]
+__all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_reference", "sce_terms"]
 
 
 def _sce_parts(
@@ -33,8 +31,8 @@ def _sce_parts(
     with_target: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Per anchor: positive logit, log-sum-exp over negatives, sum_j s2_ij * logit_ij."""
-    check_temperature_value("temperature", temperature)
-    check_temperature_value("target_temperature", target_temperature)
+    check_temperature("temperature", temperature, per_pair=False)
+    check_temperature("target_temperature", target_temperature, per_pair=False)
     pairs = prepare_pairs(query, key, negatives)
     target = None
     if with_target:
@@ -82,6 +80,8 @@ def ressl(
             temperature that is not a finite float > 0.
     """
     _, lse, wdot = _sce_parts(query, key, negatives, temperature, target_temperature)
+    # Eq. 6 with log s1_ik = l_ik - lse_i(neg) (eq. 4) and sum_k s2_ik = 1 (eq. 5):
+    #   -sum_k s2_ik log s1_ik = lse_i(neg) - sum_k s2_ik l_ik
     return (lse - wdot).mean()
 
 
@@ -171,10 +171,55 @@ def sce(
         ValueError: as :func:`ressl`, or ``coeff`` outside [0, 1].
     """
     check_unit_interval("coeff", coeff)
+    # pos: (N,) l_i+ = q_i.k_i / tau; lse_neg: (N,) log sum_j exp(l_ij) over the negatives;
+    # wdot: (N,) sum_j s2_ij l_ij (eq. 5 target, no gradient). No (N, 1 + K) matrix is built.
     pos, lse_neg, wdot = _sce_parts(
         query, key, negatives, temperature, target_temperature, with_target=coeff < 1.0
     )
+    # Eq. 10 with log p1_ik = l_ik - lse_i(pos, neg) (eq. 9) and sum_k w2_ik = 1 (eq. 8):
+    #   -sum_k w2_ik log p1_ik = lse_i(pos, neg) - lambda l_i+ - (1 - lambda) sum_j s2_ij l_ij
+    # (:func:`sce_reference` is eqs. 8-10 as written; the tests hold the two equal).
     return (torch.logaddexp(pos, lse_neg) - coeff * pos - (1.0 - coeff) * wdot).mean()
+
+
+def sce_reference(
+    query: Tensor,
+    key: Tensor,
+    negatives: Tensor | None = None,
+    *,
+    temperature: float = 0.1,
+    target_temperature: float = 0.07,
+    coeff: float = 0.5,
+) -> Tensor:
+    r"""SCE eqs. 8-10 written as the paper writes them, one equation per line.
+
+    The readable twin of :func:`sce` (same arguments and value, to float rounding): it builds
+    the (N, 1 + K) matrices of the pseudo-code of SCE appendix A (positive in column 0, the
+    negatives :math:`c_j` after it) and takes the cross-entropy of eq. 10. :func:`sce` computes
+    the same number without those matrices; the algebra step is written above its last line.
+    No argument checks: use :func:`sce` for training.
+
+    Args:
+        query, key, negatives, temperature, target_temperature, coeff: as in :func:`sce`.
+
+    Returns:
+        Scalar tensor, the mean over anchors.
+    """
+    z1, z2 = F.normalize(query, dim=1), F.normalize(key, dim=1)  # (N, D) each
+    if negatives is None:  # in-batch: the negatives of i are the keys j != i, (N, N - 1)
+        off_diagonal = ~torch.eye(len(z2), dtype=torch.bool, device=z2.device)
+        sim1_neg = (z1 @ z2.T)[off_diagonal].view(len(z1), -1)
+        sim2_neg = (z2 @ z2.T)[off_diagonal].view(len(z2), -1)
+    else:  # queue: the same K negatives for every anchor, (N, K)
+        c = F.normalize(negatives, dim=1)
+        sim1_neg, sim2_neg = z1 @ c.T, z2 @ c.T
+    # eq. 5, (N, K): over the negatives only (the pseudo-code's zero positive logit is masked)
+    s2 = torch.softmax(sim2_neg.detach() / target_temperature, dim=1)
+    one_hot = F.pad(torch.ones_like(s2[:, :1]), (0, s2.shape[1]))  # 1_{k = i+}, (N, 1 + K)
+    w2 = coeff * one_hot + (1 - coeff) * F.pad(s2, (1, 0))  # eq. 8, (N, 1 + K), column 0: i+
+    sim1 = torch.cat([(z1 * z2).sum(1, keepdim=True), sim1_neg], dim=1)  # (N, 1 + K)
+    log_p1 = torch.log_softmax(sim1 / temperature, dim=1)  # eq. 9, (N, 1 + K)
+    return -(w2 * log_p1).sum(dim=1).mean()  # eq. 10
 
 
 class RESSLLoss(nn.Module):
@@ -182,8 +227,8 @@ class RESSLLoss(nn.Module):
 
     def __init__(self, *, temperature: float = 0.1, target_temperature: float = 0.04) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
-        check_positive_float("target_temperature", target_temperature)
+        check_temperature("temperature", temperature, per_pair=False)
+        check_temperature("target_temperature", target_temperature, per_pair=False)
         self.temperature, self.target_temperature = temperature, target_temperature
 
     def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
@@ -206,8 +251,8 @@ class SCELoss(nn.Module):
         self, *, temperature: float = 0.1, target_temperature: float = 0.07, coeff: float = 0.5
     ) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
-        check_positive_float("target_temperature", target_temperature)
+        check_temperature("temperature", temperature, per_pair=False)
+        check_temperature("target_temperature", target_temperature, per_pair=False)
         check_unit_interval("coeff", coeff)
         self.temperature, self.target_temperature, self.coeff = (
             temperature,

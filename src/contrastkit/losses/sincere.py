@@ -62,14 +62,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from contrastkit.checks import (
-    check_embeddings,
-    check_non_negative_float,
-    check_positive_float,
-    check_temperature_value,
-)
+from contrastkit.checks import check_embeddings, check_non_negative_float
 from contrastkit.hot_path import in_hot_path
 from contrastkit.losses._normalize import at_least_float32, autocast_off
+from contrastkit.losses.temperature import check_temperature
 
 __all__ = [
     "EpsSupInfoNCELoss",
@@ -208,7 +204,7 @@ def supcon(features: Tensor, labels: Tensor, *, temperature: float = 0.1) -> Ten
         ValueError: on malformed ``features``, ``labels`` or ``temperature`` (the message names
             the argument).
     """
-    check_temperature_value("temperature", temperature)
+    check_temperature("temperature", temperature, per_pair=False)
     z, y = _flatten_views(features, labels)
     logits = _scaled_similarities(z, temperature)
     others, positives, _ = _pair_masks(y)
@@ -242,7 +238,7 @@ def sincere(features: Tensor, labels: Tensor, *, temperature: float = 0.1) -> Te
         ValueError: on malformed ``features``, ``labels`` or ``temperature`` (the message names
             the argument).
     """
-    check_temperature_value("temperature", temperature)
+    check_temperature("temperature", temperature, per_pair=False)
     return _noise_contrastive(features, labels, temperature, 0.0, "sincere")
 
 
@@ -275,7 +271,7 @@ def eps_supinfonce(
         ValueError: on malformed ``features``, ``labels``, ``temperature`` or ``epsilon`` (the
             message names the argument).
     """
-    check_temperature_value("temperature", temperature)
+    check_temperature("temperature", temperature, per_pair=False)
     check_non_negative_float("epsilon", epsilon)
     return _noise_contrastive(features, labels, temperature, float(epsilon), "eps_supinfonce")
 
@@ -287,7 +283,7 @@ class _SupervisedLoss(nn.Module):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
+        check_temperature("temperature", temperature, per_pair=False)
         self.temperature = float(temperature)
 
     def forward(self, features: Tensor, labels: Tensor) -> Tensor:
@@ -315,7 +311,7 @@ class EpsSupInfoNCELoss(nn.Module):
 
     def __init__(self, temperature: float = 0.1, epsilon: float = 0.25) -> None:
         super().__init__()
-        check_positive_float("temperature", temperature)
+        check_temperature("temperature", temperature, per_pair=False)
         check_non_negative_float("epsilon", epsilon)
         self.temperature = float(temperature)
         self.epsilon = float(epsilon)

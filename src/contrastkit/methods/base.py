@@ -11,7 +11,7 @@ Online encoder: ``backbone -> projector [-> predictor]``. Target branch (when ``
 set): an EMA copy of ``backbone -> projector`` whose momentum follows the cosine schedule of
 Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1.
 
-Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.dystress.Temperature`
+Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.temperature.Temperature`
 (a float, a per-pair function of the cosine similarity, or a schedule), checked here and
 turned into what the loss gets at each step by :meth:`ContrastiveMethod.temperature_at`.
 """
@@ -26,7 +26,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from contrastkit.losses.dystress import (
+from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
     Temperature,
@@ -42,18 +42,6 @@ from contrastkit.schedules import Schedule, ScheduleState
 #: functions on logging steps only (``trainer.log_every_n_steps``), so a value that is only
 #: logged costs nothing on the other steps.
 Loggable = Tensor | float | Callable[[], Tensor]
-
-#: Constructor options that ``temperature`` and ``target_temperature`` replaced, with what to
-#: do instead: a config that still sets one fails on it as an unknown option, then this hint.
-RETIRED_OPTIONS = {
-    old: f"merged into {new}: write its class_path and init_args under {new} (delete the line "
-    "if it is null, as in configs saved before)"
-    for old, new in (
-        ("dynamic_temperature", "temperature"),
-        ("temperature_schedule", "temperature"),
-        ("target_temperature_schedule", "target_temperature"),
-    )
-}
 
 
 @dataclass
@@ -215,7 +203,7 @@ class ContrastiveMethod(nn.Module, ABC):
         self, state: ScheduleState, pair: tuple[Tensor, Tensor] | None = None
     ) -> float | Tensor | SimilarityTemperature | PairTemperature:
         """What the loss gets as temperature at ``state``
-        (:func:`~contrastkit.losses.dystress.resolve_temperature` of ``self.temperature``).
+        (:func:`~contrastkit.losses.temperature.resolve_temperature` of ``self.temperature``).
 
         ``pair``: the embeddings of the positive pairs (rows of two tensors), whose detached
         cosine similarities alignment-adaptive schedules (MACL) read; their value is then a 0-d

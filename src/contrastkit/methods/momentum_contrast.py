@@ -120,12 +120,3 @@ class MomentumContrast(ContrastiveMethod):
         logs["positive_similarity"] = lambda: cosine_of_pairs(query0, key1).mean()
         return StepOutput(loss=torch.stack(losses).mean(), features=features.detach(), logs=logs)
 
-
-def __getattr__(name: str) -> type[MomentumContrast]:
-    """``contrastkit.methods.momentum_contrast.{MoCo,ReSSL,SCE}``, their paths before each got
-    its own file (imported lazily: those files import this one)."""
-    if name in ("MoCo", "ReSSL", "SCE"):
-        import contrastkit.methods as methods
-
-        return getattr(methods, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

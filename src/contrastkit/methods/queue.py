@@ -9,8 +9,8 @@ Choices (documented and tested in ``tests/methods/test_queue.py``):
 
 * **Initial state.** ``init="empty"`` (default): the queue starts empty and
   :meth:`MemoryQueue.negatives` returns only the rows written so far, so no random vector
-  ever acts as a negative; ``is_ready`` is False until the first enqueue and ``is_full``
-  says when the warm-up is over. Losses must therefore accept a bank of ``K >= 0`` rows, or
+  ever acts as a negative; ``is_ready`` is False until the first enqueue and the warm-up
+  is over when ``num_valid == size``. Losses must therefore accept a bank of ``K >= 0`` rows, or
   the method must skip the queue term while ``not is_ready``. ``init="random"`` reproduces
   MoCo: the queue starts full of L2-normalised Gaussian vectors (``seed`` makes them
   reproducible).
@@ -124,11 +124,6 @@ class MemoryQueue(nn.Module):
         """True when at least one valid key is stored."""
         return self.num_valid > 0
 
-    @property
-    def is_full(self) -> bool:
-        """True once ``size`` keys have been written (warm-up over)."""
-        return self.num_valid == self.size
-
     def negatives(self) -> Tensor:
         """Valid keys, shape ``(num_valid, dim)``, in storage order (not chronological).
 
@@ -137,13 +132,6 @@ class MemoryQueue(nn.Module):
         a graph that used the result.
         """
         return self.keys[: self.num_valid].clone()
-
-    def ordered(self) -> Tensor:
-        """Valid keys from oldest to newest, shape ``(num_valid, dim)``."""
-        n, p = self.num_valid, self._ptr
-        if n < self.size:
-            return self.keys[:n].clone()
-        return torch.cat([self.keys[p:], self.keys[:p]], dim=0)
 
     def _prepare(self, keys: Tensor) -> Tensor:
         if not isinstance(keys, Tensor) or keys.dim() != 2 or keys.shape[1] != self.dim:
@@ -201,11 +189,6 @@ class MemoryQueue(nn.Module):
         self._staged.clear()
         self._write(keys)
         return keys.shape[0]
-
-    @property
-    def num_staged(self) -> int:
-        """Rows staged and not yet committed."""
-        return sum(k.shape[0] for k in self._staged)
 
 
 _LOW = (torch.float16, torch.bfloat16)

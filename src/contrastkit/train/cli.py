@@ -27,7 +27,6 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit.errors import RunInterrupted
-from contrastkit.methods.base import RETIRED_OPTIONS
 from contrastkit.outputs import (
     SKIPPED_FILES,
     FolderLock,
@@ -143,8 +142,7 @@ def accepted_options(cls: type) -> list[str]:
 
 
 def explain_unknown_option(message: str) -> str:
-    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors, and
-    what replaced ``x`` when it is a retired option (``methods.base.RETIRED_OPTIONS``)."""
+    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors."""
     match = _UNKNOWN.search(message)
     if not match:
         return message
@@ -154,9 +152,7 @@ def explain_unknown_option(message: str) -> str:
     except (ImportError, AttributeError):
         return message
     allowed = ", ".join(accepted_options(cls))
-    retired = RETIRED_OPTIONS.get(match.group(2))
-    hint = f"\n  {match.group(2)} was {retired}" if retired else ""
-    return f"{message}\n  {name} accepts: {allowed}{hint}"
+    return f"{message}\n  {name} accepts: {allowed}"
 
 
 def _num_classes(data: PretrainDataModule) -> int:

@@ -26,7 +26,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from contrastkit.data import datasets
+from contrastkit.data.images import datasets
 from contrastkit.data.loader_crops import CropSpec, EpochKeys, LoaderCrops, encoded_reader
 from contrastkit.data.registry import (
     DatasetName,

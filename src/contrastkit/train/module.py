@@ -37,7 +37,7 @@ from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
 from contrastkit.methods.base import ContrastiveMethod, Loggable
-from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_lambda
+from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_scheduler
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
@@ -227,9 +227,8 @@ class PretrainModule(L.LightningModule):
         total = self._total_steps()
         max_epochs = self._max_epochs()
         warmup = round(spec.warmup_epochs * total / max_epochs)
-        factor = warmup_cosine_lambda(total, min(warmup, total), spec.final_lr_ratio,
-                                      spec.warmup_start_ratio)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        scheduler = warmup_cosine_scheduler(optimizer, total, min(warmup, total),
+                                            spec.final_lr_ratio, spec.warmup_start_ratio)
         return {"optimizer": optimizer,
                 "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1}}
 

@@ -29,7 +29,7 @@ class MultiCropSpec:
 @dataclass(frozen=True)
 class VideoViewsSpec:
     """Views of clip batches (Denize et al. 2023, section 4.2.1 and appendix D.3); see
-    :mod:`contrastkit.data.video_views`.
+    :mod:`contrastkit.data.video.views`.
 
     Each pretraining view is one clip of the item (view 0 from clip 0 under ``online``, view 1
     from clip 1 under ``target``), augmented with the same spatial parameters on every frame,

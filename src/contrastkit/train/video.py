@@ -7,13 +7,13 @@ The engine (:class:`~contrastkit.train.module.PretrainModule`,
 The video datasets are opened by :func:`contrastkit.data.registry.build_video_dataset` (a
 training item is ``([clip_0, clip_1], label)``: two clips sampled independently from the same
 video, SCE 4.2; the kNN monitor sees the centre clip, centre square crop) and the clip views
-are :mod:`contrastkit.data.video_views`; this module maps the config record and the method's
+are :mod:`contrastkit.data.video.views`; this module maps the config record and the method's
 default presets onto them (:func:`build_train_views`, :func:`build_eval_view`).
 """
 
 from __future__ import annotations
 
-from contrastkit.data.video_views import ClipView, VideoEvalView, VideoTwoViews
+from contrastkit.data.video.views import ClipView, VideoEvalView, VideoTwoViews
 from contrastkit.train.specs import ViewsSpec
 
 __all__ = ["VIDEO_JITTER_STRENGTH", "build_eval_view", "build_train_views"]

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.data import augment
-from contrastkit.data.datasets import collate_images
+from contrastkit.data.images.datasets import collate_images
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from contrastkit.data.datasets import collate_images
+from contrastkit.data.images.datasets import collate_images
 from contrastkit.data.registry import build_video_dataset, is_video_dataset
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from contrastkit import __version__
-from contrastkit.data.datasets import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
 from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.cli.setup import Setup

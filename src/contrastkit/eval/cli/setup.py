@@ -20,7 +20,7 @@ from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video_views import VideoEvalView
+from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
 from contrastkit.eval.features import extract_features, feature_cache_key
 

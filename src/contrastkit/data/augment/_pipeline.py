@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from ._augment_geometry import CONSTANTS, BatchOp, Params, check_generator, f64
+from ._base import CONSTANTS, BatchOp, Params, check_generator, f64
 
 __all__ = ["CHUNK_PIXELS", "NORMALIZATION", "Pipeline", "check_batch", "exact_float32",
            "normalization", "to_float_rgb"]

@@ -56,7 +56,7 @@ def rgb_difference(clip: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"clip must be a float tensor, got dtype {clip.dtype}")
     if clip.dim() < 4 or clip.shape[-3] != 3:
         raise ValueError(f"clip must have shape (..., T, 3, H, W), got {tuple(clip.shape)}")
-    from ._augment_geometry import CONSTANTS, f64
+    from ..augment._base import CONSTANTS, f64
 
     weights = CONSTANTS.get(("luma_video",), clip, lambda: f64(LUMA_WEIGHTS))
     gray = torch.einsum("...tchw,c->...thw", clip, weights)
@@ -180,7 +180,7 @@ class VideoAugment(nn.Module):
 
     def __init__(self, name: str, size: int, *, backend: str = "torch", **options: Any) -> None:
         super().__init__()
-        from . import augment
+        from .. import augment
 
         self.name, self.size, self.backend = name, size, backend
         if backend == "torch":

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from ._common import UNLABELLED, files_fingerprint
-from ._images import (
+from ._decode import (
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,

@@ -50,7 +50,7 @@ Implementation choices:
   and dispatches a fixed, small number of operators (a kernel launch each on a GPU; the SCE
   two views of a 256-image 32x32 batch dispatch about 250, counted in
   ``tests/data/test_augment_device.py``). The colour jitter is fused into six blend rounds
-  and one hue rotation whatever each sample's order (:mod:`._augment_color`). kornia's
+  and one hue rotation whatever each sample's order (:mod:`._color`). kornia's
   functional API serves where it is exact and no dearer (the pad-crop-flip warp of
   ``eval_train``); the rest is batched torch: each private module says why, op by op. Not
   ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws one order per *batch* (not per
@@ -77,17 +77,16 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor, nn
 
-from ._augment_color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
-from ._augment_geometry import (
-    BatchOp,
-    Params,
+from ._base import BatchOp, Params
+from ._color import RandomColorJitter, RandomGaussianBlur, RandomGrayscale, RandomSolarize
+from ._geometry import (
     RandomCropPadFlip,
     RandomResizedCropFlip,
     ResizeCenterCrop,
     center_crop,
     resize,
 )
-from ._augment_pipeline import (
+from ._pipeline import (
     CHUNK_PIXELS,
     NORMALIZATION,
     Pipeline,

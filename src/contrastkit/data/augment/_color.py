@@ -4,7 +4,7 @@ Internal to :mod:`contrastkit.data.augment`. Inputs are float ``(B, 3, H, W)`` i
 the calling pipeline owns. Every op computes on the whole batch and keeps each sample's own
 result by a blend or a ``torch.where`` mask, so nothing is read back on the host and the number
 of dispatched operators does not depend on how many samples were selected. Parameters are drawn
-on the batch's device, one ``torch.rand`` call per op (see :mod:`._augment_geometry`);
+on the batch's device, one ``torch.rand`` call per op (see :mod:`._base`);
 ``last_params`` keeps the last draw.
 
 Colour jitter, fused (SCE Table 1, torchvision's ``ColorJitter`` with a random order per
@@ -32,7 +32,7 @@ import itertools
 import torch
 from torch import Tensor
 
-from ._augment_geometry import CONSTANTS, BatchOp, Params, draw, f64
+from ._base import CONSTANTS, BatchOp, Params, draw, f64
 
 #: ITU-R 601-2 luma weights of R, G, B (PIL's "L" conversion, torchvision's rgb_to_grayscale).
 LUMA = (0.299, 0.587, 0.114)

@@ -16,12 +16,19 @@ Readers:
 * :class:`Digits`: scikit-learn's 8x8 digits, offline.
 
 Helpers: :class:`WithIndex` (adds the sample index), :func:`long_tailed` (imbalanced subsets),
-:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.cache`
+:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.images.cache`
 (:class:`ArrayCache`, :class:`CachedImages`).
 """
 
 from ._cifar import CIFAR10, CIFAR100
 from ._common import UNLABELLED, ArrayImages, WithIndex
+from ._decode import (
+    IMAGE_EXTENSIONS,
+    MixedImageSizesError,
+    UnreadableImageError,
+    collate_images,
+    decode_image,
+)
 from ._digits import Digits
 from ._download import download, md5_of
 from ._folder import (
@@ -33,13 +40,6 @@ from ._folder import (
     scan_folder,
 )
 from ._imagenet import ImageNet100, TinyImageNet, imagenet100_classes
-from ._images import (
-    IMAGE_EXTENSIONS,
-    MixedImageSizesError,
-    UnreadableImageError,
-    collate_images,
-    decode_image,
-)
 from ._stl10 import STL10
 from ._svhn import SVHN
 from .cache import ArrayCache, CachedImages

@@ -2,15 +2,15 @@
 
 Public entry point of the video data layer (``from contrastkit.data import video``):
 
-* Decoding (:mod:`._video_decode`): :class:`VideoReader`, :func:`decode_frames`,
+* Decoding (:mod:`._decode`): :class:`VideoReader`, :func:`decode_frames`,
   :func:`probe_video`, :class:`VideoInfo`, :class:`VideoDecodeError`. PyAV is the optional
   extra ``video`` (``pip install contrastkit[video]``).
 * Clip sampling (:mod:`._clip_sampling`, SCE appendix D.3): :func:`sample_clip_indices`,
   :func:`clip_length`, :func:`eval_clip_starts`, :func:`average_views`.
-* Datasets (:mod:`._video_datasets`): :class:`UCF101`, :class:`HMDB51`, :class:`Kinetics`
+* Datasets (:mod:`._datasets`): :class:`UCF101`, :class:`HMDB51`, :class:`Kinetics`
   (also Mini-Kinetics-200), :class:`VideoFolder`, :class:`ClipDataset` and the annotation
   readers ``read_*``.
-* Augmentations (:mod:`.video_augment`): :func:`rgb_difference`, :class:`RandomRGBDifference`
+* Augmentations (:mod:`.augment`): :func:`rgb_difference`, :class:`RandomRGBDifference`
   (SCE 4.2.1), :class:`ThreeCrop`, :class:`VideoAugment`, :func:`video_preset`.
 
 Typical pretraining pipeline (SCE 4.2.2: two 8-frame clips of 2.56 s, strong-alpha /
@@ -29,7 +29,7 @@ strong-beta with colour strength 1.0, RGB difference with probability 0.2)::
 from __future__ import annotations
 
 from ._clip_sampling import average_views, clip_length, eval_clip_starts, sample_clip_indices
-from ._video_datasets import (
+from ._datasets import (
     HMDB51,
     UCF101,
     VIDEO_EXTENSIONS,
@@ -41,7 +41,7 @@ from ._video_datasets import (
     read_ucf101,
     read_video_folder,
 )
-from ._video_decode import (
+from ._decode import (
     VideoDecodeError,
     VideoInfo,
     VideoReader,
@@ -49,7 +49,7 @@ from ._video_decode import (
     probe_video,
     resized_size,
 )
-from .video_augment import (
+from .augment import (
     LUMA_WEIGHTS,
     RandomRGBDifference,
     ThreeCrop,
