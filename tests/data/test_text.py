@@ -16,7 +16,6 @@ def test_lines_by_index_and_in_order(tmp_path, monkeypatch):
     assert len(data) == 50
     assert [data[i] for i in range(50)] == lines
     assert data[37] == lines[37] and data[3] == lines[3]  # random access
-    assert list(text.iter_lines(path)) == lines
 
 
 def test_last_line_without_newline(tmp_path):

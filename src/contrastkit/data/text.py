@@ -3,8 +3,7 @@
 :class:`LineFile` indexes such a file in one streaming pass (the byte offset of every
 non-blank line, 8 bytes a line: about 8 MB for Wiki1M's million lines) and reads a sentence
 only when it is asked for, so a file far larger than memory can be shuffled and read by index
-(what the pretraining sampler needs for an exact resume). :func:`iter_lines` streams the
-sentences in file order.
+(what the pretraining sampler needs for an exact resume).
 
 Choices: lines are decoded as UTF-8 and stripped of surrounding white space; blank lines are
 skipped (they hold no sentence).
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from torch.utils.data import Dataset
 
-__all__ = ["LineFile", "iter_lines"]
+__all__ = ["LineFile"]
 
 _CHUNK = 1 << 20
 
@@ -29,20 +28,6 @@ def _checked_path(path: str | os.PathLike, option: str) -> Path:
     if not file.is_file():
         raise FileNotFoundError(f"{option}: no text file at {file}")
     return file
-
-
-def iter_lines(path: str | os.PathLike, option: str = "text file") -> Iterator[str]:
-    """The non-blank lines of ``path``, stripped, in file order, read as a stream.
-
-    Raises:
-        FileNotFoundError: when ``path`` is not a file (naming ``option``).
-    """
-    file = _checked_path(path, option)
-    with open(file, "rb") as handle:  # lines end at b"\n" only, as in LineFile
-        for line in handle:
-            sentence = line.decode("utf-8").strip()
-            if sentence:
-                yield sentence
 
 
 def _line_offsets(file: Path) -> np.ndarray:

@@ -23,8 +23,8 @@ from torch import nn
 
 from contrastkit.distributed import gather_with_grad
 from contrastkit.losses import Temperature, resolve_temperature
-from contrastkit.losses.dystress import check_temperature
 from contrastkit.losses.simcse import simcse
+from contrastkit.losses.temperature import check_temperature
 from contrastkit.methods.base import StepOutput, cosine_of_pairs, loggable
 from contrastkit.models.text import TextEncoder, TextEncoderSpec, Tokens, build_text_encoder
 from contrastkit.schedules import ScheduleState
