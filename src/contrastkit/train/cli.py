@@ -20,12 +20,14 @@ import os
 import re
 import sys
 import warnings
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from contrastkit.methods.base import RETIRED_OPTIONS
+from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
     SKIPPED_FILES,
     check_output_folder,
@@ -44,6 +46,7 @@ from contrastkit.train.callbacks import (
 )
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.specs import OptimizerSpec
 
 
 class PretrainCLI(LightningCLI):
@@ -66,7 +69,21 @@ class PretrainCLI(LightningCLI):
     def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
                  **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
+        self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
+
+    def parse_arguments(self, parser, args) -> None:
+        """Parse; ``--print_config`` prints the configuration with the optimiser resolved
+        (the warm-up the run will use, see :func:`resolve_optimizer`) and exits."""
+        printing = [a for a in args if a.split("=", 1)[0] == "--print_config"]
+        super().parse_arguments(parser, [a for a in args if a not in printing])
+        self.schedule_notice = resolve_optimizer(self.config)
+        if printing:
+            if self.schedule_notice:
+                print(self.schedule_notice, file=sys.stderr)
+            flags = printing[0].partition("=")[2]
+            print(parser.dump(self.config, skip_none="skip_null" in flags), end="")
+            sys.exit(0)
 
     def before_instantiate_classes(self) -> None:
         if self.output_dir is None:
@@ -108,6 +125,25 @@ class PretrainCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.link_arguments("data", "model.num_classes", compute_fn=_num_classes,
                               apply_on="instantiate")
+
+
+def resolve_optimizer(config) -> str | None:
+    """Fill ``model.optimizer`` in the parsed ``config`` with every setting, the warm-up
+    resolved for ``trainer.max_epochs`` (clipped, or from ``warmup_fraction``), so that
+    ``config.yaml`` and ``--print_config`` show what runs; returns the one-line notice of a
+    clipped warm-up (None otherwise)."""
+    from jsonargparse import Namespace
+
+    given = config.model.optimizer
+    spec = OptimizerSpec(**(vars(given) if given is not None else {}))
+    max_epochs = config.trainer.max_epochs
+    if max_epochs is None or max_epochs < 1:
+        config.model.optimizer = Namespace(**asdict(spec))
+        return None
+    warmup, notice = resolve_warmup_epochs(spec.warmup_epochs, spec.warmup_fraction, max_epochs)
+    resolved = replace(spec, warmup_epochs=warmup, warmup_fraction=None)
+    config.model.optimizer = Namespace(**asdict(resolved))
+    return notice
 
 
 _UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)[\w.]*' is not accepted", re.S)
@@ -262,6 +298,27 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
                          "no class sub-folders")
     if resumed is not None:
         _check_same_model(cli.model.state_dict(), resumed["state_dict"], ckpt_path)
+        _check_same_schedule(cli, resumed, ckpt_path)
+
+
+def _check_same_schedule(cli: PretrainCLI, resumed: dict, path: str | None) -> None:
+    """Refuse a resume whose run length or optimiser settings differ from the checkpoint's
+    (the learning-rate schedule would be recomputed mid-run). Checkpoints written before the
+    schedule was recorded are not checked."""
+    recorded = (resumed.get("contrastkit") or {}).get("schedule")
+    if not recorded:
+        return
+    now = {"trainer.max_epochs": cli.trainer.max_epochs, "trainer.max_steps": cli.trainer.max_steps,
+           **{f"optimizer.{k}": v for k, v in asdict(cli.model.optimizer_spec).items()}}
+    then = {"trainer.max_epochs": recorded.get("max_epochs"),
+            "trainer.max_steps": recorded.get("max_steps"),
+            **{f"optimizer.{k}": v for k, v in (recorded.get("optimizer") or {}).items()}}
+    changed = [k for k in now if k in then and now[k] != then[k]]
+    if changed:
+        key = changed[0]
+        raise ValueError(f"--resume {path}: {key} is {now[key]} but the run was started with "
+                         f"{then[key]}, which would change its learning-rate schedule; resume "
+                         "with the run's settings or start a new run")
 
 
 def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
@@ -346,6 +403,8 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
+    if cli.schedule_notice:
+        print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
     if resumed is not None:
         truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
