@@ -23,6 +23,7 @@ from torch import Tensor
 from contrastkit.data.datasets import collate_images
 from contrastkit.data.registry import build_video_dataset
 from contrastkit.eval import report
+from contrastkit.eval.cli.baselines import baselines_markdown, run_baselines
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
     Setup,
@@ -39,6 +40,12 @@ from contrastkit.outputs import staged_folder
 
 
 # --- options ------------------------------------------------------------------------------------
+def _baselines_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baselines", action="store_true",
+                   help="also evaluate raw pixels and the backbone randomly initialised "
+                   "(seeded), with paired bootstrap intervals of the differences")
+
+
 def _linear_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=None, help="training epochs")
     p.add_argument("--lr", type=float, default=None, help="base learning rate")
@@ -56,12 +63,14 @@ def eval_parser() -> argparse.ArgumentParser:
     knn.add_argument("--temperature", type=float, default=0.1, help="vote temperature")
     knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine")
     knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
+    _baselines_option(knn)
     lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)")
     lin.add_argument("--protocol", dest="linear_protocol", default="fast",
                      choices=("fast", "sce_d1", "sce_d2", "sce_d3"),
                      help="fast: cached features; sce_d1/sce_d2: augmented images; sce_d3: "
                      "augmented clips (video)")
     _linear_options(lin)
+    _baselines_option(lin)
     ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)")
     ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10])
     ret.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
@@ -70,6 +79,7 @@ def eval_parser() -> argparse.ArgumentParser:
                      help="images per class (integers or 'all')")
     low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     _linear_options(low)
+    _baselines_option(low)
     fin = sub.add_parser("finetune", parents=[common], help="fine-tune a clip backbone (SCE D.3)")
     fin.add_argument("--epochs", type=int, default=None, help="epochs (SCE D.3: 200)")
     fin.add_argument("--lr", type=float, default=None, help="lr for a batch of 64 (0.1)")
@@ -322,6 +332,8 @@ def eval_command(argv: Sequence[str]) -> int:
 def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if getattr(args, "k", 1) < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if getattr(args, "baselines", False) and getattr(args, "linear_protocol", "fast") != "fast":
+        raise ValueError("--baselines needs --protocol fast (cached features)")
     out, earlier = check_output(args)
     s = setup(args)
     with staged_folder(out, earlier) as stage:
@@ -332,6 +344,9 @@ def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
                    "curves": outcome.curves,
                    "predictions": report.PREDICTIONS if out else None}
         text = _markdown(f"contrastkit eval {args.protocol}", s, outcome)
+        if getattr(args, "baselines", False):
+            results["baselines"] = run_baselines(s, RUNNERS[args.protocol], outcome)
+            text += baselines_markdown(outcome.metrics, results["baselines"])
         if stage is not None:
             report.write_predictions(stage / report.PREDICTIONS, outcome.pred, outcome.labels)
             write_outputs(stage, s, results, text)
