@@ -30,11 +30,12 @@ def _export(argv: list[str]) -> int:
         "extension); `contrastkit eval` and contrastkit.checkpoints.load_backbone read both.")
     parser.add_argument("--checkpoint", required=True, help="contrastkit .ckpt file")
     parser.add_argument("--output", required=True, help="output .pth or .safetensors file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     args = parser.parse_args(argv)
     from contrastkit.export import export_backbone
 
     def body() -> int:
-        print(f"wrote {export_backbone(args.checkpoint, args.output)}")
+        print(f"wrote {export_backbone(args.checkpoint, args.output, args.overwrite)}")
         return 0
 
     return run_command("contrastkit export", body)

@@ -112,10 +112,11 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
     from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
 
     a = s.args
+    bank = len(open_split(s, a.train_split))  # type: ignore[arg-type]
+    if a.k > bank:  # checked before any feature is extracted
+        raise ValueError(f"k={a.k} is larger than the bank ({bank} images of --train-split "
+                         f"{a.train_split}): pass --k {bank} or less")
     xtr, ytr, xte, yte = _features(s)
-    if a.k > len(ytr):
-        raise ValueError(f"k={a.k} is larger than the bank ({len(ytr)} images of --train-split "
-                         f"{a.train_split}): pass --k {len(ytr)} or less")
     pred, scores = knn_predict(xtr, ytr, xte, k=a.k, temperature=a.temperature, metric=a.metric,
                                backend=a.backend)
     metrics = topk_accuracy(scores, yte, (1, 5))  # top-5 only with more than 5 classes
