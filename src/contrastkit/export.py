@@ -21,7 +21,8 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     """Write the backbone of ``checkpoint`` to ``output`` (``.pth`` or ``.safetensors``).
 
     The file is written atomically, with the mode the user's umask gives a new file; an
-    existing ``output`` is replaced only with ``overwrite``. 2-D ResNets get torchvision's keys and nothing else (load
+    existing ``output`` is replaced only with ``overwrite``. 2-D ResNets get torchvision's
+    keys and nothing else (load
     with ``torchvision.models.resnet50().load_state_dict(sd, strict=False)`` or after removing
     ``fc``); other backbones keep their own keys and their
     :class:`~contrastkit.models.factory.BackboneSpec`. Every exported file loads back with
