@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from contrastkit.errors import run_command
+from contrastkit.errors import plain_warnings, run_command
 
-USAGE = """usage: contrastkit COMMAND [options]
+USAGE = """usage: contrastkit COMMAND [options]   (contrastkit --version: the version)
 
 commands:
   pretrain   pretrain a method from a YAML config (contrastkit pretrain --config FILE)
@@ -62,8 +62,14 @@ def _pretrain(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``contrastkit`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    plain_warnings()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from contrastkit import __version__
+
+        print(f"contrastkit {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
     if command == "pretrain":

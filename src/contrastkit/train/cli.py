@@ -12,12 +12,9 @@ dropping the metrics the interrupted run logged after it.
 from __future__ import annotations
 
 import csv
-import importlib
 import importlib.util
-import inspect
 import logging
 import os
-import re
 import sys
 import warnings
 from dataclasses import asdict, replace
@@ -26,7 +23,7 @@ from pathlib import Path
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
 from lightning.pytorch.cli import LightningCLI
 
-from contrastkit.methods.base import RETIRED_OPTIONS
+from contrastkit import __version__
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
     SKIPPED_FILES,
@@ -44,8 +41,10 @@ from contrastkit.train.callbacks import (
     RNGStateCallback,
     latest_checkpoint,
 )
+from contrastkit.train.config_errors import config_error_line
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.short_help import short_help
 from contrastkit.train.specs import OptimizerSpec
 
 
@@ -114,10 +113,13 @@ class PretrainCLI(LightningCLI):
 
     def init_parser(self, **kwargs):
         parser = super().init_parser(**kwargs)
-        original = parser.error
 
         def error(message: str, *args, **kw):
-            return original(explain_unknown_option(message), *args, **kw)
+            """One line naming the key, the value and the closest valid keys (no usage)."""
+            options = getattr(parser, "_option_string_actions", {})
+            print(f"contrastkit pretrain: error: {config_error_line(message, options)}",
+                  file=sys.stderr)
+            sys.exit(2)
 
         parser.error = error  # type: ignore[method-assign]
         return parser
@@ -144,40 +146,6 @@ def resolve_optimizer(config) -> str | None:
     resolved = replace(spec, warmup_epochs=warmup, warmup_fraction=None)
     config.model.optimizer = Namespace(**asdict(resolved))
     return notice
-
-
-_UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)[\w.]*' is not accepted", re.S)
-
-
-def accepted_options(cls: type) -> list[str]:
-    """Constructor arguments of ``cls``, following ``**kwargs`` up its base classes."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass) or klass is object:
-            continue
-        params = inspect.signature(klass.__init__).parameters.values()
-        names += [p.name for p in params if p.name != "self" and p.kind not in
-                  (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names]
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return names
-
-
-def explain_unknown_option(message: str) -> str:
-    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors, and
-    what replaced ``x`` when it is a retired option (``methods.base.RETIRED_OPTIONS``)."""
-    match = _UNKNOWN.search(message)
-    if not match:
-        return message
-    module, _, name = match.group(1).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return message
-    allowed = ", ".join(accepted_options(cls))
-    retired = RETIRED_OPTIONS.get(match.group(2))
-    hint = f"\n  {match.group(2)} was {retired}" if retired else ""
-    return f"{message}\n  {name} accepts: {allowed}{hint}"
 
 
 def _num_classes(data: PretrainDataModule) -> int:
@@ -369,8 +337,15 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     silence_known_warnings()
-    if "-h" in argv or "--help" in argv:
+    if "--version" in argv:
+        print(f"contrastkit {__version__}")
+        raise SystemExit(0)
+    if "--help-all" in argv:
+        argv = ["--help" if a == "--help-all" else a for a in argv]
         print(RUN_OPTIONS_HELP)
+    elif "-h" in argv or "--help" in argv:
+        print(short_help(argv, RUN_OPTIONS_HELP), end="")
+        raise SystemExit(0)
     resume = _pop_option(argv, "--resume")
     output_dir = _pop_option(argv, "--output") or "runs/pretrain"
     overwrite = "--overwrite" in argv
@@ -396,7 +371,8 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
             auto_configure_optimizers=False,
             trainer_defaults=trainer_defaults(output_dir),
             save_config_kwargs={"overwrite": True},
-            parser_kwargs={"prog": "contrastkit pretrain", "default_env": False},
+            parser_kwargs={"prog": "contrastkit pretrain", "default_env": False,
+                           "allow_abbrev": False},
             output_dir=output_dir,
             purge_step=None if resumed is None else int(resumed["global_step"]),
         )
