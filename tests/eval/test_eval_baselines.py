@@ -98,3 +98,23 @@ def test_linear_and_lowshot_take_baselines(checkpoint, work, capsys):
     code, _, err = _eval(capsys, work, checkpoint, "linear", "--protocol", "sce_d1",
                          "--baselines")
     assert code == 2 and "--baselines needs --protocol fast" in err
+
+
+def test_eval_knn_takes_the_monitors_k_and_names_the_split_best_ckpt_was_chosen_on(
+        work, capsys):
+    """One set of evaluation defaults (issue 19, item 3): without --k, eval knn uses the run's
+    kNN monitor's k and temperature; best.ckpt evaluated on the monitor's split says so."""
+    from contrastkit.train.cli import pretrain
+
+    run = work / "k20"
+    pretrain([*TINY_PRETRAIN, "--model.online_eval.knn_k", "20",
+              "--model.online_eval.knn_temperature", "0.2", "--output", str(run)])
+    code, stdout, err = _eval(capsys, work, run / "checkpoints" / "last.ckpt", "knn",
+                              "--output", str(work / "k20_last"))
+    assert code == 0, err
+    config = json.loads((work / "k20_last" / "results.json").read_text())["config"]
+    assert (config["k"], config["temperature"]) == (20, 0.2)
+    assert "best.ckpt was chosen" not in stdout
+    code, stdout, err = _eval(capsys, work, run / "checkpoints" / "best.ckpt", "knn")
+    assert code == 0, err
+    assert "best.ckpt was chosen by the kNN monitor on this test split (test)" in stdout

@@ -316,6 +316,9 @@ class PretrainModule(L.LightningModule):
             "views": self.evaluation_views(),
             "data": record() if callable(record) else {},
             "schedule": self.schedule_record(),
+            "monitor": {"knn_k": self.online_spec.knn_k,
+                        "knn_temperature": self.online_spec.knn_temperature,
+                        "val_split": getattr(datamodule, "val_split", None)},
         }
 
     def schedule_record(self) -> dict:

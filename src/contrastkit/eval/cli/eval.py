@@ -59,8 +59,10 @@ def eval_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
     common = common_parser()
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
-    knn.add_argument("--k", type=int, default=200, help="neighbours (DySTreSS: 200)")
-    knn.add_argument("--temperature", type=float, default=0.1, help="vote temperature")
+    knn.add_argument("--k", type=int, default=None,
+                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS)")
+    knn.add_argument("--temperature", type=float, default=None,
+                     help="vote temperature (default: the run's kNN monitor's, else 0.1)")
     knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine")
     knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
     _baselines_option(knn)
@@ -112,16 +114,19 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
     from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
 
     a = s.args
+    k = a.k if a.k is not None else int(s.run.knn_k or 200)
+    temperature = a.temperature if a.temperature is not None else \
+        float(s.run.knn_temperature or 0.1)
     bank = len(open_split(s, a.train_split))  # type: ignore[arg-type]
-    if a.k > bank:  # checked before any feature is extracted
-        raise ValueError(f"k={a.k} is larger than the bank ({bank} images of --train-split "
+    if k > bank:  # checked before any feature is extracted
+        raise ValueError(f"k={k} is larger than the bank ({bank} images of --train-split "
                          f"{a.train_split}): pass --k {bank} or less")
     xtr, ytr, xte, yte = _features(s)
-    pred, scores = knn_predict(xtr, ytr, xte, k=a.k, temperature=a.temperature, metric=a.metric,
+    pred, scores = knn_predict(xtr, ytr, xte, k=k, temperature=temperature, metric=a.metric,
                                backend=a.backend)
     metrics = topk_accuracy(scores, yte, (1, 5))  # top-5 only with more than 5 classes
     metrics["mean_per_class"] = mean_per_class_accuracy(pred, yte)
-    config = {"k": a.k, "temperature": a.temperature, "metric": a.metric, "backend": a.backend}
+    config = {"k": k, "temperature": temperature, "metric": a.metric, "backend": a.backend}
     return Outcome(metrics, config, pred, yte)
 
 
@@ -331,7 +336,7 @@ def eval_command(argv: Sequence[str]) -> int:
 
 
 def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if getattr(args, "k", 1) < 1:
+    if getattr(args, "k", None) is not None and args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
     if getattr(args, "baselines", False) and getattr(args, "linear_protocol", "fast") != "fast":
         raise ValueError("--baselines needs --protocol fast (cached features)")
