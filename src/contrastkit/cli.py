@@ -15,6 +15,8 @@ commands:
              PATH --data NAME [--output DIR]
   analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
+  embed      a folder's embeddings (.npy + file list) and their t-SNE map: contrastkit embed
+             --checkpoint PATH --data folder --root DIR --output DIR
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
              torchvision's layout): contrastkit export --checkpoint CKPT --output FILE
   repro      the reproduction study of docs/reproduction.md, from a source checkout:
@@ -80,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         from contrastkit.repro.cli import main as repro_main
 
         return repro_main(rest)
+    if command == "embed":
+        from contrastkit.eval.cli.embed import embed_command
+
+        return embed_command(rest)
     if command in ("eval", "analyze", "compare"):
         from contrastkit.eval import cli as eval_cli
 

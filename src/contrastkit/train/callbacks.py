@@ -7,7 +7,6 @@ import os
 import random
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from contrastkit.outputs import temp_file_beside
+from contrastkit.train.progress import EpochClock, time_left
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -162,19 +162,22 @@ class EpochSummaryCallback(L.Callback):
     KEYS = ("train/loss", "val/knn_top1", "val/online_linear_top1")
 
     def __init__(self) -> None:
-        self._start = 0.0
+        self.clock = EpochClock()
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
+        self.clock.start()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        elapsed = self.clock.stop()
         if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
             return
         metrics = trainer.callback_metrics
         values = [f"{k} {float(metrics[k]):.4f}" for k in self.KEYS if k in metrics]
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+        left = time_left(self.clock.seconds, trainer.current_epoch + 1, trainer.max_epochs)
         print(f"epoch {trainer.current_epoch + 1}{total} (step {trainer.global_step}, "
-              f"{time.perf_counter() - self._start:.1f} s): " + ", ".join(values), flush=True)
+              f"{elapsed:.1f} s{', ' + left if left else ''}): " + ", ".join(values),
+              flush=True)
 
 
 class BestCheckpoint(ModelCheckpoint):

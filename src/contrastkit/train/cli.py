@@ -20,7 +20,7 @@ import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from contrastkit import __version__
@@ -44,8 +44,10 @@ from contrastkit.train.callbacks import (
 from contrastkit.train.config_errors import config_error_line
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.progress import ProgressBarWithTimeLeft
 from contrastkit.train.short_help import short_help
 from contrastkit.train.specs import OptimizerSpec
+from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 
 
 class PretrainCLI(LightningCLI):
@@ -108,7 +110,8 @@ class PretrainCLI(LightningCLI):
         shows_bar = config.get("enable_progress_bar") is not False
         if shows_bar and not any(isinstance(c, ProgressBar) for c in callbacks):
             every = max(1, int(config.get("log_every_n_steps") or 1))
-            kwargs.setdefault("callbacks", [*callbacks, TQDMProgressBar(refresh_rate=every)])
+            kwargs.setdefault("callbacks",
+                              [*callbacks, ProgressBarWithTimeLeft(refresh_rate=every)])
         return super().instantiate_trainer(**kwargs)
 
     def init_parser(self, **kwargs):
@@ -171,6 +174,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
             RNGStateCallback(),
             PreflightCallback(),
             LossCurveCallback(),
+            RunSummaryCallback(),
             EpochSummaryCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
@@ -184,12 +188,13 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
-                         "tensorboard", "loss_curve.png", SKIPPED_FILES})
+                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
   --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
-                        loss_curve.png (default: runs/pretrain); it must be empty or new
+                        loss_curve.png, summary.png (default: runs/pretrain); it must be
+                        empty or new
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt)
   --overwrite           replace the earlier run in --output (removes only its files)
 """

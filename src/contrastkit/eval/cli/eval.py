@@ -38,6 +38,10 @@ from contrastkit.eval.cli.setup import (
 )
 from contrastkit.outputs import staged_folder
 
+#: ``eval knn``'s k and temperature for a file without a run record (DySTreSS's; a pretraining
+#: checkpoint gives its run's kNN monitor's, whose defaults are these).
+KNN_K, KNN_TEMPERATURE = 200, 0.1
+
 
 # --- options ------------------------------------------------------------------------------------
 def _baselines_option(p: argparse.ArgumentParser) -> None:
@@ -114,9 +118,9 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
     from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
 
     a = s.args
-    k = a.k if a.k is not None else int(s.run.knn_k or 200)
+    k = a.k if a.k is not None else int(s.run.knn_k or KNN_K)
     temperature = a.temperature if a.temperature is not None else \
-        float(s.run.knn_temperature or 0.1)
+        float(s.run.knn_temperature or KNN_TEMPERATURE)
     bank = len(open_split(s, a.train_split))  # type: ignore[arg-type]
     if k > bank:  # checked before any feature is extracted
         raise ValueError(f"k={k} is larger than the bank ({bank} images of --train-split "
@@ -127,7 +131,16 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
     metrics = topk_accuracy(scores, yte, (1, 5))  # top-5 only with more than 5 classes
     metrics["mean_per_class"] = mean_per_class_accuracy(pred, yte)
     config = {"k": k, "temperature": temperature, "metric": a.metric, "backend": a.backend}
-    return Outcome(metrics, config, pred, yte)
+    outcome = Outcome(metrics, config, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_per_class_accuracy
+
+        names = getattr(open_split(s, a.test_split), "classes", None)
+        plot_per_class_accuracy(pred.cpu().numpy(), yte.cpu().numpy(),
+                                out / "knn_per_class.png", names,
+                                title=f"kNN accuracy per class (k={k}, t={temperature:g})")
+        outcome.figures.append("knn_per_class.png")
+    return outcome
 
 
 def _probe_kwargs(a: argparse.Namespace) -> dict:
@@ -165,12 +178,20 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
         raise ValueError(f"the linear probe diverged (training loss {curve}); lower --lr")
     metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class") if k in result}
     outcome = Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
+    accuracy = {k: [float(v) for v in result[f"{k}_top1_curve"]]  # type: ignore[union-attr]
+                for k in ("train", "test") if f"{k}_top1_curve" in result}
+    outcome.curves.update({f"{k}_top1_per_epoch": v for k, v in accuracy.items()})
     if out is not None:
         from contrastkit.eval.plots import plot_curve
+        from contrastkit.eval.report_figures import plot_probe_accuracy
 
         plot_curve(curve, out / "loss_curve.png", xlabel="epoch",  # type: ignore[arg-type]
                    ylabel="training loss", title="Linear probe")
         outcome.figures.append("loss_curve.png")
+        if accuracy:
+            plot_probe_accuracy(accuracy["train"], accuracy["test"],
+                                out / "probe_accuracy.png")
+            outcome.figures.append("probe_accuracy.png")
     return outcome
 
 
