@@ -24,6 +24,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI
 
 from contrastkit import __version__
+from contrastkit.errors import plain_warnings
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
     SKIPPED_FILES,
@@ -342,6 +343,7 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     silence_known_warnings()
+    plain_warnings()  # after Lightning's import, which installs its own format
     if "--version" in argv:
         print(f"contrastkit {__version__}")
         raise SystemExit(0)
