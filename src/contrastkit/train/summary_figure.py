@@ -27,6 +27,8 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
                      knn_k: int | None = None, num_classes: int = 0) -> Path | None:
     """Draw the summary of the run whose ``metrics.csv`` is ``metrics_csv`` into ``path``;
     None (nothing drawn) when no training loss was logged."""
+    from matplotlib.ticker import MaxNLocator
+
     from contrastkit.figures import new_figure, save_figure
 
     loss = per_epoch(metrics_csv, "train/loss")
@@ -38,6 +40,7 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
     epochs = [e + 1 for e in loss]
     ax.plot(epochs, list(loss.values()), marker="o" if len(loss) < 40 else None)
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("training loss (mean of the epoch)")
     ax.set_title("Pretraining loss")
     caption = "Loss: mean of the logged training losses of each epoch"
@@ -50,6 +53,7 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
             ax2.axhline(100 / num_classes, color="tab:red", linestyle=":",
                         label=f"chance {100 / num_classes:.1f}%")
         ax2.set_xlabel("epoch")
+        ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.set_ylabel("top-1 (%)")
         ax2.set_title(f"kNN monitor (k={knn_k})" if knn_k else "kNN monitor")
         ax2.legend(loc="best", fontsize="small")
