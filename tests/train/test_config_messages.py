@@ -29,7 +29,8 @@ def _one_line_error(capsys, *extra: str) -> str:
      "model.method.temprature is not an option of SCE; did you mean temperature"),
     (("--data.bach_size", "12"), "--data.bach_size is not an option; did you mean "
                                  "--data.batch_size"),
-    (("--trainer.max_epoch", "3"), "did you mean --trainer.max_epochs"),  # no abbreviation
+    # no abbreviation (a batch of 1 stops the old parser's silent max_epochs before training)
+    (("--trainer.max_epoch", "3", "--data.batch_size", "1"), "did you mean --trainer.max_epochs"),
     (("--model.optimizer.name", "adam"), "model.optimizer.name: 'adam' is not a valid value, "
                                          "one of 'sgd', 'lars', 'adamw'"),
 ])
