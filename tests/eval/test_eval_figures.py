@@ -110,3 +110,15 @@ def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
     assert not (tmp_path / "flat_emb" / "labels.npy").exists()
     assert main(["embed", "--checkpoint", ckpt, "--data", "folder", "--root", str(flat),
                  "--quiet", "--output", str(tmp_path / "flat_emb")]) == 2  # one run per folder
+
+
+def test_eval_lowshot_and_retrieval_write_their_figures(run, tmp_path):
+    common = ["--checkpoint", str(run / "checkpoints" / "last.ckpt"), "--data", "digits",
+              "--quiet", "--no-cache"]
+    assert main(["eval", "lowshot", *common, "--shots", "2", "all", "--seeds", "0",
+                 "--epochs", "2", "--output", str(tmp_path / "low")]) == 0
+    assert main(["eval", "retrieval", *common, "--output", str(tmp_path / "ret")]) == 0
+    for folder, name in (("low", "lowshot.png"), ("ret", "recall_at_k.png")):
+        results = json.loads((tmp_path / folder / "results.json").read_text())
+        assert name in results["figures"]
+        assert (tmp_path / folder / name).read_bytes().startswith(PNG)

@@ -105,3 +105,44 @@ def _colour(cmap: str, index: int, count: int) -> object:
 
     colours = colormaps[cmap]
     return colours(index % colours.N) if count <= colours.N else colours(index / max(1, count))
+
+
+def plot_lowshot(table: dict[str, dict], path: PathLike) -> Path:
+    """Low-shot top-1 (%) against the labelled images per class, mean +- std over the seeds
+    (``table``: ``{shots: {"mean", "std", ...}}`` as in ``eval lowshot``'s results)."""
+    if not table:
+        raise ValueError("table is empty")
+    names = list(table)
+    mean = 100 * np.array([float(table[n]["mean"]) for n in names])
+    std = 100 * np.array([float(table[n]["std"]) for n in names])
+    fig = new_figure(6.5, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.errorbar(np.arange(len(names)), mean, yerr=std, marker="o", capsize=4)
+    ax.set_xticks(np.arange(len(names)), names)
+    low, high = float((mean - std).min()), float((mean + std).max())
+    pad = max(1.0, 0.1 * (high - low))
+    ax.set_ylim(max(0.0, low - pad), min(100.0, high + pad))
+    ax.set_xlabel("labelled images per class")
+    ax.set_ylabel("top-1 (%), mean +- std over seeds")
+    ax.set_title("Low-shot linear probes")
+    return save_figure(fig, path, caption=(
+        "Top-1 should rise with the labels per class; good features reach most of the "
+        "all-labels accuracy with few labels."))
+
+
+def plot_recall_at_k(recalls: dict[str, float], path: PathLike) -> Path:
+    """Bar chart of recall@k (%) (``recalls``: ``{"recall@k": fraction}``)."""
+    if not recalls:
+        raise ValueError("recalls is empty")
+    names = list(recalls)
+    values = 100 * finite_array([recalls[n] for n in names], "recalls")
+    fig = new_figure(6.0, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.bar(np.arange(len(names)), values, color="tab:blue")
+    ax.set_xticks(np.arange(len(names)), names)
+    ax.set_ylim(0, min(100.0, float(values.max()) + 10))
+    ax.set_ylabel("recall (%)")
+    ax.set_title("Retrieval")
+    return save_figure(fig, path, caption=(
+        "Recall@k: share of test images with an image of their class among their k nearest "
+        "training images; it rises with k."))

@@ -291,7 +291,13 @@ def run_retrieval(s: Setup, out: Path | None) -> Outcome:
     metrics = retrieval_recall(xtr, ytr, xte, yte, a.ks, backend=a.backend)
     _, idx = nearest_neighbors(xtr, xte, 1, metric="cosine", backend=a.backend)
     pred = ytr[idx[:, 0].cpu()]
-    return Outcome(metrics, {"ks": list(a.ks), "backend": a.backend}, pred, yte)
+    outcome = Outcome(metrics, {"ks": list(a.ks), "backend": a.backend}, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_recall_at_k
+
+        plot_recall_at_k(metrics, out / "recall_at_k.png")
+        outcome.figures.append("recall_at_k.png")
+    return outcome
 
 
 def _parse_shots(values: Sequence[str]) -> list[int | None]:
@@ -325,7 +331,13 @@ def run_lowshot(s: Setup, out: Path | None) -> Outcome:
     metrics = {"shots": {("all" if k is None else str(k)): v for k, v in table.items()}}
     config = {**kwargs, "shots": list(a.shots), "seeds": list(a.seeds),
               "predictions_from": {"shots": "all" if last is None else last, "seed": seed}}
-    return Outcome(metrics, config, pred, yte)
+    outcome = Outcome(metrics, config, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_lowshot
+
+        plot_lowshot(metrics["shots"], out / "lowshot.png")
+        outcome.figures.append("lowshot.png")
+    return outcome
 
 
 RUNNERS: dict[str, Callable[[Setup, Path | None], Outcome]] = {

@@ -65,7 +65,8 @@ OUTPUT_FILES = frozenset({report.RESULTS_JSON, report.RESULTS_MD, report.PREDICT
                           SKIPPED_FILES, "loss_curve.png", "local_separation.png",
                           "similarity_histograms.png", "hardness_weights.png",
                           "temperature_functions.png", "embedding_tsne.png",
-                          "embedding_umap.png", "probe_accuracy.png", "knn_per_class.png"})
+                          "embedding_umap.png", "probe_accuracy.png", "knn_per_class.png",
+                          "lowshot.png", "recall_at_k.png"})
 
 
 def check_output(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:
