@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from contrastkit.errors import run_command
+from contrastkit.errors import plain_warnings, run_command
 
-USAGE = """usage: contrastkit COMMAND [options]
+USAGE = """usage: contrastkit COMMAND [options]   (contrastkit --version: the version)
 
 commands:
   pretrain   pretrain a method from a YAML config (contrastkit pretrain --config FILE)
@@ -17,6 +17,8 @@ commands:
              (--checkpoint PATH | --model NAME) --senteval-root DIR
   analyze    embedding diagnostics and figures: contrastkit analyze --checkpoint PATH --data NAME
   compare    paired bootstrap of two eval folders: contrastkit compare RUN_A RUN_B
+  embed      a folder's embeddings (.npy + file list) and their t-SNE map: contrastkit embed
+             --checkpoint PATH --data folder --root DIR --output DIR
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
              torchvision's layout): contrastkit export --checkpoint CKPT --output FILE;
              --format detectron2 --output FILE.pkl for detectron2 (docs/transfer.md)
@@ -44,6 +46,7 @@ def _export(argv: list[str]) -> int:
     parser.add_argument("--format", choices=("torchvision", "detectron2"), default="torchvision",
                         help="torchvision: state_dict (default); detectron2: a .pkl for "
                         "MODEL.WEIGHTS (ResNets with the ImageNet stem; docs/transfer.md)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     args = parser.parse_args(argv)
 
     def body() -> int:
@@ -51,7 +54,7 @@ def _export(argv: list[str]) -> int:
             from contrastkit.export_detectron2 import export_detectron2 as write
         else:
             from contrastkit.export import export_backbone as write
-        print(f"wrote {write(args.checkpoint, args.output)}")
+        print(f"wrote {write(args.checkpoint, args.output, args.overwrite)}")
         return 0
 
     return run_command("contrastkit export", body)
@@ -78,8 +81,14 @@ def _pretrain(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``contrastkit`` command."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    plain_warnings()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from contrastkit import __version__
+
+        print(f"contrastkit {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
     if command not in THREADED:
@@ -116,6 +125,10 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from contrastkit.repro.cli import main as repro_main
 
         return repro_main(rest)
+    if command == "embed":
+        from contrastkit.eval.cli.embed import embed_command
+
+        return embed_command(rest)
     if command in ("eval", "analyze", "compare"):
         from contrastkit.eval import cli as eval_cli
 

@@ -67,3 +67,16 @@ def run_command(prog: str, body: Callable[[], int],
     except EXPECTED as err:
         print(f"{prog}: error: {error_line(err, hints or {})}", file=sys.stderr)
         return 2
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
+    return f"warning: {message}\n"
+
+
+def plain_warnings() -> None:
+    """Print warnings as ``warning: message`` (one line), without the source file, line
+    number and the internal source line Python's default format adds."""
+    import warnings
+
+    warnings.formatwarning = _one_line_warning

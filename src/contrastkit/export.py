@@ -13,13 +13,29 @@ import torch
 from contrastkit.checkpoints import SPEC_METADATA, load_backbone
 from contrastkit.models.resnet import ResNet
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
-from contrastkit.outputs import check_output_path, temp_file_beside
+from contrastkit.outputs import check_output_path, file_mode, temp_file_beside
 
 
-def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:
+def check_export_path(output: Path, overwrite: bool) -> None:
+    """Refuse an ``output`` under a file, or an existing one without ``overwrite``.
+
+    Raises:
+        NotADirectoryError: when a parent of ``output`` is a file.
+        FileExistsError: when ``output`` exists and ``overwrite`` is false.
+    """
+    check_output_path(output, folder=False)
+    if output.exists() and not overwrite:
+        raise FileExistsError(f"--output {output} exists: pass --overwrite to replace it, or "
+                              "choose another --output")
+
+
+def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
+                    overwrite: bool = False) -> Path:
     """Write the backbone of ``checkpoint`` to ``output`` (``.pth`` or ``.safetensors``).
 
-    The file is written atomically. 2-D ResNets get torchvision's keys and nothing else (load
+    The file is written atomically, with the mode the user's umask gives a new file; an
+    existing ``output`` is replaced only with ``overwrite``. 2-D ResNets get torchvision's
+    keys and nothing else (load
     with ``torchvision.models.resnet50().load_state_dict(sd, strict=False)`` or after removing
     ``fc``); other backbones keep their own keys and their
     :class:`~contrastkit.models.factory.BackboneSpec`. Every exported file loads back with
@@ -29,11 +45,12 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike) ->
         ValueError: for an unsupported output extension or an unreadable checkpoint.
         FileNotFoundError: when ``checkpoint`` does not exist.
         NotADirectoryError: when a parent of ``output`` is a file.
+        FileExistsError: when ``output`` exists and ``overwrite`` is false.
     """
     output = Path(output)
     if output.suffix not in (".pth", ".pt", ".safetensors"):
         raise ValueError(f"--output must end in .pth, .pt or .safetensors, got {output.name}")
-    check_output_path(output, folder=False)
+    check_export_path(output, overwrite)
     backbone, spec = load_backbone(checkpoint)
     native = not isinstance(backbone, ResNet)
     if native:
@@ -53,6 +70,7 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike) ->
                        tmp)
         else:
             torch.save(state, tmp)
+        os.chmod(tmp, file_mode())  # safetensors writes a new file of mode 0600
         os.replace(tmp, output)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

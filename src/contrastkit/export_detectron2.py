@@ -18,25 +18,29 @@ import pickle
 from pathlib import Path
 
 from contrastkit.checkpoints import load_backbone
+from contrastkit.export import check_export_path
 from contrastkit.models.detectron2_layout import to_detectron2_state_dict
-from contrastkit.outputs import check_output_path, temp_file_beside
+from contrastkit.outputs import temp_file_beside
 
 __all__ = ["export_detectron2"]
 
 
-def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike) -> Path:
-    """Write the backbone of ``checkpoint`` to ``output`` (``.pkl``), atomically.
+def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike,
+                      overwrite: bool = False) -> Path:
+    """Write the backbone of ``checkpoint`` to ``output`` (``.pkl``), atomically; an existing
+    ``output`` is replaced only with ``overwrite``.
 
     Raises:
         ValueError: for another extension, an unreadable checkpoint, a backbone that is not a
             ResNet with the ImageNet stem.
         FileNotFoundError: when ``checkpoint`` does not exist.
         NotADirectoryError: when a parent of ``output`` is a file.
+        FileExistsError: when ``output`` exists and ``overwrite`` is false.
     """
     output = Path(output)
     if output.suffix != ".pkl":
         raise ValueError(f"--output must end in .pkl for --format detectron2, got {output.name}")
-    check_output_path(output, folder=False)
+    check_export_path(output, overwrite)
     backbone, _ = load_backbone(checkpoint)
     try:
         state = to_detectron2_state_dict(backbone)

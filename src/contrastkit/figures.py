@@ -38,12 +38,21 @@ def new_figure(width: float = 7.0, height: float = 4.5) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: PathLike) -> Path:
-    """Write ``fig`` to ``path`` atomically, in the format of its suffix; returns the path."""
+def save_figure(fig: Figure, path: PathLike, caption: str | None = None) -> Path:
+    """Write ``fig`` to ``path`` atomically, in the format of its suffix; returns the path.
+    ``caption``: one line under the axes saying what to look for."""
     path = Path(path)
     if path.suffix == "":
         raise ValueError(f"path must have an image suffix such as .png, got {str(path)!r}")
-    fig.tight_layout()
+    if caption:  # wrapped to the figure's width (about 15 characters per inch at 8 points)
+        import textwrap
+
+        text = textwrap.fill(caption, width=int(fig.get_figwidth() * 15))
+        height = (0.08 + 0.16 * (text.count("\n") + 1)) / fig.get_figheight()
+        fig.tight_layout(rect=(0, height, 1, 1))
+        fig.text(0.5, 0.04 / fig.get_figheight(), text, ha="center", va="bottom", fontsize=8)
+    else:
+        fig.tight_layout()
     fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:

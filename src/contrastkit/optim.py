@@ -27,6 +27,7 @@ __all__ = [
     "LARS",
     "build_optimizer",
     "param_groups",
+    "resolve_warmup_epochs",
     "scaled_lr",
     "warmup_cosine",
     "warmup_cosine_scheduler",
@@ -252,6 +253,39 @@ def scaled_lr(base_lr: float, global_batch: int, reference_batch: int = 256) -> 
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{label} must be a positive int, got {value!r}")
     return base_lr * global_batch / reference_batch
+
+
+#: Longest warm-up, as a share of the run, before it is clipped (a warm-up written for a long
+#: run would otherwise take a short run whole: 5 warm-up epochs of 6 leave 1 to decay).
+MAX_WARMUP_SHARE = 0.25
+
+
+def resolve_warmup_epochs(
+    warmup_epochs: float, warmup_fraction: float | None, max_epochs: int
+) -> tuple[float, str | None]:
+    """The warm-up length of a run of ``max_epochs`` epochs, and a notice when it was clipped.
+
+    ``warmup_fraction`` (a share of the run in [0, 1)) replaces ``warmup_epochs`` when set;
+    otherwise ``warmup_epochs`` longer than :data:`MAX_WARMUP_SHARE` of the run is clipped to
+    that share, and the notice (one line) says so.
+
+    Raises:
+        ValueError: for a negative warm-up, a fraction outside [0, 1) or ``max_epochs`` < 1.
+    """
+    if max_epochs < 1:
+        raise ValueError(f"trainer.max_epochs must be >= 1, got {max_epochs}")
+    if warmup_fraction is not None:
+        if not 0.0 <= warmup_fraction < 1.0:
+            raise ValueError(f"optimizer.warmup_fraction must be in [0, 1), got {warmup_fraction}")
+        return warmup_fraction * max_epochs, None
+    if warmup_epochs < 0:
+        raise ValueError(f"optimizer.warmup_epochs must be >= 0, got {warmup_epochs}")
+    longest = MAX_WARMUP_SHARE * max_epochs
+    if warmup_epochs <= longest:
+        return float(warmup_epochs), None
+    return longest, (f"optimizer.warmup_epochs {warmup_epochs:g} is more than a quarter of "
+                     f"trainer.max_epochs {max_epochs}: warm-up clipped to {longest:g} epochs "
+                     "(set optimizer.warmup_fraction to choose)")
 
 
 def warmup_cosine(

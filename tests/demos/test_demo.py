@@ -285,3 +285,27 @@ def test_demo_cifar10_from_a_jpeg_archive(tmp_path: Path, capsys) -> None:
     assert record["results"]["raw pixels"]["as given"]["all"]["num_train"] == 16
     assert any(p.suffix == ".u8" for p in (tmp_path / "cache").iterdir())  # decoded there
     assert "on the cifar10 test split (8 images)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> None:
+    import lightning as L
+
+    from contrastkit.train.cli import build
+
+    class StopAfterOneEpoch(L.Callback):
+        def on_train_epoch_end(self, trainer, pl_module) -> None:
+            trainer.should_stop = True
+
+    out, two_epochs = tmp_path / "run", [*TINY_NET, "--trainer.max_epochs", "2"]
+    cli, _ = build(["--config", str(demo.CONFIG["digits"]), "--output", str(out), *two_epochs])
+    cli.trainer.callbacks.append(StopAfterOneEpoch())
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    ckpt = out / "checkpoints" / "last.ckpt"
+    assert torch.load(ckpt, weights_only=False)["epoch"] == 0 and not (out / "demo.json").exists()
+    assert demo.main(["--output", str(out), "--resume", "--shots", "1", "--seeds", "0",
+                      *two_epochs]) == 0
+    assert torch.load(ckpt, weights_only=False)["epoch"] == 1  # the second epoch ran
+    assert (out / "demo.json").is_file()
+    with pytest.raises(SystemExit, match="--resume needs --output"):
+        demo.main(["--resume"])

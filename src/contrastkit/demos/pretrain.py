@@ -25,7 +25,9 @@ Archives and folders are decoded once into the array cache ``.cache/demo-cifar10
 ``--root`` the official archive is downloaded into ``--download-dir`` (default
 ``data/cifar10``) and kept only if its MD5 matches.
 
-Other arguments go to ``contrastkit pretrain`` (e.g. ``--trainer.max_epochs 5``).
+Other arguments go to ``contrastkit pretrain`` (e.g. ``--trainer.max_epochs 5``). An
+interrupted demo continues with ``--output RUN --resume`` (same other arguments): pretraining
+resumes from ``RUN/checkpoints/last.ckpt``, then the evaluation runs.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="cifar10 without --root: where the official archive is downloaded")
     parser.add_argument("--output", default=None,
                         help="run folder (default runs/demo-<data>-<time>)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted demo in --output from its last "
+                        "checkpoint, then evaluate")
     parser.add_argument("--shots", type=int, nargs="+", default=list(protocol.SHOTS),
                         help="labelled images per class (default 1 5 10)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(protocol.SEEDS),
@@ -155,8 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.shots) < 1:
         raise SystemExit(f"--shots must be positive, got {args.shots}")
     data_args = cifar10_data_args(args.root, args.download_dir) if args.data == "cifar10" else []
+    if args.resume and args.output is None:
+        raise SystemExit("--resume needs --output RUN, the folder of the interrupted demo")
     output = Path(args.output or time.strftime(f"runs/demo-{args.data}-%Y%m%d-%H%M%S"))
-    cli = pretrain(["--config", str(config), "--output", str(output), *data_args, *extra])
+    resume = ["--resume", "last"] if args.resume else []
+    cli = pretrain(["--config", str(config), "--output", str(output), *data_args, *extra,
+                    *resume])
     evaluate(cli, output, args.data, args.shots, args.seeds)
     return 0
 

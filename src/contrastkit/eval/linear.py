@@ -193,7 +193,9 @@ def linear_probe(
 
     Returns:
         ``{"top1", "top5", "mean_per_class"}`` test fractions, ``"classifier"`` (``nn.Linear`` on
-        raw features, in eval mode) and ``"loss_curve"`` (mean training loss per epoch).
+        raw features, in eval mode), ``"loss_curve"`` (mean training loss per epoch) and
+        ``"train_top1_curve"`` / ``"test_top1_curve"`` (top-1 on all training / test features
+        after each epoch: their gap shows overfitting).
     """
     _check_pair(train_features, train_labels, "train")
     _check_pair(test_features, test_labels, "test")
@@ -223,7 +225,11 @@ def linear_probe(
     generator = torch.Generator().manual_seed(seed)
     n = x.shape[0]
     steps = math.ceil(n / batch_size)
-    loss_curve = []
+    loss_curve: list[float] = []
+    train_top1: list[float] = []
+    test_top1: list[float] = []
+    xt = (test_features.detach().to(device, torch.float32) - mean) / std
+    yt = test_labels.to(device)
     for epoch in range(epochs):
         order = torch.randperm(n, generator=generator).to(device)
         total = 0.0
@@ -237,6 +243,9 @@ def linear_probe(
             optimizer.step()
             total += float(loss.detach()) * idx.shape[0]
         loss_curve.append(total / n)
+        with torch.no_grad():
+            train_top1.append(float((linear(x).argmax(1) == y).float().mean()))
+            test_top1.append(float((linear(xt).argmax(1) == yt).float().mean()))
     with torch.no_grad():
         linear.weight.div_(std)
         linear.bias.sub_(linear.weight @ mean)
@@ -246,6 +255,8 @@ def linear_probe(
     report: dict[str, object] = dict(classification_report(scores, test_labels.to(device)))
     report["classifier"] = linear
     report["loss_curve"] = loss_curve
+    report["train_top1_curve"] = train_top1
+    report["test_top1_curve"] = test_top1
     return report
 
 

@@ -66,10 +66,15 @@ def plot_local_separation(
         patch.set_alpha(0.6)
     ax.set_xlabel("positive / k-th nearest negative")
     ax.set_ylabel("cosine similarity")
-    ax.set_ylim(-1.05, 1.05)
+    low, high = min(float(pos.min()), float(neg.min())), max(float(pos.max()), float(neg.max()))
+    pad = max(0.02, 0.05 * (high - low))
+    ax.set_ylim(max(-1.05, low - pad), min(1.05, high + pad))  # the data's range, not [-1, 1]
     ax.grid(alpha=0.3)
     ax.set_title(title or "Local separation")
-    return save_figure(fig, path)
+    gap = float(np.median(pos) - np.median(neg[:, 0]))
+    return save_figure(fig, path, caption=(
+        "The green box (two views of an image) should sit above the blue ones (its nearest "
+        f"other images); median gap to the nearest: {gap:+.3f}."))
 
 
 def plot_similarity_histograms(
@@ -83,15 +88,16 @@ def plot_similarity_histograms(
         target_sims: ``(N,)`` similarity of each test sample to its nearest same-class sample.
         noise_sims: ``(N,)`` similarity to its nearest other-class sample.
         path: output image path.
-        bins: number of histogram bins on [-1, 1].
+        bins: number of histogram bins over the range of the values.
         title: optional title (default shows the margin between medians).
     """
     target = finite_array(target_sims, "target_sims")
     noise = finite_array(noise_sims, "noise_sims")
     fig = new_figure()
     ax = fig.add_subplot(1, 1, 1)
-    edges = np.linspace(min(-1.0, target.min(), noise.min()), max(1.0, target.max(),
-                        noise.max()), bins + 1)
+    low, high = min(target.min(), noise.min()), max(target.max(), noise.max())
+    pad = max(0.01, 0.02 * (high - low))
+    edges = np.linspace(low - pad, high + pad, bins + 1)  # the data's range, not [-1, 1]
     for values, name, color in ((target, "Target", "tab:blue"), (noise, "Noise", "tab:orange")):
         ax.hist(values, bins=edges, alpha=0.6, color=color, label=name)
         ax.axvline(float(np.median(values)), color=color, linestyle=":", linewidth=2)
@@ -100,7 +106,10 @@ def plot_similarity_histograms(
     ax.set_ylabel("count")
     ax.legend()
     ax.set_title(title or f"Target-noise separation (margin {margin:.3f})")
-    return save_figure(fig, path)
+    verdict = ("NEGATIVE: other-class images are nearer than same-class ones, the classes do "
+               "not separate" if margin <= 0 else "positive: same-class images are nearer")
+    return save_figure(fig, path, caption=(
+        f"Medians (dotted): blue should lie right of orange; margin {margin:+.3f} is {verdict}."))
 
 
 def _temperature_name(temperature: TemperatureLike) -> str:

@@ -10,7 +10,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +28,7 @@ from contrastkit.checkpoints import (
     weights_digest,
 )
 from contrastkit.outputs import FolderLock, temp_file_beside
+from contrastkit.train.progress import EpochClock, time_left
 
 
 class _WriteErrorRecorder:
@@ -234,19 +234,22 @@ class EpochSummaryCallback(L.Callback):
     KEYS = ("train/loss", "val/knn_top1", "val/online_linear_top1")
 
     def __init__(self) -> None:
-        self._start = 0.0
+        self.clock = EpochClock()
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self._start = time.perf_counter()
+        self.clock.start()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        elapsed = self.clock.stop()
         if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
             return
         metrics = trainer.callback_metrics
         values = [f"{k} {float(metrics[k]):.4f}" for k in self.KEYS if k in metrics]
         total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
+        left = time_left(self.clock.seconds, trainer.current_epoch + 1, trainer.max_epochs)
         print(f"epoch {trainer.current_epoch + 1}{total} (step {trainer.global_step}, "
-              f"{time.perf_counter() - self._start:.1f} s): " + ", ".join(values), flush=True)
+              f"{elapsed:.1f} s{', ' + left if left else ''}): " + ", ".join(values),
+              flush=True)
 
 
 class BestCheckpoint(ModelCheckpoint):

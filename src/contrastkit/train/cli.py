@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import logging
-import re
 import signal
 import sys
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from contrastkit.errors import RunInterrupted
+from contrastkit import __version__
+from contrastkit.errors import RunInterrupted, plain_warnings
+from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
     SKIPPED_FILES,
     FolderLock,
@@ -45,9 +45,10 @@ from contrastkit.train.callbacks import (
     SignalStop,
     last_checkpoint,
 )
+from contrastkit.train.config_errors import config_error_line
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
-from contrastkit.train.logging import LoggingStepProgressBar
 from contrastkit.train.module import PretrainModule
+from contrastkit.train.progress import ProgressBarWithTimeLeft
 from contrastkit.train.resume import (
     interrupted_message,
     launched_as_rank_zero,
@@ -56,6 +57,9 @@ from contrastkit.train.resume import (
     remove_partial_files,
     truncate_metrics,
 )
+from contrastkit.train.short_help import short_help
+from contrastkit.train.specs import OptimizerSpec
+from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
 
 
@@ -79,7 +83,21 @@ class PretrainCLI(LightningCLI):
     def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
                  **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
+        self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
+
+    def parse_arguments(self, parser, args) -> None:
+        """Parse; ``--print_config`` prints the configuration with the optimiser resolved
+        (the warm-up the run will use, see :func:`resolve_optimizer`) and exits."""
+        printing = [a for a in args if a.split("=", 1)[0] == "--print_config"]
+        super().parse_arguments(parser, [a for a in args if a not in printing])
+        self.schedule_notice = resolve_optimizer(self.config)
+        if printing:
+            if self.schedule_notice:
+                print(self.schedule_notice, file=sys.stderr)
+            flags = printing[0].partition("=")[2]
+            print(parser.dump(self.config, skip_none="skip_null" in flags), end="")
+            sys.exit(0)
 
     def before_instantiate_classes(self) -> None:
         if self.output_dir is None:
@@ -105,16 +123,19 @@ class PretrainCLI(LightningCLI):
         shows_bar = config.get("enable_progress_bar") is not False
         if shows_bar and not any(isinstance(c, ProgressBar) for c in callbacks):
             every = max(1, int(config.get("log_every_n_steps") or 1))
-            bar = LoggingStepProgressBar(refresh_rate=every)
-            kwargs.setdefault("callbacks", [*callbacks, bar])
+            kwargs.setdefault("callbacks",
+                              [*callbacks, ProgressBarWithTimeLeft(refresh_rate=every)])
         return super().instantiate_trainer(**kwargs)
 
     def init_parser(self, **kwargs):
         parser = super().init_parser(**kwargs)
-        original = parser.error
 
         def error(message: str, *args, **kw):
-            return original(explain_unknown_option(message), *args, **kw)
+            """One line naming the key, the value and the closest valid keys (no usage)."""
+            options = getattr(parser, "_option_string_actions", {})
+            print(f"contrastkit pretrain: error: {config_error_line(message, options)}",
+                  file=sys.stderr)
+            sys.exit(2)
 
         parser.error = error  # type: ignore[method-assign]
         return parser
@@ -124,35 +145,23 @@ class PretrainCLI(LightningCLI):
                               apply_on="instantiate")
 
 
-_UNKNOWN = re.compile(r"class_path '([\w.]+)'.*?Option '(\w+)[\w.]*' is not accepted", re.S)
+def resolve_optimizer(config) -> str | None:
+    """Fill ``model.optimizer`` in the parsed ``config`` with every setting, the warm-up
+    resolved for ``trainer.max_epochs`` (clipped, or from ``warmup_fraction``), so that
+    ``config.yaml`` and ``--print_config`` show what runs; returns the one-line notice of a
+    clipped warm-up (None otherwise)."""
+    from jsonargparse import Namespace
 
-
-def accepted_options(cls: type) -> list[str]:
-    """Constructor arguments of ``cls``, following ``**kwargs`` up its base classes."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass) or klass is object:
-            continue
-        params = inspect.signature(klass.__init__).parameters.values()
-        names += [p.name for p in params if p.name != "self" and p.kind not in
-                  (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name not in names]
-        if not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return names
-
-
-def explain_unknown_option(message: str) -> str:
-    """Append the accepted options to jsonargparse's "Option 'x' is not accepted" errors."""
-    match = _UNKNOWN.search(message)
-    if not match:
-        return message
-    module, _, name = match.group(1).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return message
-    allowed = ", ".join(accepted_options(cls))
-    return f"{message}\n  {name} accepts: {allowed}"
+    given = config.model.optimizer
+    spec = OptimizerSpec(**(vars(given) if given is not None else {}))
+    max_epochs = config.trainer.max_epochs
+    if max_epochs is None or max_epochs < 1:
+        config.model.optimizer = Namespace(**asdict(spec))
+        return None
+    warmup, notice = resolve_warmup_epochs(spec.warmup_epochs, spec.warmup_fraction, max_epochs)
+    resolved = replace(spec, warmup_epochs=warmup, warmup_fraction=None)
+    config.model.optimizer = Namespace(**asdict(resolved))
+    return notice
 
 
 def _num_classes(data: PretrainDataModule) -> int:
@@ -178,6 +187,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
             RNGStateCallback(),
             PreflightCallback(),
             LossCurveCallback(),
+            RunSummaryCallback(),
             EpochSummaryCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
@@ -191,12 +201,13 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
-                         "tensorboard", "loss_curve.png", SKIPPED_FILES})
+                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
   --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
-                        loss_curve.png (default: runs/pretrain); it must be empty or new
+                        loss_curve.png, summary.png (default: runs/pretrain); it must be
+                        empty or new
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
                         or the newest complete checkpoint there when it is missing or damaged)
   --overwrite           replace the earlier run in --output (removes only its files)
@@ -253,6 +264,7 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
         _check_same_model(cli.model.state_dict(), resumed["state_dict"], ckpt_path)
         if record.get("backbone") not in (None, backbone):
             _differs(ckpt_path, f"has the backbone {record['backbone']}, the config {backbone}")
+        _check_same_schedule(cli, resumed, ckpt_path)
 
 
 def _differs(path: str | None, what: str) -> None:
@@ -261,6 +273,26 @@ def _differs(path: str | None, what: str) -> None:
     run = Path(path).parent.parent if path else Path("RUN")
     raise ValueError(f"--resume {path}: the checkpoint {what}; resume with the run's own "
                      f"config: --config {run / 'config.yaml'}")
+
+
+def _check_same_schedule(cli: PretrainCLI, resumed: dict, path: str | None) -> None:
+    """Refuse a resume whose run length or optimiser settings differ from the checkpoint's
+    (the learning-rate schedule would be recomputed mid-run). Checkpoints written before the
+    schedule was recorded are not checked."""
+    recorded = (resumed.get("contrastkit") or {}).get("schedule")
+    if not recorded:
+        return
+    now = {"trainer.max_epochs": cli.trainer.max_epochs, "trainer.max_steps": cli.trainer.max_steps,
+           **{f"optimizer.{k}": v for k, v in asdict(cli.model.optimizer_spec).items()}}
+    then = {"trainer.max_epochs": recorded.get("max_epochs"),
+            "trainer.max_steps": recorded.get("max_steps"),
+            **{f"optimizer.{k}": v for k, v in (recorded.get("optimizer") or {}).items()}}
+    changed = [k for k in now if k in then and now[k] != then[k]]
+    if changed:
+        key = changed[0]
+        raise ValueError(f"--resume {path}: {key} is {now[key]} but the run was started with "
+                         f"{then[key]}, which would change its learning-rate schedule; resume "
+                         "with the run's settings or start a new run")
 
 
 def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
@@ -293,8 +325,16 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     silence_known_warnings()
-    if "-h" in argv or "--help" in argv:
+    plain_warnings()  # after Lightning's import, which installs its own format
+    if "--version" in argv:
+        print(f"contrastkit {__version__}")
+        raise SystemExit(0)
+    if "--help-all" in argv:
+        argv = ["--help" if a == "--help-all" else a for a in argv]
         print(RUN_OPTIONS_HELP)
+    elif "-h" in argv or "--help" in argv:
+        print(short_help(argv, RUN_OPTIONS_HELP), end="")
+        raise SystemExit(0)
     resume = _pop_option(argv, "--resume")
     output_dir = _pop_option(argv, "--output") or "runs/pretrain"
     overwrite = "--overwrite" in argv
@@ -340,13 +380,16 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
             auto_configure_optimizers=False,
             trainer_defaults=trainer_defaults(output_dir),
             save_config_kwargs={"overwrite": True},
-            parser_kwargs={"prog": "contrastkit pretrain", "default_env": False},
+            parser_kwargs={"prog": "contrastkit pretrain", "default_env": False,
+                           "allow_abbrev": False},
             output_dir=output_dir,
             purge_step=None if resumed is None else int(resumed["global_step"]),
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
+    if cli.schedule_notice:
+        print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
     if resumed is not None:
         truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))

@@ -240,6 +240,21 @@ class PretrainDataModule(L.LightningDataModule):
         if self.train_set is not None:
             return
         train = self._open(self.train_split)
+        if self.test_fraction is not None and not is_labelled(train):
+            # nothing to hold out for: no labels, so no monitor and no evaluation of the split
+            self.test_fraction = None
+            train = self._open(self.train_split)
+            rank_zero_info(f"data: {self.root} has no class sub-folders (unlabelled images): "
+                           f"pretraining on all {len(train)} of them, none held out "
+                           "(data.test_fraction applies to labelled folders), without the kNN "
+                           "monitor and the online classifier")
+            self.val_split = None
+        classes = getattr(train, "classes", [])
+        if len(classes) == 1:
+            raise ValueError(
+                f"data.root {self.root} has one class sub-folder ({classes[0]}): a labelled "
+                "folder needs at least 2 classes (put the images directly in data.root to "
+                "pretrain on them as unlabelled images)")
         if self.long_tail_ratio is not None:
             train = datasets.long_tailed(train, self.long_tail_ratio, seed=self.seed)
         if self.subset is not None:

@@ -31,13 +31,20 @@ from dataclasses import asdict
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
 from contrastkit.methods.base import ContrastiveMethod, Loggable
-from contrastkit.optim import build_optimizer, param_groups, scaled_lr, warmup_cosine_scheduler
+from contrastkit.optim import (
+    build_optimizer,
+    param_groups,
+    resolve_warmup_epochs,
+    scaled_lr,
+    warmup_cosine_scheduler,
+)
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
@@ -226,7 +233,11 @@ class PretrainModule(L.LightningModule):
         optimizer = build_optimizer(spec.name, groups, lr, spec.weight_decay, spec.momentum)
         total = self._total_steps()
         max_epochs = self._max_epochs()
-        warmup = round(spec.warmup_epochs * total / max_epochs)
+        warmup_epochs, notice = resolve_warmup_epochs(spec.warmup_epochs, spec.warmup_fraction,
+                                                      max_epochs)
+        if notice is not None:
+            rank_zero_info(notice)
+        warmup = round(warmup_epochs * total / max_epochs)
         scheduler = warmup_cosine_scheduler(optimizer, total, min(warmup, total),
                                             spec.final_lr_ratio, spec.warmup_start_ratio)
         return {"optimizer": optimizer,
@@ -308,7 +319,16 @@ class PretrainModule(L.LightningModule):
             "num_classes": self.num_classes,
             "views": self.evaluation_views(),
             "data": record() if callable(record) else {},
+            "schedule": self.schedule_record(),
+            "monitor": {"knn_k": self.online_spec.knn_k,
+                        "knn_temperature": self.online_spec.knn_temperature,
+                        "val_split": getattr(datamodule, "val_split", None)},
         }
+
+    def schedule_record(self) -> dict:
+        """What the learning-rate schedule depends on (a resume that changes it is refused)."""
+        return {"max_epochs": self.trainer.max_epochs, "max_steps": self.trainer.max_steps,
+                "optimizer": asdict(self.optimizer_spec)}
 
     def evaluation_views(self) -> dict:
         """The views config with the method's default presets filled in: what evaluating a

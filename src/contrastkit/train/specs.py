@@ -91,7 +91,11 @@ class OptimizerSpec:
             reading of the SGD recipes, which name no exclusion (Denize et al. 2023, D.1;
             Manna et al. 2023, A.1; Feeney & Hughes 2023, appendix J; configs/README.md).
         momentum: SGD/LARS momentum.
-        warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``.
+        warmup_epochs: linear warm-up length, then cosine decay to ``final_lr_ratio * lr``;
+            more than a quarter of ``trainer.max_epochs`` is clipped to a quarter, with a
+            notice (:func:`contrastkit.optim.resolve_warmup_epochs`).
+        warmup_fraction: warm-up as a share of the run in [0, 1); set, it replaces
+            ``warmup_epochs`` (a warm-up that follows ``trainer.max_epochs``).
         final_lr_ratio: final learning rate as a fraction of the peak.
         warmup_start_ratio: learning rate at step 0 as a fraction of the peak (warm-up start).
         scale_lr: apply the linear scaling rule.
@@ -104,6 +108,7 @@ class OptimizerSpec:
     exclude_bias_and_norm: bool = True
     momentum: float = 0.9
     warmup_epochs: float = 5.0
+    warmup_fraction: float | None = None
     final_lr_ratio: float = 0.0
     warmup_start_ratio: float = 0.0
     scale_lr: bool = True

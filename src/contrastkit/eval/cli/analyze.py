@@ -168,6 +168,25 @@ def _analysis_figures(out: Path, a: argparse.Namespace, separation: dict, target
     return names
 
 
+def reading(metrics: dict) -> list[str]:
+    """What the diagnostics say, one line each: the direction that is better, and a flagged
+    negative target-noise margin (Feeney & Hughes 2023, Fig. 2)."""
+    margin = metrics["target_noise_margin"]
+    lines = [
+        f"target_noise_margin {margin:+.3f}: "
+        + ("NEGATIVE, test images are nearer to training images of other classes than of "
+           "their own: the classes do not separate" if margin <= 0 else
+           "positive, same-class training images are nearer (larger is better)"),
+        "alignment (Manna et al. 2023, eq. 17): >= 0, lower means the two views of an image "
+        "embed closer",
+        "uniformity (Manna et al. 2023, eq. 16, t = 2): <= 0, lower means the embeddings spread "
+        "more evenly on the sphere",
+        "hardness_weights.png and temperature_functions.png show the loss's weighting for "
+        "--temperatures: they do not depend on the checkpoint",
+    ]
+    return lines
+
+
 # --- command ------------------------------------------------------------------------------------
 def analyze_command(argv: Sequence[str]) -> int:
     """``contrastkit analyze ...``; returns the exit status."""
@@ -186,6 +205,7 @@ def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
                    "split": args.test_split, "views": " ".join(config["views"]),
                    **data_context(s)}
         text = report.metrics_markdown("contrastkit analyze", metrics, context)
+        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics)) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)
     print(text)

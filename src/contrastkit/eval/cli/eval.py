@@ -23,6 +23,7 @@ from torch import Tensor
 from contrastkit.data.images.datasets import collate_images
 from contrastkit.data.registry import build_video_dataset, is_video_dataset
 from contrastkit.eval import report
+from contrastkit.eval.cli.baselines import baselines_markdown, run_baselines
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
     Setup,
@@ -37,8 +38,18 @@ from contrastkit.eval.cli.setup import (
 )
 from contrastkit.outputs import staged_folder
 
+#: ``eval knn``'s k and temperature for a file without a run record (DySTreSS's; a pretraining
+#: checkpoint gives its run's kNN monitor's, whose defaults are these).
+KNN_K, KNN_TEMPERATURE = 200, 0.1
+
 
 # --- options ------------------------------------------------------------------------------------
+def _baselines_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baselines", action="store_true",
+                   help="also evaluate raw pixels and the backbone randomly initialised "
+                   "(seeded), with paired bootstrap intervals of the differences")
+
+
 def _linear_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=None, help="training epochs")
     p.add_argument("--lr", type=float, default=None, help="base learning rate")
@@ -53,16 +64,20 @@ def eval_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
     common = common_parser()
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
-    knn.add_argument("--k", type=int, default=200, help="neighbours (DySTreSS: 200)")
-    knn.add_argument("--temperature", type=float, default=0.1, help="vote temperature")
+    knn.add_argument("--k", type=int, default=None,
+                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS)")
+    knn.add_argument("--temperature", type=float, default=None,
+                     help="vote temperature (default: the run's kNN monitor's, else 0.1)")
     knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine")
     knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
+    _baselines_option(knn)
     lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)")
     lin.add_argument("--protocol", dest="linear_protocol", default="fast",
                      choices=("fast", "sce_d1", "sce_d2", "sce_d3"),
                      help="fast: cached features; sce_d1/sce_d2: augmented images; sce_d3: "
                      "augmented clips (video)")
     _linear_options(lin)
+    _baselines_option(lin)
     ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)")
     ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10])
     ret.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
@@ -71,6 +86,7 @@ def eval_parser() -> argparse.ArgumentParser:
                      help="images per class (integers or 'all')")
     low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     _linear_options(low)
+    _baselines_option(low)
     fin = sub.add_parser("finetune", parents=[common],
                          help="fine-tune a clip backbone (SCE D.3); on image data sets: "
                          "DySTreSS A.2 (contrastkit eval finetune --data NAME --help)")
@@ -108,16 +124,29 @@ def run_knn(s: Setup, out: Path | None) -> Outcome:
     from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
 
     a = s.args
+    k = a.k if a.k is not None else int(s.run.knn_k or KNN_K)
+    temperature = a.temperature if a.temperature is not None else \
+        float(s.run.knn_temperature or KNN_TEMPERATURE)
+    bank = len(open_split(s, a.train_split))  # type: ignore[arg-type]
+    if k > bank:  # checked before any feature is extracted
+        raise ValueError(f"k={k} is larger than the bank ({bank} images of --train-split "
+                         f"{a.train_split}): pass --k {bank} or less")
     xtr, ytr, xte, yte = _features(s)
-    if a.k > len(ytr):
-        raise ValueError(f"k={a.k} is larger than the bank ({len(ytr)} images of --train-split "
-                         f"{a.train_split}): pass --k {len(ytr)} or less")
-    pred, scores = knn_predict(xtr, ytr, xte, k=a.k, temperature=a.temperature, metric=a.metric,
+    pred, scores = knn_predict(xtr, ytr, xte, k=k, temperature=temperature, metric=a.metric,
                                backend=a.backend)
     metrics = topk_accuracy(scores, yte, (1, 5))  # top-5 only with more than 5 classes
     metrics["mean_per_class"] = mean_per_class_accuracy(pred, yte)
-    config = {"k": a.k, "temperature": a.temperature, "metric": a.metric, "backend": a.backend}
-    return Outcome(metrics, config, pred, yte)
+    config = {"k": k, "temperature": temperature, "metric": a.metric, "backend": a.backend}
+    outcome = Outcome(metrics, config, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_per_class_accuracy
+
+        names = getattr(open_split(s, a.test_split), "classes", None)
+        plot_per_class_accuracy(pred.cpu().numpy(), yte.cpu().numpy(),
+                                out / "knn_per_class.png", names,
+                                title=f"kNN accuracy per class (k={k}, t={temperature:g})")
+        outcome.figures.append("knn_per_class.png")
+    return outcome
 
 
 def _probe_kwargs(a: argparse.Namespace) -> dict:
@@ -155,12 +184,20 @@ def run_linear(s: Setup, out: Path | None) -> Outcome:
         raise ValueError(f"the linear probe diverged (training loss {curve}); lower --lr")
     metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class") if k in result}
     outcome = Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
+    accuracy = {k: [float(v) for v in result[f"{k}_top1_curve"]]  # type: ignore[union-attr]
+                for k in ("train", "test") if f"{k}_top1_curve" in result}
+    outcome.curves.update({f"{k}_top1_per_epoch": v for k, v in accuracy.items()})
     if out is not None:
         from contrastkit.eval.plots import plot_curve
+        from contrastkit.eval.report_figures import plot_probe_accuracy
 
         plot_curve(curve, out / "loss_curve.png", xlabel="epoch",  # type: ignore[arg-type]
                    ylabel="training loss", title="Linear probe")
         outcome.figures.append("loss_curve.png")
+        if accuracy:
+            plot_probe_accuracy(accuracy["train"], accuracy["test"],
+                                out / "probe_accuracy.png")
+            outcome.figures.append("probe_accuracy.png")
     return outcome
 
 
@@ -260,7 +297,13 @@ def run_retrieval(s: Setup, out: Path | None) -> Outcome:
     metrics = retrieval_recall(xtr, ytr, xte, yte, a.ks, backend=a.backend)
     _, idx = nearest_neighbors(xtr, xte, 1, metric="cosine", backend=a.backend)
     pred = ytr[idx[:, 0].cpu()]
-    return Outcome(metrics, {"ks": list(a.ks), "backend": a.backend}, pred, yte)
+    outcome = Outcome(metrics, {"ks": list(a.ks), "backend": a.backend}, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_recall_at_k
+
+        plot_recall_at_k(metrics, out / "recall_at_k.png")
+        outcome.figures.append("recall_at_k.png")
+    return outcome
 
 
 def _parse_shots(values: Sequence[str]) -> list[int | None]:
@@ -294,7 +337,13 @@ def run_lowshot(s: Setup, out: Path | None) -> Outcome:
     metrics = {"shots": {("all" if k is None else str(k)): v for k, v in table.items()}}
     config = {**kwargs, "shots": list(a.shots), "seeds": list(a.seeds),
               "predictions_from": {"shots": "all" if last is None else last, "seed": seed}}
-    return Outcome(metrics, config, pred, yte)
+    outcome = Outcome(metrics, config, pred, yte)
+    if out is not None:
+        from contrastkit.eval.report_figures import plot_lowshot
+
+        plot_lowshot(metrics["shots"], out / "lowshot.png")
+        outcome.figures.append("lowshot.png")
+    return outcome
 
 
 RUNNERS: dict[str, Callable[[Setup, Path | None], Outcome]] = {
@@ -345,8 +394,10 @@ def eval_command(argv: Sequence[str]) -> int:
 
 
 def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    if getattr(args, "k", 1) < 1:
+    if getattr(args, "k", None) is not None and args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if getattr(args, "baselines", False) and getattr(args, "linear_protocol", "fast") != "fast":
+        raise ValueError("--baselines needs --protocol fast (cached features)")
     out, earlier = check_output(args)
     s = setup(args)
     with staged_folder(out, earlier) as stage:
@@ -357,6 +408,9 @@ def _eval(args: argparse.Namespace, argv: Sequence[str]) -> int:
                    "curves": outcome.curves,
                    "predictions": report.PREDICTIONS if out else None}
         text = _markdown(f"contrastkit eval {args.protocol}", s, outcome)
+        if getattr(args, "baselines", False):
+            results["baselines"] = run_baselines(s, RUNNERS[args.protocol], outcome)
+            text += baselines_markdown(outcome.metrics, results["baselines"])
         if stage is not None:
             report.write_predictions(stage / report.PREDICTIONS, outcome.pred, outcome.labels)
             write_outputs(stage, s, results, text)

@@ -27,6 +27,11 @@ def data_context(s: Setup) -> dict:
     if s.test_fraction is not None:
         context["held-out test split"] = (f"--test-fraction {s.test_fraction} of each class of "
                                           f"--root, stratified, --split-seed {s.split_seed}")
+    if s.checkpoint.name == "best.ckpt" and s.run.monitor_split == s.args.test_split and \
+            s.run.dataset == s.args.data:
+        context["checkpoint selection"] = (
+            f"best.ckpt was chosen by the kNN monitor on this test split ({s.args.test_split}): "
+            "its accuracy here is optimistic; last.ckpt's is not")
     if s.load_size is not None:
         context["load size"] = s.load_size
     if s.args.skip_corrupt:
@@ -60,7 +65,8 @@ OUTPUT_FILES = frozenset({report.RESULTS_JSON, report.RESULTS_MD, report.PREDICT
                           SKIPPED_FILES, "loss_curve.png", "local_separation.png",
                           "similarity_histograms.png", "hardness_weights.png",
                           "temperature_functions.png", "embedding_tsne.png",
-                          "embedding_umap.png"})
+                          "embedding_umap.png", "probe_accuracy.png", "knn_per_class.png",
+                          "lowshot.png", "recall_at_k.png"})
 
 
 def check_output(args: argparse.Namespace) -> tuple[Path | None, list[Path]]:

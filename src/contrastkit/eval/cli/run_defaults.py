@@ -11,7 +11,7 @@ are read through :func:`legacy_run_defaults`, the run folder's ``config.yaml``.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ class RunDefaults:
         dataset: dataset name of the run; the data options below apply to that dataset only.
         load_size, test_fraction, split_seed: image loading and held-out split.
         video: the clip sampling (``VideoDataSpec`` as a dict).
+        knn_k, knn_temperature: the run's kNN monitor's (``contrastkit eval knn``'s defaults,
+            so that both report the same accuracy on the same images).
+        monitor_split: the split the kNN monitor queried (which ``best.ckpt`` was chosen on).
     """
 
     source: Path | None = None
@@ -45,6 +48,9 @@ class RunDefaults:
     test_fraction: float | None = None
     split_seed: int | None = None
     video: dict | None = None
+    knn_k: int | None = None
+    knn_temperature: float | None = None
+    monitor_split: str | None = None
 
     def data_option(self, name: str, dataset: str) -> Any:
         """The run's data option ``name`` when evaluating on its own ``dataset``, else None."""
@@ -60,7 +66,10 @@ def run_defaults(checkpoint: Path, entry: dict) -> RunDefaults:
     views, data = entry.get("views"), entry.get("data")
     if not isinstance(views, dict) or not isinstance(data, dict):
         return legacy_run_defaults(checkpoint)
-    return _defaults(checkpoint, views, data, views.get("online"), views.get("target"))
+    monitor = entry.get("monitor") if isinstance(entry.get("monitor"), dict) else {}
+    return replace(_defaults(checkpoint, views, data, views.get("online"), views.get("target")),
+                   knn_k=monitor.get("knn_k"), knn_temperature=monitor.get("knn_temperature"),
+                   monitor_split=monitor.get("val_split"))
 
 
 def _defaults(source: Path, views: dict, data: dict, online: object,

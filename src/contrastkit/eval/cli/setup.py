@@ -9,6 +9,7 @@ pretraining reads; nothing here depends on the training engine.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,11 @@ def open_split(s: Setup, split: str) -> object:
                 "class (ROOT/<class>/*.jpg)")
         s.skipped += [p for p in skipped if p not in s.skipped]
         s.datasets[split] = dataset
+        classes = getattr(dataset, "classes", [])
+        if len(classes) == 1:
+            print(f"warning: split {split} has one class ({classes[0]}): every prediction is "
+                  "that class, so accuracies are 1.0 and say nothing about the features",
+                  file=sys.stderr)
     return s.datasets[split]
 
 

@@ -1,0 +1,76 @@
+"""Messages of `contrastkit pretrain` (issue 19, item 6): one-line config errors naming the key,
+the value and the closest valid keys; a short --help with the method's settings; --version;
+warnings without internal source lines."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from pretrain_args import TINY, method_args
+
+from contrastkit.cli import main
+
+
+def _one_line_error(capsys, *extra: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(["pretrain", *TINY, *method_args("SCE"), *extra])
+    assert exit_.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "usage:" not in captured.err + captured.out, captured.err
+    assert lines[0].startswith("contrastkit pretrain: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(("extra", "expected"), [
+    (("--trainer.max_epochs", "five"), "trainer.max_epochs: 'five' is not a valid int or null"),
+    (("--model.method.temprature", "0.1"),
+     "model.method.temprature is not an option of SCE; did you mean temperature"),
+    (("--data.bach_size", "12"), "--data.bach_size is not an option; did you mean "
+                                 "--data.batch_size"),
+    # no abbreviation (a batch of 1 stops the old parser's silent max_epochs before training)
+    (("--trainer.max_epoch", "3", "--data.batch_size", "1"), "did you mean --trainer.max_epochs"),
+    (("--model.optimizer.name", "adam"), "model.optimizer.name: 'adam' is not a valid value, "
+                                         "one of 'sgd', 'lars', 'adamw'"),
+])
+def test_config_errors_are_one_line_with_the_key_value_and_closest_keys(capsys, extra, expected):
+    assert expected in _one_line_error(capsys, *extra)
+
+
+def test_a_misspelled_key_in_a_yaml_config_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer:\n  max_epoch: 3\n")
+    line = _one_line_error(capsys, "--config", str(bad))
+    assert "trainer.max_epoch is not an option; did you mean trainer.max_epochs" in line
+
+
+def test_help_is_short_and_shows_the_method_settings(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["pretrain", "--model.method", "contrastkit.methods.SimCLR", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 120
+    for option in ("--output DIR", "--resume PATH|last", "--model.method.temperature",
+                   "--model.optimizer.warmup_fraction", "--trainer.max_epochs", "--help-all"):
+        assert option in out
+    assert "settings of SimCLR" in out and "--trainer.gradient_clip_val" not in out
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--help-all"])
+    assert "--trainer.gradient_clip_val" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    from contrastkit import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"contrastkit {__version__}"
+
+
+def test_warnings_print_one_line_without_source(monkeypatch, capsys):
+    monkeypatch.setattr(warnings, "formatwarning", warnings.formatwarning)
+    with pytest.raises(SystemExit):  # pretrain imports Lightning, which sets its own format
+        main(["pretrain", "--version"])
+    text = warnings.formatwarning("the bank is small", UserWarning, "/x/internal.py", 12,
+                                  "warnings.warn('the bank is small')")
+    assert text == "warning: the bank is small\n"
