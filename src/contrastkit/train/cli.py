@@ -50,6 +50,7 @@ from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
 from contrastkit.train.resume import (
+    check_resume_fits,
     interrupted_message,
     launched_as_rank_zero,
     newest_checkpoint,
@@ -257,58 +258,7 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
         raise ValueError(f"{type(method).__name__} needs labels, but data.root {data.root} has "
                          "no class sub-folders")
     if resumed is not None:
-        record = resumed.get("contrastkit") or {}
-        name, backbone = type(method).__name__, asdict(method.backbone_spec)
-        if record.get("method") not in (None, name):
-            _differs(ckpt_path, f"was trained with {record['method']}, the config gives {name}")
-        _check_same_model(cli.model.state_dict(), resumed["state_dict"], ckpt_path)
-        if record.get("backbone") not in (None, backbone):
-            _differs(ckpt_path, f"has the backbone {record['backbone']}, the config {backbone}")
-        _check_same_schedule(cli, resumed, ckpt_path)
-
-
-def _differs(path: str | None, what: str) -> None:
-    """Raise the error of a checkpoint that does not fit the config (SCE and MoCo, for one,
-    have the same modules and would otherwise resume into each other)."""
-    run = Path(path).parent.parent if path else Path("RUN")
-    raise ValueError(f"--resume {path}: the checkpoint {what}; resume with the run's own "
-                     f"config: --config {run / 'config.yaml'}")
-
-
-def _check_same_schedule(cli: PretrainCLI, resumed: dict, path: str | None) -> None:
-    """Refuse a resume whose run length or optimiser settings differ from the checkpoint's
-    (the learning-rate schedule would be recomputed mid-run). Checkpoints written before the
-    schedule was recorded are not checked."""
-    recorded = (resumed.get("contrastkit") or {}).get("schedule")
-    if not recorded:
-        return
-    now = {"trainer.max_epochs": cli.trainer.max_epochs, "trainer.max_steps": cli.trainer.max_steps,
-           **{f"optimizer.{k}": v for k, v in asdict(cli.model.optimizer_spec).items()}}
-    then = {"trainer.max_epochs": recorded.get("max_epochs"),
-            "trainer.max_steps": recorded.get("max_steps"),
-            **{f"optimizer.{k}": v for k, v in (recorded.get("optimizer") or {}).items()}}
-    changed = [k for k in now if k in then and now[k] != then[k]]
-    if changed:
-        key = changed[0]
-        raise ValueError(f"--resume {path}: {key} is {now[key]} but the run was started with "
-                         f"{then[key]}, which would change its learning-rate schedule; resume "
-                         "with the run's settings or start a new run")
-
-
-def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
-    missing = [k for k in expected if k not in found]
-    unexpected = [k for k in found if k not in expected]
-    shapes = [f"{k} {tuple(found[k].shape)} instead of {tuple(v.shape)}"
-              for k, v in expected.items() if k in found and found[k].shape != v.shape]
-    if missing or unexpected or shapes:
-        details = "; ".join(part for part in (
-            f"missing {missing[:3]}" if missing else "",
-            f"unexpected {unexpected[:3]}" if unexpected else "",
-            f"shapes {shapes[:3]}" if shapes else "") if part)
-        run = Path(path).parent.parent if path else Path("RUN")
-        raise ValueError(f"--resume {path}: the checkpoint's model differs from the configured "
-                         f"one ({details}); resume with the run's own config: --config "
-                         f"{run / 'config.yaml'}")
+        check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path)
 
 
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:

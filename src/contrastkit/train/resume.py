@@ -18,6 +18,7 @@ import io
 import os
 import signal
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 import lightning as L
@@ -151,3 +152,68 @@ def interrupted_message(trainer: L.Trainer, output_dir: Path, signum: int) -> tu
     return (f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
             f"(step {state['global_step']}): resume with contrastkit pretrain --config "
             f"{output_dir / 'config.yaml'} --output {output_dir} --resume last"), True
+
+
+def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dict,
+                      path: str | None) -> None:
+    """Refuse to resume ``model`` from the checkpoint ``resumed`` (read from ``path``) when it
+    was trained with another method or backbone, holds another model, or would change the
+    learning-rate schedule.
+
+    Raises:
+        ValueError: naming the checkpoint, what differs, and the run's own config.
+    """
+    method = model.method
+    record = resumed.get("contrastkit") or {}
+    name, backbone = type(method).__name__, asdict(method.backbone_spec)
+    if record.get("method") not in (None, name):
+        _differs(path, f"was trained with {record['method']}, the config gives {name}")
+    _check_same_model(model.state_dict(), resumed["state_dict"], path)
+    if record.get("backbone") not in (None, backbone):
+        _differs(path, f"has the backbone {record['backbone']}, the config {backbone}")
+    _check_same_schedule(model, trainer, resumed, path)
+
+
+def _differs(path: str | None, what: str) -> None:
+    """Raise the error of a checkpoint that does not fit the config (SCE and MoCo, for one,
+    have the same modules and would otherwise resume into each other)."""
+    run = Path(path).parent.parent if path else Path("RUN")
+    raise ValueError(f"--resume {path}: the checkpoint {what}; resume with the run's own "
+                     f"config: --config {run / 'config.yaml'}")
+
+
+def _check_same_schedule(model: L.LightningModule, trainer: L.Trainer, resumed: dict,
+                         path: str | None) -> None:
+    """Refuse a resume whose run length or optimiser settings differ from the checkpoint's
+    (the learning-rate schedule would be recomputed mid-run). Checkpoints written before the
+    schedule was recorded are not checked."""
+    recorded = (resumed.get("contrastkit") or {}).get("schedule")
+    if not recorded:
+        return
+    now = {"trainer.max_epochs": trainer.max_epochs, "trainer.max_steps": trainer.max_steps,
+           **{f"optimizer.{k}": v for k, v in asdict(model.optimizer_spec).items()}}
+    then = {"trainer.max_epochs": recorded.get("max_epochs"),
+            "trainer.max_steps": recorded.get("max_steps"),
+            **{f"optimizer.{k}": v for k, v in (recorded.get("optimizer") or {}).items()}}
+    changed = [k for k in now if k in then and now[k] != then[k]]
+    if changed:
+        key = changed[0]
+        raise ValueError(f"--resume {path}: {key} is {now[key]} but the run was started with "
+                         f"{then[key]}, which would change its learning-rate schedule; resume "
+                         "with the run's settings or start a new run")
+
+
+def _check_same_model(expected: dict, found: dict, path: str | None) -> None:
+    missing = [k for k in expected if k not in found]
+    unexpected = [k for k in found if k not in expected]
+    shapes = [f"{k} {tuple(found[k].shape)} instead of {tuple(v.shape)}"
+              for k, v in expected.items() if k in found and found[k].shape != v.shape]
+    if missing or unexpected or shapes:
+        details = "; ".join(part for part in (
+            f"missing {missing[:3]}" if missing else "",
+            f"unexpected {unexpected[:3]}" if unexpected else "",
+            f"shapes {shapes[:3]}" if shapes else "") if part)
+        run = Path(path).parent.parent if path else Path("RUN")
+        raise ValueError(f"--resume {path}: the checkpoint's model differs from the configured "
+                         f"one ({details}); resume with the run's own config: --config "
+                         f"{run / 'config.yaml'}")
