@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from contrastkit.data.datasets import Digits
 
 from contrastkit.cli import main
 from contrastkit.data import augment
+from contrastkit.data.images.datasets import Digits
 from contrastkit.eval import bootstrap_accuracy_difference, knn_predict
 
 pytest.importorskip("sklearn")

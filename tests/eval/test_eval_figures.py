@@ -92,10 +92,9 @@ def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
     z = np.load(out / "embeddings.npy")
     files = (out / "files.txt").read_text().splitlines()
     assert z.shape == (len(files), 16) and len(files) == len(list(photos.rglob("*.png")))
-    from contrastkit.data.datasets import decode_image
-
     from contrastkit.checkpoints import load_backbone
     from contrastkit.data import augment
+    from contrastkit.data.images.datasets import decode_image
 
     backbone, _ = load_backbone(ckpt)
     view = augment.preset("eval", 8, small=True, normalize=None)
