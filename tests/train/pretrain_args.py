@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import lightning as L
+
 TINY = [
     "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
     "--data.monitor_bank_size", "128",
@@ -21,3 +23,14 @@ def method_args(name: str, **extra: object) -> list[str]:
     for key, value in extra.items():
         args += [f"--model.method.{key}", str(value)]
     return args
+
+
+class StopAfterEpochs(L.Callback):
+    """Simulate an interruption: stop once ``n`` epochs are done (their checkpoint written)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if trainer.current_epoch + 1 >= self.n:
+            trainer.should_stop = True

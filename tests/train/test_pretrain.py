@@ -6,10 +6,9 @@ import os
 import re
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
-from pretrain_args import TINY, method_args
+from pretrain_args import TINY, StopAfterEpochs, method_args
 
 from contrastkit.train.callbacks import check_output_dir
 from contrastkit.train.cli import build, pretrain
@@ -49,15 +48,6 @@ def test_every_method_trains_one_epoch(tmp_path, method, kw):
     assert _state(ckpt)["contrastkit"]["backbone"]["name"] == "small_convnet"
 
 
-class _StopAfterEpochs(L.Callback):
-    """Simulate an interruption: stop once ``n`` epochs are done (their checkpoint written)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        if trainer.current_epoch + 1 >= self.n:
-            trainer.should_stop = True
 
 
 def test_resume_is_exact(tmp_path):
@@ -68,7 +58,7 @@ def test_resume_is_exact(tmp_path):
     args = [*TINY, *method_args("SCE", **kw), "--output", str(tmp_path / "split"),
             "--trainer.max_epochs", "3"]
     cli, _ = build(args)
-    cli.trainer.callbacks.append(_StopAfterEpochs(1))
+    cli.trainer.callbacks.append(StopAfterEpochs(1))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 4
     pretrain([*args, "--resume", "last"])

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
-import lightning as L
 import pytest
 import torch
 
 tiny_bert = pytest.importorskip("tiny_bert")
+
+from pretrain_args import StopAfterEpochs  # noqa: E402
 
 from contrastkit.train.cli import build, pretrain  # noqa: E402
 from contrastkit.train.module import NonFiniteLossError  # noqa: E402
@@ -45,13 +46,6 @@ def _state(path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-class _StopAfterEpochs(L.Callback):
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def on_train_epoch_end(self, trainer, pl_module) -> None:
-        if trainer.current_epoch + 1 >= self.n:
-            trainer.should_stop = True
 
 
 def test_text_runs_are_recognised(tmp_path):
@@ -73,7 +67,7 @@ def test_pretrain_resumes_exactly(tmp_path, inputs):
     assert metrics["train/positive_similarity"] < 1 - 1e-6  # dropout on: two distinct passes
     args = _args(inputs, tmp_path / "split", "--trainer.max_epochs", "3")
     cli, _ = build(args)
-    cli.trainer.callbacks.append(_StopAfterEpochs(1))
+    cli.trainer.callbacks.append(StopAfterEpochs(1))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 6
     pretrain([*args, "--resume", "last"])
