@@ -20,7 +20,7 @@ from pathlib import Path
 from contrastkit.checkpoints import load_backbone
 from contrastkit.export import check_export_path
 from contrastkit.models.detectron2_layout import to_detectron2_state_dict
-from contrastkit.outputs import temp_file_beside
+from contrastkit.outputs import write_bytes_atomic
 
 __all__ = ["export_detectron2"]
 
@@ -47,12 +47,4 @@ def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike,
     except ValueError as err:
         raise ValueError(f"checkpoint {checkpoint}: {err}") from None
     data = {"model": state, "__author__": "contrastkit", "matching_heuristics": True}
-    fd, tmp = temp_file_beside(output)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(data, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return output
+    return write_bytes_atomic(output, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))

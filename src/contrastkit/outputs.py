@@ -47,6 +47,22 @@ def temp_file_beside(path: str | os.PathLike, suffix: str = ".tmp") -> tuple[int
     return fd, tmp
 
 
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file beside it and ``os.replace``: a
+    reader sees the old file or the whole new one, never a part (the temporary file is removed
+    on any error)."""
+    path = Path(path)
+    fd, tmp = temp_file_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
 def escape_line(text: str) -> str:
     """``text`` on one line: backslash, newline and carriage return written ``\\\\``, ``\\n``,
     ``\\r`` (a file name may hold any of them)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contrastkit.outputs import temp_file_beside
+from contrastkit.outputs import temp_file_beside, write_bytes_atomic
 
 from .images._decode import decode_image, jpeg_header, pillow
 from .images._folder import open_image_folder
@@ -76,17 +76,6 @@ def encode_bounded(data: bytes, name: str, max_side: int | None, quality: int
     return buf.getvalue(), ".jpg"
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = temp_file_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
@@ -114,7 +103,7 @@ def _pack_store(folder: Path, out: Path, max_side: int | None, quality: int,
     for path, (data, ext) in zip(paths, _encoded(paths, max_side, quality, workers),
                                  strict=True):
         rel = Path(os.path.relpath(path, folder))
-        _write_atomic(out / (rel.with_suffix(ext) if ext else rel), data)
+        write_bytes_atomic(out / (rel.with_suffix(ext) if ext else rel), data)
     return len(files)
 
 
@@ -161,10 +150,10 @@ def _pack_shards(folder: Path, out: Path, max_side: int | None, quality: int,
     table = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
     buf = io.BytesIO()
     np.save(buf, table)
-    _write_atomic(out / INDEX_TABLE, buf.getvalue())
+    write_bytes_atomic(out / INDEX_TABLE, buf.getvalue())
     meta = {"format": FORMAT, "classes": files.classes, "shards": shards,
             "max_side": max_side, "seed": seed}
-    _write_atomic(out / INDEX_JSON, json.dumps(meta, indent=1).encode())
+    write_bytes_atomic(out / INDEX_JSON, json.dumps(meta, indent=1).encode())
     return len(files)
 
 

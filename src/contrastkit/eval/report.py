@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastkit.outputs import temp_file_beside
+from contrastkit.outputs import write_bytes_atomic
 
 __all__ = [
     "flatten_metrics",
@@ -40,19 +40,6 @@ RESULTS_MD = "results.md"
 PREDICTIONS = "predictions.npz"
 
 
-def _atomic_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    path = Path(path)
-    fd, tmp = temp_file_beside(path)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
 def _jsonable(value: object) -> object:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().tolist()
@@ -68,12 +55,12 @@ def _jsonable(value: object) -> object:
 def write_json(path: str | os.PathLike, data: Mapping[str, object]) -> Path:
     """Write ``data`` as indented JSON (tensors and numpy values become lists/numbers)."""
     text = json.dumps(data, indent=2, default=_jsonable, allow_nan=True)
-    return _atomic_bytes(path, (text + "\n").encode())
+    return write_bytes_atomic(path, (text + "\n").encode())
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8)."""
-    return _atomic_bytes(path, text.encode())
+    return write_bytes_atomic(path, text.encode())
 
 
 def write_predictions(path: str | os.PathLike, pred: object, labels: object,
@@ -92,7 +79,7 @@ def write_predictions(path: str | os.PathLike, pred: object, labels: object,
             np.asarray(value)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]
-    return _atomic_bytes(path, buffer.getvalue())
+    return write_bytes_atomic(path, buffer.getvalue())
 
 
 def _int_array(x: object) -> np.ndarray:
