@@ -208,23 +208,29 @@ class LossCurveCallback(L.Callback):
 
     def write(self, trainer: L.Trainer) -> None:
         """Plot the curve logged so far (also called when a run is interrupted)."""
-        if not trainer.is_global_zero:
+        metrics = saved_metrics_file(trainer)
+        if metrics is None:
             return
-        for logger in trainer.loggers:
-            if isinstance(logger, L.pytorch.loggers.CSVLogger):
-                logger.save()
-                metrics = Path(logger.log_dir) / "metrics.csv"
-                if metrics.is_file():
-                    _, values = read_metrics_csv(metrics, self.key)
-                    if values:
-                        from contrastkit.figures import plot_curves
+        _, values = read_metrics_csv(metrics, self.key)
+        if values:
+            from contrastkit.figures import plot_curves
 
-                        plot_curves({self.key: values},
-                                    Path(trainer.default_root_dir) / self.filename,
-                                    xlabel=f"logged point (every {trainer.log_every_n_steps} "
-                                    "optimiser steps)", ylabel="loss",
-                                    title="pretraining loss")
-                return
+            plot_curves({self.key: values}, Path(trainer.default_root_dir) / self.filename,
+                        xlabel=f"logged point (every {trainer.log_every_n_steps} optimiser "
+                        "steps)", ylabel="loss", title="pretraining loss")
+
+
+def saved_metrics_file(trainer: L.Trainer) -> Path | None:
+    """On the main process, flush the CSV logger and return its ``metrics.csv`` (None on the
+    other processes, without a CSV logger, or before anything was logged)."""
+    if not trainer.is_global_zero:
+        return None
+    for logger in trainer.loggers:
+        if isinstance(logger, L.pytorch.loggers.CSVLogger):
+            logger.save()
+            metrics = Path(logger.log_dir) / "metrics.csv"
+            return metrics if metrics.is_file() else None
+    return None
 
 
 class EpochSummaryCallback(L.Callback):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import lightning as L
 
+from contrastkit.train.callbacks import saved_metrics_file
+
 SUMMARY_FIGURE = "summary.png"
 
 
@@ -67,15 +69,9 @@ class RunSummaryCallback(L.Callback):
     logger's ``metrics.csv``."""
 
     def on_fit_end(self, trainer, pl_module) -> None:
-        if not trainer.is_global_zero:
-            return
-        for logger in trainer.loggers:
-            if isinstance(logger, L.pytorch.loggers.CSVLogger):
-                logger.save()
-                metrics = Path(logger.log_dir) / "metrics.csv"
-                if metrics.is_file():
-                    spec = getattr(pl_module, "online_spec", None)
-                    plot_run_summary(metrics, Path(trainer.default_root_dir) / SUMMARY_FIGURE,
-                                     getattr(spec, "knn_k", None),
-                                     int(getattr(pl_module, "num_classes", 0) or 0))
-                return
+        metrics = saved_metrics_file(trainer)
+        if metrics is not None:
+            spec = getattr(pl_module, "online_spec", None)
+            plot_run_summary(metrics, Path(trainer.default_root_dir) / SUMMARY_FIGURE,
+                             getattr(spec, "knn_k", None),
+                             int(getattr(pl_module, "num_classes", 0) or 0))
