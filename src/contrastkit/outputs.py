@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -156,10 +157,8 @@ class FolderLock:
 
     def _remove_created_folder(self) -> None:
         if self._created:
-            try:
+            with contextlib.suppress(OSError):
                 self.folder.rmdir()  # only when empty: a failed start leaves nothing behind
-            except OSError:
-                pass
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

@@ -60,6 +60,14 @@ class EpochShuffleSampler(Sampler[int]):
         self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
         self.epoch = 0
 
+    @classmethod
+    def for_trainer(cls, trainer: L.Trainer | None, n: int, seed: int,
+                    batch_size: int) -> EpochShuffleSampler:
+        """The sampler of this process of ``trainer``'s run (one process without a trainer)."""
+        world = trainer.world_size if trainer is not None else 1
+        return cls(n, seed, rank=trainer.global_rank if world > 1 else 0, world_size=world,
+                   batch_size=batch_size)
+
     def set_epoch(self, epoch: int) -> None:
         """Select the permutation of ``epoch``."""
         self.epoch = epoch
@@ -314,11 +322,8 @@ class PretrainDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
-        trainer = self.trainer
-        world = trainer.world_size if trainer is not None else 1
-        sampler = EpochShuffleSampler(len(self.train_set), self.seed,
-                                      rank=trainer.global_rank if world > 1 else 0,
-                                      world_size=world, batch_size=self.batch_size)
+        sampler = EpochShuffleSampler.for_trainer(self.trainer, len(self.train_set), self.seed,
+                                                  self.batch_size)
         if self.crops == "loader":
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)

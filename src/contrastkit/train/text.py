@@ -75,11 +75,8 @@ class TextDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
-        trainer = self.trainer
-        world = trainer.world_size if trainer is not None else 1
-        sampler = EpochShuffleSampler(len(self.train_set), self.seed,
-                                      rank=trainer.global_rank if world > 1 else 0,
-                                      world_size=world, batch_size=self.batch_size)
+        sampler = EpochShuffleSampler.for_trainer(self.trainer, len(self.train_set), self.seed,
+                                                  self.batch_size)
         return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler,
                           num_workers=self.num_workers, drop_last=True,
                           persistent_workers=self.num_workers > 0, collate_fn=list)
