@@ -12,7 +12,8 @@ take every view's random resized crop from the whole image: area fraction unifor
    libjpeg) at the smallest DCT scale (1/2, 1/4, 1/8: libjpeg's scaled decode) at which
    every box still has at least its view's side in both directions, so no view is upsampled
    by the reduction (other formats, and JPEGs the direct path rejects, through
-   :func:`~contrastkit.data.images._decode.decode_image`);
+   :func:`~contrastkit.data.images._decode.decode_scaled` with the same factor: Pillow's
+   reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
    bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image).
 
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from .images._decode import decode_image, jpeg_header, pillow
+from .images._decode import decode_scaled, jpeg_header, pillow
 
 __all__ = [
     "CropSpec",
@@ -157,19 +158,21 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec], uniforms: np.n
         One uint8 ``(3, size, size)`` tensor per view.
 
     Raises:
-        UnreadableImageError: (from ``decode_image``) when the file cannot be decoded,
+        UnreadableImageError: (from ``decode_scaled``) when the file cannot be decoded,
             naming it.
     """
     header = jpeg_header(data)
-    array = None
+    array, boxes = None, []
+
+    def reduction(h: int, w: int) -> int:  # the boxes on the full size, then their reduction
+        boxes[:] = [crop_box(u, h, w, s) for u, s in zip(uniforms, specs, strict=True)]
+        return dct_reduction(boxes, specs)
+
     if header is not None:
         height, width = header[:2]
-        boxes = [crop_box(u, height, width, s) for u, s in zip(uniforms, specs, strict=True)]
-        array = decode_reduced(data, dct_reduction(boxes, specs))
+        array = decode_reduced(data, reduction(height, width))
     if array is None:
-        chw = decode_image(data, name)
-        height, width = chw.shape[1:]
-        boxes = [crop_box(u, height, width, s) for u, s in zip(uniforms, specs, strict=True)]
+        chw, (height, width) = decode_scaled(data, name, reduction)
         array = chw.transpose(1, 2, 0)
     image = torch.from_numpy(array).permute(2, 0, 1).unsqueeze(0)  # channels-last strides
     fx, fy = array.shape[1] / width, array.shape[0] / height

@@ -14,7 +14,12 @@ __all__ = ["CentreClip", "ResizedSquare", "fixed_subset", "select_classes"]
 
 class ResizedSquare(Dataset):
     """Resize each image so its shorter side is ``size`` (antialiased), then centre-crop it
-    to ``size`` x ``size``; keeps ``classes`` and ``targets``."""
+    to ``size`` x ``size``; keeps ``classes`` and ``targets``.
+
+    A dataset with ``read_at_least(i, side)`` (image files) is asked for its image already
+    reduced by the largest integer factor that keeps the shorter side at least ``size``
+    (JPEGs decoded at a DCT scale of 1/2, 1/4 or 1/8, other formats box-averaged right after
+    decoding), so a 10000 x 10000 file is never held at full size in float32."""
 
     def __init__(self, dataset: Dataset, size: int) -> None:
         self.dataset, self.size = dataset, size
@@ -25,7 +30,8 @@ class ResizedSquare(Dataset):
         return len(self.dataset)  # type: ignore[arg-type]
 
     def __getitem__(self, i: int):
-        image, label = self.dataset[i][:2]
+        read = getattr(self.dataset, "read_at_least", None)  # image files: reduced decode
+        image, label = read(i, self.size) if callable(read) else self.dataset[i][:2]
         h, w = image.shape[-2:]
         scale = self.size / min(h, w)
         new_h, new_w = max(self.size, round(h * scale)), max(self.size, round(w * scale))

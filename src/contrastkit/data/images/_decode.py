@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -95,10 +96,12 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def _decode_jpeg_fast(data: bytes, image_mod: Any) -> np.ndarray | None:
+def _decode_jpeg_fast(data: bytes, image_mod: Any, scale: int = 1) -> np.ndarray | None:
     """Decode a plain gray or 3-component JPEG with libjpeg directly, skipping Pillow's
-    Python-level header parsing (about 3x faster on 32x32 images); ``None`` if not applicable
-    or on any error, in which case the caller uses the general path (and its error message).
+    Python-level header parsing (about 3x faster on 32x32 images), at ``1 / scale`` (1, 2, 4
+    or 8: libjpeg's DCT scaling, ``ceil(H / scale) x ceil(W / scale)``); ``None`` if not
+    applicable or on any error, in which case the caller uses the general path (and its error
+    message).
     """
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
@@ -107,14 +110,20 @@ def _decode_jpeg_fast(data: bytes, image_mod: Any) -> np.ndarray | None:
     if height * width > image_mod.MAX_IMAGE_PIXELS:
         return None  # the general path refuses it (decompression-bomb limit)
     mode = "L" if components == 1 else "RGB"
+    out_h, out_w = -(-height // scale), -(-width // scale)
     try:
-        img = image_mod.frombytes(mode, (width, height), data, "jpeg", mode, "")
+        img = image_mod.frombytes(mode, (out_w, out_h), data, "jpeg", mode, "", scale)
     except (OSError, ValueError, SyntaxError):
         return None
     array = np.asarray(img, dtype=np.uint8)
     if components == 1:
-        return np.ascontiguousarray(np.broadcast_to(array, (3, height, width)))
+        return np.ascontiguousarray(np.broadcast_to(array, (3, out_h, out_w)))
     return np.ascontiguousarray(array.transpose(2, 0, 1))
+
+
+def dct_scale(reduction: int) -> int:
+    """The largest JPEG DCT scale denominator (1, 2, 4 or 8) not above ``reduction``."""
+    return next(s for s in (8, 4, 2, 1) if s <= max(1, reduction))
 
 
 #: Pillow modes of 16-bit gray images (``I`` is what 16-bit PNG and TIFF files decode to).
@@ -159,6 +168,49 @@ def decode_image(
         UnreadableImageError: (a ``ValueError``) when the file cannot be decoded.
         FileNotFoundError: when the path does not exist.
     """
+    return _decode(source, name, size, None)[0]
+
+
+def decode_scaled(
+    source: str | os.PathLike[str] | bytes,
+    name: str | None,
+    reduction: Callable[[int, int], int],
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """Decode an image reduced by ``r``, the largest of 1, 2, 4, 8 not above ``reduction(H, W)``
+    of its full size ``(H, W)``, so that a large image is never held at full size as an RGB
+    array.
+
+    A JPEG is decoded at libjpeg's DCT scale ``1 / r``: only the reduced image is ever in
+    memory. Other formats (PNG, WebP) have no reduced decode: Pillow decodes the whole image
+    (the peak memory is that decoded image, at most the decompression-bomb limit of about 179
+    megapixels), then ``Image.reduce(r)`` takes the rounded means of ``r x r`` boxes before any
+    other copy is made (conversion to RGB or 8 bits, the array). The output is ``ceil(H / r) x
+    ceil(W / r)`` (the last row and column cover what is left); with ``r = 1`` it is
+    :func:`decode_image`'s array. The factors stop at 8 as libjpeg's do: the geometry of a
+    partial last box stays within 7 pixels of the full image, and the array is at most 1/64 of
+    it. Errors as in :func:`decode_image`.
+
+    Args:
+        source: file path, or the encoded bytes.
+        name: how to name the file in error messages (``None``: the path).
+        reduction: ``(H, W) -> s >= 1``, the wanted factor, from the file's full size.
+
+    Returns:
+        ``(array, (H, W))``: the uint8 ``(3, h, w)`` array and the file's full size.
+    """
+    return _decode(source, name, None, reduction)
+
+
+def decode_at_least(source: str | os.PathLike[str] | bytes, side: int,
+                    name: str | None = None) -> np.ndarray:
+    """:func:`decode_scaled` by the largest factor (1, 2, 4, 8) that keeps the shorter side at
+    least ``side`` (``r <= min(H, W) // side``): what a resize to a ``side`` square needs."""
+    return decode_scaled(source, name, lambda h, w: max(1, min(h, w) // side))[0]
+
+
+def _decode(source: str | os.PathLike[str] | bytes, name: str | None,
+            size: tuple[int, int] | None, reduction: Callable[[int, int], int] | None
+            ) -> tuple[np.ndarray, tuple[int, int]]:
     image_mod = pillow()
     if name is None:
         name = "<bytes>" if isinstance(source, bytes) else str(source)
@@ -167,23 +219,44 @@ def decode_image(
     else:
         with open(source, "rb") as f:
             data = f.read()
-    if size is None or jpeg_header(data) in ((size[0], size[1], 1), (size[0], size[1], 3)):
-        fast = _decode_jpeg_fast(data, image_mod)
+    header = jpeg_header(data)
+    if header is not None and (size is None or header[:2] == size):
+        scale = 1 if reduction is None else dct_scale(reduction(*header[:2]))
+        fast = _decode_jpeg_fast(data, image_mod, scale)
         if fast is not None:
-            return fast
+            return fast, header[:2]
     fp = io.BytesIO(data)
     try:
         with image_mod.open(fp) as img:
-            if size is not None and img.format == "JPEG":
-                img.draft("RGB", (size[1], size[0]))
-            rgb = _to_8_bits(img, image_mod).convert("RGB")
-        if size is not None and rgb.size != (size[1], size[0]):
-            rgb = rgb.resize((size[1], size[0]), image_mod.Resampling.BILINEAR)
-        array = np.asarray(rgb, dtype=np.uint8)
+            full = (img.size[1], img.size[0])
+            scale = 1 if reduction is None else dct_scale(reduction(*full))
+            if img.format == "JPEG" and (size is not None or scale > 1):
+                img.draft("RGB", (size[1], size[0]) if size is not None else
+                          (max(1, full[1] // scale), max(1, full[0] // scale)))
+            elif scale > 1:
+                img = _reduce(img, scale)
+            rgb = _to_8_bits(img, image_mod)
+            rgb = rgb if rgb.mode == "RGB" else rgb.convert("RGB")
+            if size is not None and rgb.size != (size[1], size[0]):
+                rgb = rgb.resize((size[1], size[0]), image_mod.Resampling.BILINEAR)
+            array = np.asarray(rgb, dtype=np.uint8)
     except FileNotFoundError:
         raise
     except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
         raise UnreadableImageError(
             f"{name}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
         ) from err
-    return np.ascontiguousarray(array.transpose(2, 0, 1))
+    return np.ascontiguousarray(array.transpose(2, 0, 1)), full
+
+
+#: Modes ``Image.reduce`` averages directly (16-bit gray goes through ``I``, others RGB first).
+_REDUCIBLE = ("L", "LA", "RGB", "RGBA", "CMYK", "I", "F")
+
+
+def _reduce(img: Any, factor: int) -> Any:
+    """``img`` reduced ``factor`` times by box averages (``ceil`` of each side)."""
+    if img.mode in _SIXTEEN_BIT_MODES:
+        img = img.convert("I")
+    elif img.mode not in _REDUCIBLE:
+        img = img.convert("RGB")  # palette and 1-bit images: average colours, not indices
+    return img.reduce(factor)

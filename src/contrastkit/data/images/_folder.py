@@ -18,7 +18,9 @@ from ._decode import (
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
+    decode_at_least,
     decode_image,
+    decode_scaled,
     is_image_file,
     pillow,
 )
@@ -67,6 +69,14 @@ class ImageFiles(Dataset):
         path, label = self.samples[index]
         return torch.from_numpy(decode_image(path)), label
 
+    def read_at_least(self, index: int, side: int) -> tuple[torch.Tensor, int]:
+        """Item ``index`` decoded reduced as far as its shorter side stays at least ``side``
+        (:func:`~contrastkit.data.images._decode.decode_at_least`: JPEGs at a DCT scale, other
+        formats reduced right after decoding), for a resize to a ``side`` square: a large
+        image is not held at full size."""
+        path, label = self.samples[index]
+        return torch.from_numpy(decode_at_least(path, side)), label
+
     def fingerprint(self) -> str:
         """Identity of the sample files (relative names, sizes, mtimes) and labels."""
         labels = ",".join(map(str, self.targets))
@@ -91,8 +101,8 @@ def _readable(path: str) -> bool:
         return False
     key = (path, stat.st_size, stat.st_mtime_ns)
     if key not in _VERDICTS:
-        try:
-            decode_image(path)
+        try:  # all the data are decoded (truncation is found), at 1/8 of the size for a JPEG
+            decode_scaled(path, None, lambda h, w: 8)
             _VERDICTS[key] = True
         except (UnreadableImageError, OSError):
             _VERDICTS[key] = False
