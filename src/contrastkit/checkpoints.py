@@ -37,6 +37,7 @@ import json
 import os
 import pickle
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -217,20 +218,68 @@ def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
     """
     data = _read(path)
     if isinstance(data, dict) and "contrastkit" in data:
-        spec = BackboneSpec(**data["contrastkit"]["backbone"])
+        spec = recorded_backbone(data["contrastkit"], path)
         backbone = build_backbone(spec)
         if "backbone_state_dict" in data:  # exported with its own keys
             weights = data["backbone_state_dict"]
         else:
             weights = {k[len(_PREFIX):]: v for k, v in data["state_dict"].items()
                        if k.startswith(_PREFIX)}
+        _check_shapes(backbone.state_dict(), weights, spec, path)
         missing, unexpected = backbone.load_state_dict(weights, strict=False)
         if missing or unexpected:
-            raise ValueError(f"checkpoint {path}: backbone weights do not match {spec.name} "
-                             f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+            raise ValueError(f"checkpoint {path}: backbone weights do not match the recorded "
+                             f"backbone {_describe(spec)} (missing {missing[:5]}, unexpected "
+                             f"{unexpected[:5]})")
     else:
         state = data.get("state_dict", data) if isinstance(data, dict) else data
         spec = infer_torchvision_spec(state)
         backbone = build_backbone(spec)
         load_torchvision_state_dict(backbone, state)  # type: ignore[arg-type]
     return backbone.eval(), spec
+
+
+def is_text_record(entry: dict) -> bool:
+    """Whether a checkpoint's ``contrastkit`` entry describes a sentence encoder (SimCSE:
+    a ``TextEncoderSpec`` with its ``pooling``) rather than an image or clip backbone."""
+    backbone = entry.get("backbone")
+    return entry.get("method") == "SimCSE" or (isinstance(backbone, dict) and
+                                                "pooling" in backbone)
+
+
+def recorded_backbone(entry: dict, path: str | os.PathLike) -> BackboneSpec:
+    """The :class:`BackboneSpec` a checkpoint's ``contrastkit`` entry records.
+
+    Raises:
+        ValueError: naming the file, for a sentence encoder (with the command that evaluates
+            it) or a record that is not a backbone contrastkit builds.
+    """
+    backbone = entry.get("backbone")
+    if is_text_record(entry):
+        name = backbone.get("name") if isinstance(backbone, dict) else None
+        raise ValueError(f"checkpoint {path} is a sentence encoder (method "
+                         f"{entry.get('method')}, model {name}), not an image backbone: "
+                         f"evaluate it with contrastkit eval sts --checkpoint {path}")
+    known = {f.name for f in fields(BackboneSpec)}
+    if not isinstance(backbone, dict) or set(backbone) - known:
+        raise ValueError(f"checkpoint {path} records a backbone contrastkit does not build "
+                         f"({backbone!r}; a backbone has the fields {sorted(known)})")
+    return BackboneSpec(**backbone)
+
+
+def _describe(spec: BackboneSpec) -> str:
+    return (f"{spec.name} (cifar_stem={spec.cifar_stem}, width={spec.width}, "
+            f"out_dim={spec.out_dim}, norm={spec.norm})")
+
+
+def _check_shapes(expected: dict, weights: dict, spec: BackboneSpec,
+                  path: str | os.PathLike) -> None:
+    """Refuse weights whose shapes are not those of the recorded backbone, naming the first
+    tensor that differs (instead of ``load_state_dict``'s many-line size mismatch)."""
+    for key, tensor in expected.items():
+        found = weights.get(key)
+        if isinstance(found, torch.Tensor) and tuple(found.shape) != tuple(tensor.shape):
+            raise ValueError(f"checkpoint {path}: weight {key} has the shape "
+                             f"{tuple(found.shape)}, the recorded backbone {_describe(spec)} "
+                             f"needs {tuple(tensor.shape)}: the weights are not those of the "
+                             "backbone the checkpoint records")

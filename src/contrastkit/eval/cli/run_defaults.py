@@ -61,8 +61,10 @@ def run_defaults(checkpoint: Path, entry: dict) -> RunDefaults:
     """The defaults of ``checkpoint`` whose ``contrastkit`` entry is ``entry``.
 
     The entry's ``views`` and ``data`` records when it has them; otherwise (a checkpoint
-    written before them) :func:`legacy_run_defaults`.
+    written before them) :func:`legacy_run_defaults`. A checkpoint its run's ``config.yaml``
+    disagrees with is refused first (:func:`check_run_config`).
     """
+    check_run_config(checkpoint, entry)
     views, data = entry.get("views"), entry.get("data")
     if not isinstance(views, dict) or not isinstance(data, dict):
         return legacy_run_defaults(checkpoint)
@@ -84,6 +86,53 @@ def _defaults(source: Path, views: dict, data: dict, online: object,
         video=video if isinstance(video, dict) else None)
 
 
+def _run_config(checkpoint: Path) -> tuple[Path, dict] | None:
+    """``(path, content)`` of the ``config.yaml`` of the run a ``RUN/checkpoints/*.ckpt``
+    belongs to; None for another file or a config that is missing or unreadable."""
+    path = checkpoint.parent.parent / "config.yaml"
+    if checkpoint.suffix != ".ckpt" or checkpoint.parent.name != "checkpoints" or \
+            not path.is_file():
+        return None
+    try:
+        import yaml
+
+        config = yaml.safe_load(path.read_text()) or {}
+    except Exception:  # a config we cannot read only loses the defaults
+        return None
+    return (path, config) if isinstance(config, dict) else None
+
+
+def check_run_config(checkpoint: Path, entry: dict) -> None:
+    """Refuse a checkpoint in ``RUN/checkpoints/`` whose run's ``config.yaml`` names another
+    method (``model.method.class_path``) or backbone (``model.method.init_args.backbone``,
+    the fields it gives) than the checkpoint records: the checkpoint is not that run's (copied
+    into another run's folder), so neither the run's settings nor its name would describe it.
+
+    Raises:
+        ValueError: naming the checkpoint and its record, the config and what it gives.
+    """
+    found = _run_config(checkpoint)
+    model = found[1].get("model") if found else None
+    method = model.get("method") if isinstance(model, dict) else None
+    if not found or not isinstance(method, dict):
+        return
+    path, fix = found[0], (f"the checkpoint is not that run's: evaluate it from its own run "
+                           f"folder, or move it out of {checkpoint.parent}")
+    recorded, given = entry.get("method"), str(method.get("class_path") or "").rpartition(".")[2]
+    if recorded and given and recorded != given:
+        raise ValueError(f"checkpoint {checkpoint} records the method {recorded}, its run's "
+                         f"config {path} gives {given} (model.method.class_path); {fix}")
+    args = method.get("init_args")
+    backbone = args.get("backbone") if isinstance(args, dict) else None
+    record = entry.get("backbone")
+    if isinstance(backbone, dict) and isinstance(record, dict):
+        differ = sorted(k for k, v in backbone.items() if k in record and record[k] != v)
+        if differ:
+            raise ValueError(f"checkpoint {checkpoint} records the backbone {record}, its run's "
+                             f"config {path} gives {backbone} (model.method.init_args.backbone, "
+                             f"{', '.join(differ)} differ); {fix}")
+
+
 # --- fallback for checkpoints written before the record ----------------------------------------
 def legacy_run_defaults(checkpoint: Path) -> RunDefaults:
     """Fallback for checkpoints whose ``contrastkit`` entry holds no ``views`` / ``data``
@@ -94,17 +143,11 @@ def legacy_run_defaults(checkpoint: Path) -> RunDefaults:
     is imported by the name the config gives). A config that is missing or unreadable only
     loses the defaults.
     """
-    path = checkpoint.parent.parent / "config.yaml"
-    if checkpoint.suffix != ".ckpt" or checkpoint.parent.name != "checkpoints" or \
-            not path.is_file():
+    found = _run_config(checkpoint)
+    if found is None:
         return RunDefaults()
-    try:
-        import yaml
-
-        config = yaml.safe_load(path.read_text()) or {}
-        model, data = config.get("model") or {}, config.get("data") or {}
-    except Exception:  # a config we cannot read only loses the defaults
-        return RunDefaults()
+    path, config = found
+    model, data = config.get("model") or {}, config.get("data") or {}
     if not isinstance(model, dict) or not isinstance(data, dict):
         return RunDefaults()
     views = model.get("views") or {}

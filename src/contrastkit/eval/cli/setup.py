@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
+from contrastkit.checkpoints import file_hash, is_text_record, load_backbone, read_metadata
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
@@ -182,6 +182,29 @@ def check_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
 
 
+def check_fits_data(path: Path, entry: dict, data: str) -> None:
+    """Refuse a checkpoint whose recorded encoder cannot read ``--data``: a sentence encoder
+    on any image or video dataset, a clip backbone (``resnet3d_*``) on images, an image
+    backbone on videos.
+
+    Raises:
+        ValueError: naming the file, the recorded method or backbone, and ``--data``.
+    """
+    kind = "videos" if registry.is_video_dataset(data) else "images"
+    if is_text_record(entry):
+        model = (entry.get("backbone") or {}).get("name")
+        raise ValueError(f"--checkpoint {path} is a sentence encoder (method "
+                         f"{entry.get('method')}, model {model}) and --data {data} holds {kind}: "
+                         f"evaluate it with contrastkit eval sts --checkpoint {path}")
+    name = entry.get("backbone", {}).get("name") if isinstance(entry.get("backbone"), dict) \
+        else None
+    if isinstance(name, str) and name.startswith("resnet3d") != (kind == "videos"):
+        held = "a clip backbone" if name.startswith("resnet3d") else "an image backbone"
+        raise ValueError(f"--checkpoint {path} holds {held} ({name}, method "
+                         f"{entry.get('method')}) and --data {data} holds {kind}: evaluate it on "
+                         f"a dataset of {'videos' if kind == 'images' else 'images'}")
+
+
 def setup(args: argparse.Namespace) -> Setup:
     """Load the checkpoint and resolve size / transform / device / data defaults: an option
     given on the command line, else the pretraining run's setting (:mod:`.run_defaults`),
@@ -189,8 +212,10 @@ def setup(args: argparse.Namespace) -> Setup:
     check_options(args)
     device = _device(args.device)
     path = Path(args.checkpoint).expanduser().resolve()
+    entry = read_metadata(path)
+    check_fits_data(path, entry, args.data)
     backbone, spec = _load_checkpoint(path)
-    run = run_defaults(path, read_metadata(path))
+    run = run_defaults(path, entry)
     size = args.size or int(run.size or 32)
     small = args.small if args.small is not None else (run.eval_resize or "small") == "small"
     normalize = args.normalize if args.normalize is not None else run.normalize
