@@ -53,6 +53,8 @@ NO_LAUNCH = {
     "set_", "resize_", "_local_scalar_dense", "is_same_size", "_has_compatible_shallow_copy_type",
     "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "record_stream",
     "_record_function_enter_new", "_record_function_exit",
+    # metadata only: a dtype computed on the host, a view's strides set in place
+    "promote_types", "as_strided_",
 }
 #: Tensors per multi-tensor-apply launch, by the number of tensor lists (torch's CUDA limits).
 FOREACH_TENSORS_PER_LAUNCH = {1: 110, 2: 64, 3: 48, 4: 36, 5: 30}
