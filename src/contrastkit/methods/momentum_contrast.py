@@ -80,7 +80,8 @@ class MomentumContrast(ContrastiveMethod):
         """Target projection; in training with ``shuffle_bn``, BN statistics per shuffled group."""
         if self.key_shuffle is None or not self.target.target.training:
             return super().encode_target(x)
-        return self.key_shuffle(self.target.target, x)
+        with self.target_casts.applied(x):
+            return self.key_shuffle(self.target.target, x)
 
     @abstractmethod
     def pair_loss(
