@@ -19,7 +19,10 @@ and ``step``), ``ema_queue`` (after the optimiser step), ``logging`` (``self.log
 Estimated launches: views, metadata and allocation operators 0; convolution backward one per
 gradient it computes; a ``_foreach_*`` call over tensors of one dtype one per chunk of
 :data:`FOREACH_TENSORS_PER_LAUNCH` tensors (torch's multi-tensor apply), one per tensor when
-the dtypes are mixed; everything else 1. The count is an estimate (cuDNN may run a convolution
+the dtypes are mixed, except ``_foreach_copy_`` from one dtype into another (each list of one
+dtype, the pairs of the same sizes and strides: torch's CUDA ``foreach_tensor_copy_list_kernel``
+converts in its multi-tensor kernel, ``aten/src/ATen/native/cuda/ForeachBinaryOpList.cu``);
+everything else 1. The count is an estimate (cuDNN may run a convolution
 as two kernels, a copy may be fused away), the same for every version measured.
 
 Run: ``PYTHONPATH=src python benchmarks/launch_count.py [--json out.json] [-- pretrain args]``.
@@ -53,6 +56,8 @@ NO_LAUNCH = {
     "set_", "resize_", "_local_scalar_dense", "is_same_size", "_has_compatible_shallow_copy_type",
     "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_nonzero", "record_stream",
     "_record_function_enter_new", "_record_function_exit",
+    # metadata only: a dtype computed on the host, a view's strides set in place
+    "promote_types", "as_strided_",
 }
 #: Tensors per multi-tensor-apply launch, by the number of tensor lists (torch's CUDA limits).
 FOREACH_TENSORS_PER_LAUNCH = {1: 110, 2: 64, 3: 48, 4: 36, 5: 30}
@@ -75,11 +80,22 @@ def estimated_launches(func: Any, args: tuple, kwargs: dict) -> int:
         if not lists:
             return 1
         tensors = lists[0]
+        if name == "_foreach_copy_" and _converting_copy(*lists):
+            return -(-len(tensors) // FOREACH_TENSORS_PER_LAUNCH[2])
         if len({(t.dtype, t.device) for lst in lists for t in lst}) > 1:
             return len(tensors)  # mixed dtypes: one kernel per tensor
         cap = FOREACH_TENSORS_PER_LAUNCH.get(len(lists), 30)
         return -(-len(tensors) // cap)
     return 1
+
+
+def _converting_copy(dst: list[torch.Tensor], src: list[torch.Tensor]) -> bool:
+    """Whether CUDA's ``_foreach_copy_`` takes its multi-tensor path for these lists: one device,
+    one dtype per list, the pairs of the same sizes and strides."""
+    return (len({t.device for t in (*dst, *src)}) == 1 and len({t.dtype for t in dst}) == 1
+            and len({t.dtype for t in src}) == 1
+            and all(d.shape == c.shape and d.stride() == c.stride()
+                    for d, c in zip(dst, src, strict=True)))
 
 
 class PhaseCounter(TorchDispatchMode):

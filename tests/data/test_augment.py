@@ -559,3 +559,12 @@ def test_kornia_preset_and_solarize_semantics() -> None:
     assert torch.allclose(sol(x), torch.where(x >= 0.5, 1 - x, x))
     with pytest.raises(ValueError, match="allowed"):
         A.kornia_preset("eval", 16)
+
+
+def test_uint8_views_convert_inside_the_division_exactly() -> None:
+    from contrastkit.data.augment._pipeline import to_float_rgb
+
+    x = torch.arange(256, dtype=torch.uint8).view(1, 1, 16, 16).expand(1, 3, 16, 16)
+    got = to_float_rgb(x.contiguous())
+    assert got.dtype == torch.float32
+    assert torch.equal(got, x.to(torch.float32).div_(torch.tensor(255.0)))  # the former two ops

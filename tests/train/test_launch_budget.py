@@ -1,6 +1,7 @@
 """The kernel-launch budget of one SCE table6 step (``benchmarks/launch_count.py``), a CPU proxy
 for the host time of a GPU step: generous ceilings that keep the count from creeping back up
-(estimated launches 883 at commit a509260, 731 after issue 21; counts, not timings)."""
+(estimated launches 883 at commit a509260, 731 after the first round of issue 21, 600 after its
+second: the target of 600 met; counts, not timings)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ def test_sce_table6_step_stays_within_its_launch_budget(monkeypatch) -> None:
     launch_count = _launch_count()
     result = launch_count.count_step(launch_count.DEFAULT_ARGS)
     launches = result["launches"]
-    assert result["total_launches"] <= 780, launch_count.markdown(result)
-    assert launches["ema_queue"] <= 20, result["names"]["ema_queue"]  # foreach by dtype
-    assert launches["loss"] <= 60, result["names"]["loss"]
-    assert launches["augmentation"] <= 150, result["names"]["augmentation"]
+    assert result["total_launches"] <= 605, launch_count.markdown(result)
+    assert launches["ema_queue"] <= 10, result["names"]["ema_queue"]  # foreach by dtype
+    assert launches["loss"] <= 40, result["names"]["loss"]
+    assert launches["augmentation"] <= 125, result["names"]["augmentation"]
+    # autocast's weight casts: one foreach copy per branch forward, one for the gradients
+    assert launches["backward"] <= 135, result["names"]["backward"]
     assert all(launches[p] > 0 for p in ("augmentation", "forward", "loss", "backward",
                                          "optimizer", "ema_queue"))

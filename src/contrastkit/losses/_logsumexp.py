@@ -29,7 +29,7 @@ autocast region.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -46,10 +46,15 @@ from contrastkit.losses._normalize import (
 
 @dataclass(frozen=True)
 class Candidates:
-    """Un-normalised candidate rows with their detached L2 norms (shape (M,))."""
+    """Un-normalised candidate rows with their detached L2 norms (shape (M,)) and
+    ``inverse = 1 / max(norm, eps)``, computed once here for every product that needs it."""
 
     rows: Tensor
     norms: Tensor
+    inverse: Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inverse", inverse_norms(self.norms))
 
 
 def call_temperature(temperature_fn: Callable[[Tensor], Tensor], sim: Tensor) -> Tensor:
@@ -67,7 +72,7 @@ def _cosine_logits(anchors: Tensor, cands: Candidates) -> Tensor:
     """``anchors @ normalize(cands).T`` as one product and one in-place column scaling."""
     with autocast_off(anchors):
         logits = anchors @ cands.rows.T
-    return logits.mul_(inverse_norms(cands.norms).to(logits.dtype))
+    return logits.mul_(cands.inverse.to(logits.dtype))
 
 
 @torch.no_grad()
@@ -118,7 +123,7 @@ def negative_lse(
     if temperature_fn is None:
         anchors = anchors / temperature  # fold 1/tau into the small (N, D) side
     return _NegativeLogSumExp.apply(
-        anchors, cands.rows, cands.norms, temperature_fn, tuple(diagonals), num_hard, target
+        anchors, cands.rows, cands, temperature_fn, tuple(diagonals), num_hard, target
     )
 
 
@@ -126,8 +131,9 @@ class _NegativeLogSumExp(torch.autograd.Function):
     """Fused ``(lse, wdot)`` of ``anchors @ normalize(candidates).T`` (see negative_lse)."""
 
     @staticmethod
-    def forward(ctx, anchors, rows, norms, temperature_fn, diagonals, num_hard, target):
-        logits = _cosine_logits(anchors, Candidates(rows, norms))
+    def forward(ctx, anchors, rows, cands, temperature_fn, diagonals, num_hard, target):
+        norms, inverse = cands.norms, cands.inverse
+        logits = _cosine_logits(anchors, cands)
         tau = None
         if temperature_fn is not None:
             tau = call_temperature(temperature_fn, logits)  # cosine similarities, no grad
@@ -148,8 +154,8 @@ class _NegativeLogSumExp(torch.autograd.Function):
 
         ctx.plain = target is None and tau is None
         if ctx.plain:  # backward only needs exp * inv (see there)
-            exp.mul_(inverse_norms(norms).to(exp.dtype))
-        ctx.save_for_backward(anchors, rows, norms)
+            exp.mul_(inverse.to(exp.dtype))
+        ctx.save_for_backward(anchors, rows, norms, inverse)
         ctx.exp, ctx.total, ctx.tau, ctx.target = exp, total, tau, target
         return lse, wdot
 
@@ -158,7 +164,7 @@ class _NegativeLogSumExp(torch.autograd.Function):
     def backward(ctx, grad_lse, grad_wdot):
         # G = dL/dlogits; with c_hat = c * inv: dL/da = (G * inv) @ c and
         # P = (G * inv).T @ a = inv * dL/dc_hat, turned into dL/dc in place.
-        anchors, rows, norms = ctx.saved_tensors
+        anchors, rows, norms, inverse = ctx.saved_tensors
         row_scale = grad_lse.unsqueeze(1) / ctx.total  # G = exp * row_scale (+ target term)
         if ctx.plain:  # exp already holds exp * inv; row_scale goes to the (N, D) side
             scaled = ctx.exp
@@ -168,7 +174,7 @@ class _NegativeLogSumExp(torch.autograd.Function):
                 scaled.addcmul_(ctx.target, grad_wdot.unsqueeze(1))
             if ctx.tau is not None:
                 scaled.div_(ctx.tau)  # the temperature is a constant for the gradient
-            scaled.mul_(inverse_norms(norms).to(scaled.dtype))
+            scaled.mul_(inverse.to(scaled.dtype))
         grad_anchors = grad_rows = None
         with autocast_off(anchors):
             if ctx.needs_input_grad[0]:

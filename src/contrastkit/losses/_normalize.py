@@ -63,8 +63,9 @@ def normalize_checked(name: str, x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def inverse_norms(norms: Tensor) -> Tensor:
-    """``1 / max(norm, eps)`` per row."""
-    return 1.0 / norms.clamp_min(EPS)
+    """``1 / max(norm, eps)`` per row (one ``reciprocal``: ``1.0 / t`` would dispatch a
+    ``reciprocal`` and a multiplication by 1)."""
+    return torch.reciprocal(norms.clamp_min(EPS))
 
 
 def normalize_backward_(grad_hat_scaled: Tensor, x: Tensor, norms: Tensor) -> Tensor:

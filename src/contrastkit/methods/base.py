@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,6 +35,7 @@ from contrastkit.losses.temperature import (
     resolve_temperature,
 )
 from contrastkit.methods.queue import MemoryQueue
+from contrastkit.models.autocast_weights import CastWeights
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 from contrastkit.models.momentum import MomentumBranch, cosine_momentum
 from contrastkit.schedules import Schedule, ScheduleState
@@ -150,22 +152,28 @@ class ContrastiveMethod(nn.Module, ABC):
             else None
         )
         self.embed_dim = projector.out_dim
+        # under autocast, each branch's weight casts as one multi-tensor copy per step
+        self.online_casts = CastWeights(self.backbone, self.projector, self.predictor)
+        self.target_casts = CastWeights(self.target.target if self.target else None)
 
     # --- encoders -----------------------------------------------------------------------------
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Online branch: ``(backbone features, projection [-> prediction])``."""
-        features = self.backbone(x)
-        z = self.projector(features)
-        if self.predictor is not None:
-            z = self.predictor(z)
+        with self.online_casts.applied(x):
+            features = self.backbone(x)
+            z = self.projector(features)
+            if self.predictor is not None:
+                z = self.predictor(z)
         return features, z
 
     @torch.no_grad()
     def encode_target(self, x: Tensor) -> Tensor:
         """Target branch projection (no gradient); the online projector if no target."""
         if self.target is None:
-            return self.projector(self.backbone(x)).detach()
-        return self.target(x)
+            with self.online_casts.applied(x):
+                return self.projector(self.backbone(x)).detach()
+        with self.target_casts.applied(x):
+            return self.target(x)
 
     # --- what subclasses state ----------------------------------------------------------------
     @abstractmethod
@@ -185,7 +193,11 @@ class ContrastiveMethod(nn.Module, ABC):
             raise ValueError(
                 f"batch of {views[0].shape[0]} per process: contrastive losses need at least 2"
             )
-        return self.objective(views, labels, state)
+        # one step, weights unchanged: each weight is cast once however many views use it
+        with ExitStack() as step:
+            step.enter_context(self.online_casts.session())
+            step.enter_context(self.target_casts.session())
+            return self.objective(views, labels, state)
 
     # --- helpers for subclasses ---------------------------------------------------------------
     def checked_temperature(

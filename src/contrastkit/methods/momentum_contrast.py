@@ -80,7 +80,8 @@ class MomentumContrast(ContrastiveMethod):
         """Target projection; in training with ``shuffle_bn``, BN statistics per shuffled group."""
         if self.key_shuffle is None or not self.target.target.training:
             return super().encode_target(x)
-        return self.key_shuffle(self.target.target, x)
+        with self.target_casts.applied(x):
+            return self.key_shuffle(self.target.target, x)
 
     @abstractmethod
     def pair_loss(
@@ -91,7 +92,8 @@ class MomentumContrast(ContrastiveMethod):
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
         key_views = [0, 1] if self.symmetric else [1]
         query_views = [i for i in range(len(views)) if self.symmetric or i != 1]
-        keys = {i: self.encode_target(views[i]) for i in key_views}
+        # float16/bfloat16 keys (autocast) in float32 once, for the loss and the queue alike
+        keys = {i: _at_least_float32(self.encode_target(views[i])) for i in key_views}
         encoded = {i: self.encode(views[i]) for i in query_views}
         negatives = self.queue_negatives()
         # In-batch negatives (no queue, or an empty one) must come from the whole
@@ -114,9 +116,16 @@ class MomentumContrast(ContrastiveMethod):
                     loss, logs = self.pair_loss(query, key.to(dtype), bank, state)
                     losses.append(loss)
         if self.queue is not None:
-            self.queue.stage(torch.cat([keys[i] for i in key_views]))
+            staged = [keys[i] for i in key_views]
+            self.queue.stage(staged[0] if len(staged) == 1 else torch.cat(staged))
         features, query0 = encoded[0]
         key1 = keys[1]
         logs["positive_similarity"] = lambda: cosine_of_pairs(query0, key1).mean()
-        return StepOutput(loss=torch.stack(losses).mean(), features=features.detach(), logs=logs)
+        # one pair: its loss itself (the mean of one value, without a stack and a division)
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        return StepOutput(loss=loss, features=features.detach(), logs=logs)
 
+
+def _at_least_float32(x: Tensor) -> Tensor:
+    """``x`` in float32 if it is float16/bfloat16 (an exact cast), else ``x`` itself."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x

@@ -51,11 +51,12 @@ from contrastkit.distributed import (
     rank,
     world_size,
 )
+from contrastkit.models.batch_norm import UncountedBatchNorm
 
 __all__ = ["ShuffleBN", "SplitBatchNorm", "split_batch_norms"]
 
 
-class SplitBatchNorm(_BatchNorm):
+class SplitBatchNorm(UncountedBatchNorm):
     """A batch-norm layer that, in training mode, can normalise ``splits`` sub-batches apart.
 
     Built from an existing batch-norm layer whose parameters and buffers it shares. With
@@ -63,8 +64,10 @@ class SplitBatchNorm(_BatchNorm):
     sub-batch ``j``, normalised as ``y = (x - mean_j) / sqrt(var_j + eps) * weight + bias``
     with the mean and biased variance of sub-batch ``j`` (per channel, over its rows and
     spatial positions); the running statistics move towards the mean over sub-batches of the
-    usual update (skipped when ``update_running_stats`` is False). ``splits = 1`` or eval
-    mode: the wrapped layer's ordinary forward.
+    usual update (skipped when ``update_running_stats`` is False); ``num_batches_tracked``
+    counts only when ``momentum`` is None, the one case that reads it
+    (:class:`~contrastkit.models.batch_norm.UncountedBatchNorm`). ``splits = 1`` or eval
+    mode: the ordinary batch-norm forward.
 
     Args:
         source: the batch-norm layer to take over (``BatchNorm1d/2d/3d``).
@@ -98,9 +101,10 @@ class SplitBatchNorm(_BatchNorm):
         dims = (0, *range(3, grouped.dim()))
         mean, var = _group_statistics(grouped, dims)  # (k, C), biased variance
         if self.update_running_stats and self.track_running_stats and self.running_mean is not None:
-            self.num_batches_tracked.add_(1)
-            factor = (1.0 / float(self.num_batches_tracked) if self.momentum is None
-                      else self.momentum)
+            factor = self.momentum
+            if factor is None:  # cumulative average: the one reader of the counter
+                self.num_batches_tracked.add_(1)
+                factor = 1.0 / float(self.num_batches_tracked)
             count = grouped.numel() // (k * c)  # values per sub-batch and channel
             unbiased = var.mean(0).mul_(count / max(count - 1, 1))
             self.running_mean.lerp_(mean.mean(0).to(self.running_mean.dtype), factor)
@@ -125,8 +129,8 @@ def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, T
     One ``torch.var_mean``; float16/bfloat16 activations (autocast) are cast to float32 first
     (one more kernel), so the statistics are exact float32 ones, as cuDNN's batch norm keeps.
     """
-    var, mean = torch.var_mean(grouped.to(torch.promote_types(grouped.dtype, torch.float32)),
-                               dim=dims, correction=0)
+    wide = torch.float32 if grouped.dtype in (torch.float16, torch.bfloat16) else grouped.dtype
+    var, mean = torch.var_mean(grouped.to(wide), dim=dims, correction=0)
     return mean, var
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from contrastkit.models.batch_norm import BatchNorm2d
+
 __all__ = ["SmallConvNet", "small_convnet"]
 
 
@@ -43,7 +45,7 @@ class SmallConvNet(nn.Module):
             blocks.append(nn.Conv2d(c_in, c_out, kernel_size=3, stride=stride, padding=1,
                                     bias=not batch_norm))
             if batch_norm:
-                blocks.append(nn.BatchNorm2d(c_out))
+                blocks.append(BatchNorm2d(c_out))
             blocks.append(nn.ReLU(inplace=True))
         self.features = nn.Sequential(*blocks)
         self.pool = nn.AdaptiveAvgPool2d(1)

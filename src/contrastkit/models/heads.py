@@ -30,6 +30,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from contrastkit.models.batch_norm import BatchNorm1d
+
 __all__ = ["BatchNormOption", "MLPHead", "predictor", "projector"]
 
 BatchNormOption = Literal["none", "hidden", "all"]
@@ -75,13 +77,13 @@ class MLPHead(nn.Module):
         for _ in range(num_layers - 1):
             modules.append(nn.Linear(dim, hidden_dim, bias=not hidden_bn))
             if hidden_bn:
-                modules.append(nn.BatchNorm1d(hidden_dim))
+                modules.append(BatchNorm1d(hidden_dim))
             modules.append(nn.ReLU(inplace=True))
             dim = hidden_dim
         bias = (not output_bn) if last_bias is None else bool(last_bias)
         modules.append(nn.Linear(dim, out_dim, bias=bias))
         if output_bn:
-            modules.append(nn.BatchNorm1d(out_dim, affine=False))
+            modules.append(BatchNorm1d(out_dim, affine=False))
         self.layers = nn.Sequential(*modules)
         self.out_dim: int = out_dim
 

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from contrastkit.models.batch_norm import BatchNorm2d
+
 __all__ = ["BasicBlock", "Bottleneck", "ResNet", "resnet18", "resnet34", "resnet50"]
 
 
@@ -40,7 +42,7 @@ def _downsample(in_ch: int, out_ch: int, stride: int) -> nn.Sequential | None:
     """Projection shortcut (He et al., 2016, option B): 1x1 conv + BN when shapes change."""
     if stride == 1 and in_ch == out_ch:
         return None
-    return nn.Sequential(_conv1x1(in_ch, out_ch, stride), nn.BatchNorm2d(out_ch))
+    return nn.Sequential(_conv1x1(in_ch, out_ch, stride), BatchNorm2d(out_ch))
 
 
 class BasicBlock(nn.Module):
@@ -54,10 +56,10 @@ class BasicBlock(nn.Module):
     def __init__(self, in_ch: int, planes: int, stride: int = 1) -> None:
         super().__init__()
         self.conv1 = _conv3x3(in_ch, planes, stride)
-        self.bn1 = nn.BatchNorm2d(planes)
+        self.bn1 = BatchNorm2d(planes)
         self.relu = nn.ReLU(inplace=True)
         self.conv2 = _conv3x3(planes, planes)
-        self.bn2 = nn.BatchNorm2d(planes)
+        self.bn2 = BatchNorm2d(planes)
         self.downsample = _downsample(in_ch, planes, stride)
 
     @property
@@ -84,11 +86,11 @@ class Bottleneck(nn.Module):
         super().__init__()
         out_ch = planes * self.expansion
         self.conv1 = _conv1x1(in_ch, planes)
-        self.bn1 = nn.BatchNorm2d(planes)
+        self.bn1 = BatchNorm2d(planes)
         self.conv2 = _conv3x3(planes, planes, stride)
-        self.bn2 = nn.BatchNorm2d(planes)
+        self.bn2 = BatchNorm2d(planes)
         self.conv3 = _conv1x1(planes, out_ch)
-        self.bn3 = nn.BatchNorm2d(out_ch)
+        self.bn3 = BatchNorm2d(out_ch)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = _downsample(in_ch, out_ch, stride)
 
@@ -141,7 +143,7 @@ class ResNet(nn.Module):
             self.conv1 = nn.Conv2d(3, width, kernel_size=3, stride=1, padding=1, bias=False)
         else:
             self.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(width)
+        self.bn1 = BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = (
             nn.Identity() if cifar_stem else nn.MaxPool2d(kernel_size=3, stride=2, padding=1)

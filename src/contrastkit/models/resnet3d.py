@@ -35,6 +35,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from contrastkit.models.batch_norm import BatchNorm3d
+
 __all__ = ["BasicBlock3D", "Bottleneck3D", "ResNet3D", "resnet3d_18", "resnet3d_50"]
 
 
@@ -49,7 +51,7 @@ def _conv3d(in_ch: int, out_ch: int, t: int, s: int, stride: int = 1) -> nn.Conv
 def _downsample3d(in_ch: int, out_ch: int, stride: int) -> nn.Sequential | None:
     if stride == 1 and in_ch == out_ch:
         return None
-    return nn.Sequential(_conv3d(in_ch, out_ch, 1, 1, stride), nn.BatchNorm3d(out_ch))
+    return nn.Sequential(_conv3d(in_ch, out_ch, 1, 1, stride), BatchNorm3d(out_ch))
 
 
 class BasicBlock3D(nn.Module):
@@ -60,10 +62,10 @@ class BasicBlock3D(nn.Module):
     def __init__(self, in_ch: int, planes: int, stride: int = 1, temporal: int = 1) -> None:
         super().__init__()
         self.conv1 = _conv3d(in_ch, planes, temporal, 3, stride)
-        self.bn1 = nn.BatchNorm3d(planes)
+        self.bn1 = BatchNorm3d(planes)
         self.relu = nn.ReLU(inplace=True)
         self.conv2 = _conv3d(planes, planes, 1, 3)
-        self.bn2 = nn.BatchNorm3d(planes)
+        self.bn2 = BatchNorm3d(planes)
         self.downsample = _downsample3d(in_ch, planes, stride)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,11 +84,11 @@ class Bottleneck3D(nn.Module):
         super().__init__()
         out_ch = planes * self.expansion
         self.conv1 = _conv3d(in_ch, planes, temporal, 1)
-        self.bn1 = nn.BatchNorm3d(planes)
+        self.bn1 = BatchNorm3d(planes)
         self.conv2 = _conv3d(planes, planes, 1, 3, stride)
-        self.bn2 = nn.BatchNorm3d(planes)
+        self.bn2 = BatchNorm3d(planes)
         self.conv3 = _conv3d(planes, out_ch, 1, 1)
-        self.bn3 = nn.BatchNorm3d(out_ch)
+        self.bn3 = BatchNorm3d(out_ch)
         self.relu = nn.ReLU(inplace=True)
         self.downsample = _downsample3d(in_ch, out_ch, stride)
 
@@ -129,7 +131,7 @@ class ResNet3D(nn.Module):
         self.conv1 = nn.Conv3d(
             3, width, kernel_size=(1, 7, 7), stride=(1, 2, 2), padding=(0, 3, 3), bias=False
         )
-        self.bn1 = nn.BatchNorm3d(width)
+        self.bn1 = BatchNorm3d(width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool3d(kernel_size=(1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
         in_ch = width

@@ -2,7 +2,8 @@
 
 ``bool(torch.isfinite(loss))`` at every step would make a GPU wait for the whole step before the
 next one is queued. :class:`FiniteGuard` instead keeps, on the loss's device, the first optimiser
-step whose loss was not finite (``-1`` while none was), updated by one masked fill per step, and
+step whose loss was not finite (``-1`` while none was), updated by one masked fill per step
+(five small kernels in all: ``loss - loss`` is NaN exactly when the loss is NaN or infinite), and
 the host reads it only when asked (:meth:`FiniteGuard.check`): every ``check_every`` steps and
 before every checkpoint, so a checkpoint never holds weights updated with a NaN gradient and the
 error still names the step, epoch and batch where the loss first went bad. Under DDP the
@@ -74,12 +75,15 @@ class FiniteGuard:
     def observe(self, loss: Tensor, step: int, epoch: int, batch: int) -> bool:
         """Record ``loss`` of optimiser step ``step``; True when the caller should :meth:`check`.
 
-        One ``isfinite`` and one masked fill on the loss's device; nothing is read back.
+        Five kernels on the loss's device (a subtraction and a NaN test, where ``isfinite``
+        and its negation took five, then the masked fill's condition and the fill); nothing is
+        read back.
         """
         if self._first_bad is None or self._first_bad.device != loss.device:
             self._first_bad = torch.full((1,), -1, dtype=torch.long, device=loss.device)
-        bad = ~torch.isfinite(loss.detach()).reshape(1)
-        self._first_bad.masked_fill_(bad & (self._first_bad < 0), step)
+        value = loss.detach().reshape(1)
+        bad = torch.isnan(value - value)  # NaN - NaN, inf - inf: NaN; finite - finite: 0
+        self._first_bad.masked_fill_(bad.logical_and_(self._first_bad < 0), step)
         self._where.setdefault(step, (epoch, batch))
         self._calls += 1
         return self._calls % self.check_every == 0

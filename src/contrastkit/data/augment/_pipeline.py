@@ -38,7 +38,7 @@ def to_float_rgb(x: Tensor) -> Tensor:
     check_batch(x)
     if x.dtype == torch.uint8:
         scale = CONSTANTS.get(("u8_scale",), x, lambda: f64(255.0), torch.float32)
-        x = x.to(torch.float32).div_(scale)
+        x = torch.div(x, scale)  # float32: the bytes converted in the division's own kernel
     return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
 
 
