@@ -72,3 +72,19 @@ def test_float64_weights_are_left_to_autocast() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16), CastWeights(model).applied(
             torch.randn(1, 3)):
         assert model.weight.dtype == torch.float64
+
+
+def test_multi_process_runs_keep_autocasts_own_casts_where_gradients_flow(monkeypatch) -> None:
+    """Under DDP the gradients must leave the backward one bucket at a time (no single copy)."""
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    model = nn.Linear(3, 2)
+    casts = CastWeights(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with casts.applied(torch.randn(1, 3)):
+            assert model.weight.dtype == torch.float32  # left to autocast
+        with torch.no_grad(), casts.applied(torch.randn(1, 3)):
+            assert model.weight.dtype == torch.bfloat16  # no gradient: one copy is fine
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16), casts.applied(torch.randn(1, 3)):
+        assert model.weight.dtype == torch.bfloat16

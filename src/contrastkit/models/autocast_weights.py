@@ -18,7 +18,8 @@ included (``nn.Conv1d/2d/3d`` and ``nn.Linear`` exactly, not subclasses), and on
 autocast would cast (float32/float16/bfloat16 in another dtype than autocast's; float64 it
 leaves alone). The copies live for one :meth:`CastWeights.session` (one step of a method,
 inside one autocast region), so a weight used by several views is cast once, as autocast's
-cache does.
+cache does. In a multi-process (DDP) run the weights that take gradients are left to autocast,
+so that DDP can still all-reduce each gradient bucket while the backward goes on.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ class _Cast(torch.autograd.Function):
         return (None, *out)
 
 
+def _gradients_all_reduced() -> bool:
+    """True in a multi-process run, where the weight gradients are all-reduced as they come.
+
+    DDP overlaps each gradient bucket's all-reduce with the rest of the backward; the one
+    backward copy of :class:`_Cast` would hand over every weight gradient only at the end of
+    the backward and take that overlap away, so with more than one process autocast casts each
+    weight itself, as it would without this module.
+    """
+    dist = torch.distributed
+    return (
+        torch.is_grad_enabled() and dist.is_available() and dist.is_initialized()
+        and dist.get_world_size() > 1)
+
+
 class CastWeights:
     """The conv/linear weights of some modules, cast for autocast in one copy (module docstring).
 
@@ -95,7 +110,7 @@ class CastWeights:
         """
         device = like.device.type
         compiled = any(getattr(m, "_compiled_call_impl", None) is not None for m in self.roots)
-        if compiled or not torch.is_autocast_enabled(device):
+        if compiled or not torch.is_autocast_enabled(device) or _gradients_all_reduced():
             yield
             return
         dtype = torch.get_autocast_dtype(device)

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from contrastkit.data import augment
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
@@ -124,6 +125,9 @@ class PretrainModule(L.LightningModule):
                                                 images=self.views_spec.video is None)
         if self._channels_last:
             self.method.to(memory_format=torch.channels_last)
+            for pipeline in self.train_views.modules():  # views written channels_last at once
+                if isinstance(pipeline, augment.Pipeline):
+                    pipeline.memory_format = torch.channels_last
         if self.performance.compile:
             compile_encoders(self.method, self.performance.compile_mode)
 

@@ -121,7 +121,7 @@ def check_batch(x: object) -> None:
 
 
 class Pipeline(nn.Module):
-    """``to_float_rgb`` -> ``steps`` (in order) -> optional normalisation.
+    """``to_float_rgb`` -> ``steps`` (in order) -> clamp to [0, 1] -> optional normalisation.
 
     Every step's parameters are drawn for the whole batch first (in step order, one
     ``torch.rand`` call per step, on the batch's device), then applied chunk by chunk on the CPU
@@ -146,6 +146,8 @@ class Pipeline(nn.Module):
         self.steps = nn.ModuleList(steps)
         self.size, self.chunk_pixels = size, chunk_pixels
         self.generator = generator
+        #: the output's memory layout (``torch.channels_last`` for a channels-last backbone)
+        self.memory_format = torch.contiguous_format
         norm = normalization(normalize)
         self.register_buffer("mean", None if norm is None else norm[0].view(1, 3, 1, 1))
         self.register_buffer("std", None if norm is None else norm[1].view(1, 3, 1, 1))
@@ -187,7 +189,8 @@ class Pipeline(nn.Module):
                 part = [{k: v[first : first + chunk] for k, v in p.items()} for p in params]
                 y = self._run(x[first : first + chunk], part, start)
                 if out is None:
-                    out = y.new_empty((batch, *y.shape[1:]))
+                    out = torch.empty((batch, *y.shape[1:]), dtype=y.dtype, device=y.device,
+                                      memory_format=self.memory_format)
                 out[first : first + chunk] = y
             assert out is not None
             return out
@@ -196,11 +199,14 @@ class Pipeline(nn.Module):
         y = to_float_rgb(x) if start == 0 else x
         for op, prm in zip(self.steps[start:], params, strict=True):
             y = op.apply(y, prm)
+        # blur and grayscale are weighted sums whose weights add up to 1 only up to rounding:
+        # the clamp keeps [0, 1] exact and writes the layout the backbone wants in one kernel
+        y = torch.clamp(y, 0, 1, out=torch.empty_like(y, memory_format=self.memory_format))
         if self.mean is not None:
             mean, std = self.mean, self.std
             if mean.dtype != y.dtype or mean.device != y.device:  # module not moved: a copy
                 mean, std = mean.to(y.device, y.dtype), std.to(y.device, y.dtype)
-            y = y.sub(mean).div_(std)
+            y = y.sub_(mean).div_(std)
         return y
 
     def forward(self, x: Tensor) -> Tensor:
