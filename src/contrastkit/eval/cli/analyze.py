@@ -21,6 +21,7 @@ from contrastkit.data.images.datasets import collate_images
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
+    DefaultsHelpFormatter,
     Setup,
     common_parser,
     is_video,
@@ -36,21 +37,28 @@ def analyze_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit analyze ...``."""
     parser = argparse.ArgumentParser(
         prog="contrastkit analyze", parents=[common_parser()],
+        formatter_class=DefaultsHelpFormatter,
         description="Embedding diagnostics and figures of a frozen backbone.")
     parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
                         help="augmentation preset(s) of the two views (default: the "
                         "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5])
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
+                        help="temperatures of the hardness-weight and temperature figures")
     parser.add_argument("--dystress", type=float, nargs="+", default=None,
-                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE]")
-    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none")
-    parser.add_argument("--embedding-samples", type=int, default=2000)
+                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE] "
+                        "(default: none)")
+    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none",
+                        help="2-D map of the test embeddings")
+    parser.add_argument("--embedding-samples", type=int, default=2000,
+                        help="test samples in the 2-D map")
     parser.add_argument("--max-samples", type=int, default=10000,
                         help="test samples used (a seeded random subset when larger)")
     parser.add_argument("--neighbors", type=int, default=10, help="negatives in local separation")
     parser.add_argument("--loss-value", type=float, default=None,
-                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise)")
-    parser.add_argument("--num-noise", type=int, default=None, help="|N| of SINCERE Thm. 11")
+                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise; "
+                        "default: none, no bound)")
+    parser.add_argument("--num-noise", type=int, default=None,
+                        help="|N| of SINCERE Thm. 11 (default: none)")
     return parser
 
 
