@@ -1,8 +1,9 @@
 """What the papers report for the diagnostics of ``contrastkit analyze``, each value cited.
 
-Only numbers printed in the papers' tables or stated in their text are here
-(``/work/shared/papers``); where a paper only plots a quantity, the reference says so and gives
-no number. Each metric's definition was checked against :mod:`contrastkit.eval.metrics`:
+Only numbers printed in the papers' tables or stated in their text are here (read from the
+papers' text as the project keeps it); where a paper only plots a quantity, the reference says
+so and gives no number. Each metric's definition was checked against
+:mod:`contrastkit.eval.metrics`:
 
 * DySTreSS (Manna et al. 2023), section 5.7, Table 13: uniformity (eq. 16,
   ``log E_pairs exp(-2 ||x_i - x_j||^2)``), alignment (eq. 17, ``E_pos ||x_i - x_j||^2``) and
