@@ -38,7 +38,7 @@ def test_each_reference_cell_cites_a_numbered_source():
                                                    "0.972/0.854/0.454/0.154")
     assert cells["tolerance"] == "shown in plots only [2]"  # plotted, never stated
     assert sources[0].startswith("[1] DySTreSS (Manna et al. 2023) Table 13")
-    assert sources[1].startswith("[2] Wang & Liu 2021: plotted")
+    assert sources[1].startswith("[2] Wang & Liu 2021 (tolerance: mean cosine similarity")
     assert sources[2].startswith("[3] SINCERE (Feeney & Hughes 2023) Table 1")
     assert len(sources) == len({c.rsplit("[", 1)[1] for c in cells.values()}) == 4
     table = report.metrics_markdown("t", METRICS, references=cells)

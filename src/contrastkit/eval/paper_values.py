@@ -117,8 +117,9 @@ _TABLE13 = ("DySTreSS (Manna et al. 2023) Table 13, over SimCLR, MoCo v2, DCL, D
             "definition (eqs. 16-18), layer not stated")
 _SINCERE = ("SINCERE (Feeney & Hughes 2023) Table 1 (ResNet-50 trained with labels, 32x32 "
             "images) and section 4.1 on Fig. 2; same definition")
-_WANG_LIU = ("Wang & Liu 2021: plotted against the temperature in the main paper (not among "
-             "the project's papers) and in DySTreSS Figs. 5 and 7, no numbers stated")
+_WANG_LIU = ("Wang & Liu 2021 (tolerance: mean cosine similarity of same-class pairs, as ours): "
+             "plotted against the temperature in the main paper (not among the project's "
+             "papers) and in DySTreSS Figs. 5 and 7, no numbers stated")
 _LOCAL = ("Wang & Liu 2021 supplement Figs. 1-7 (CIFAR-10, SVHN, ImageNet-100; hard loss also "
           "CIFAR-100): box plots, no numbers stated")
 

@@ -229,7 +229,7 @@ def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
         cells, sources = reference_notes(metrics)
         results["paper_references"] = {"values": cells, "sources": sources}
         text = report.metrics_markdown("contrastkit analyze", metrics, context, cells)
-        text += "\nPaper references (numbers as printed; same metric definitions):\n"
+        text += "\nPaper references (numbers as printed in the papers):\n"
         text += "".join(f"{source}\n" for source in sources)
         text += "\n" + "\n".join(f"* {line}" for line in reading(metrics)) + "\n"
         if stage is not None:
