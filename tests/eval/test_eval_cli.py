@@ -244,12 +244,18 @@ def test_analyze_writes_figures_and_metrics(checkpoint, work, capsys, monkeypatc
     assert -1.0 <= metrics["tolerance"] <= 1.0
     assert metrics["sincere_kl_bound"] == pytest.approx(np.log(100) - 2.0)
     assert results["config"]["views"] == ["simclr", "simclr"]  # SimCLR's pretraining views
-    for name in ("local_separation.png", "similarity_histograms.png", "hardness_weights.png",
+    for name in ("uniformity_alignment.png", "local_separation.png",
+                 "similarity_histograms.png", "hardness_weights.png",
                  "temperature_functions.png", "embedding_tsne.png"):
         data = (out / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE) and len(data) > 5000, name
         assert name in results["figures"]
     assert "target_noise_margin" in stdout
+    # the papers' values beside ours (issue 19, item 4), in the table and in results.json
+    md = (out / "results.md").read_text()
+    assert "| paper reference" in md and "ImageNet-1K -3.08 to -2.91 [1]" in md
+    assert "[1] DySTreSS (Manna et al. 2023) Table 13" in stdout
+    assert results["paper_references"]["values"]["uniformity"].endswith("[1]")
     test_labels = Digits("test").labels.tolist()
     assert embedded == {"n": 120, "method": "tsne", "labels": test_labels[:120]}
 

@@ -231,6 +231,12 @@ def test_two_runs_started_together_on_one_folder(tmp_path):
     assert _loss_steps(out / "metrics.csv") == list(range(4))  # one run's rows, not interleaved
 
 
+def _png_width(path: Path) -> int:
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    return int.from_bytes(data[16:20], "big")  # the IHDR chunk's width
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_exits_with_its_status_and_one_line_on_how_to_resume(tmp_path, signum, status):
@@ -248,6 +254,8 @@ def test_a_signal_exits_with_its_status_and_one_line_on_how_to_resume(tmp_path, 
     assert line.startswith(f"contrastkit pretrain: stopped by {signum.name} in epoch ")
     assert f"--output {out} --resume last" in line
     assert (out / "loss_curve.png").is_file()
+    # summary.png of what was logged: epoch 1's loss beside its kNN monitor (10 in at 120 dpi)
+    assert _png_width(out / "summary.png") == 1200
     assert not (out / LOCK_FILE).exists()
     epoch = int(line.split(" holds epoch ")[1].split()[0])
     assert torch.load(last, weights_only=True)["global_step"] == 4 * epoch  # resumable as is

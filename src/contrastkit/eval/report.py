@@ -148,11 +148,18 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
 
 
 def metrics_markdown(title: str, metrics: Mapping[str, object],
-                     context: Mapping[str, object] | None = None) -> str:
-    """``# title``, an optional context table (checkpoint, data, options), the metrics table."""
+                     context: Mapping[str, object] | None = None,
+                     references: Mapping[str, str] | None = None) -> str:
+    """``# title``, an optional context table (checkpoint, data, options), the metrics table;
+    with ``references`` (``{metric: text}``) the table gets a "paper reference" column (``-``
+    for the metrics without one)."""
     parts = [f"# {title}\n"]
     if context:
         parts.append(markdown_table(["setting", "value"], list(context.items())))
     flat = flatten_metrics(metrics)
-    parts.append(markdown_table(["metric", "value"], list(flat.items())))
+    if references is None:
+        parts.append(markdown_table(["metric", "value"], list(flat.items())))
+    else:
+        rows = [[name, value, references.get(name)] for name, value in flat.items()]
+        parts.append(markdown_table(["metric", "value", "paper reference"], rows))
     return "\n".join(parts)

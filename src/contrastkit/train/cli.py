@@ -387,10 +387,11 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
     """Run ``contrastkit pretrain``; returns the CLI (its ``trainer`` and ``model``).
 
     The run folder stays locked until the run ends. SIGINT (Ctrl-C) and SIGTERM stop the run at
-    the next batch end (a checkpoint being written is finished first), the loss curve is
-    written, and :class:`~contrastkit.errors.RunInterrupted` says how to resume (exit status
-    130 / 143). A fresh run that fails before its first checkpoint removes its files, so that
-    the same command can be run again.
+    the next batch end (a checkpoint being written is finished first), the loss curve and the
+    summary figure of what was logged so far are written, and
+    :class:`~contrastkit.errors.RunInterrupted` says how to resume (exit status 130 / 143). A
+    fresh run that fails before its first checkpoint removes its files, so that the same command
+    can be run again.
 
     Raises:
         RunInterrupted: after SIGINT or SIGTERM.
@@ -411,7 +412,7 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
                 _remove_failed_start(output_dir)
             raise
         for callback in cli.trainer.callbacks:
-            if isinstance(callback, LossCurveCallback):
+            if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
                 callback.write(cli.trainer)
         message, saved = interrupted_message(cli.trainer, output_dir, signum)
         if not saved and launched_as_rank_zero():

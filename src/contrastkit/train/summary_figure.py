@@ -69,8 +69,14 @@ class RunSummaryCallback(L.Callback):
     logger's ``metrics.csv``."""
 
     def on_fit_end(self, trainer, pl_module) -> None:
+        self.write(trainer)
+
+    def write(self, trainer: L.Trainer) -> None:
+        """Draw the summary of what was logged so far (also called when a run is interrupted);
+        nothing when no training loss was logged."""
         metrics = saved_metrics_file(trainer)
         if metrics is not None:
+            pl_module = trainer.lightning_module
             spec = getattr(pl_module, "online_spec", None)
             plot_run_summary(metrics, Path(trainer.default_root_dir) / SUMMARY_FIGURE,
                              getattr(spec, "knn_k", None),

@@ -21,6 +21,7 @@ from contrastkit.data.images.datasets import collate_images
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
+    DefaultsHelpFormatter,
     Setup,
     common_parser,
     is_video,
@@ -28,6 +29,7 @@ from contrastkit.eval.cli.setup import (
     setup,
     split_features,
 )
+from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
 from contrastkit.outputs import staged_folder
 
 
@@ -36,21 +38,28 @@ def analyze_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit analyze ...``."""
     parser = argparse.ArgumentParser(
         prog="contrastkit analyze", parents=[common_parser()],
+        formatter_class=DefaultsHelpFormatter,
         description="Embedding diagnostics and figures of a frozen backbone.")
     parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
                         help="augmentation preset(s) of the two views (default: the "
                         "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5])
+    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
+                        help="temperatures of the hardness-weight and temperature figures")
     parser.add_argument("--dystress", type=float, nargs="+", default=None,
-                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE]")
-    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none")
-    parser.add_argument("--embedding-samples", type=int, default=2000)
+                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE] "
+                        "(default: none)")
+    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none",
+                        help="2-D map of the test embeddings")
+    parser.add_argument("--embedding-samples", type=int, default=2000,
+                        help="test samples in the 2-D map")
     parser.add_argument("--max-samples", type=int, default=10000,
                         help="test samples used (a seeded random subset when larger)")
     parser.add_argument("--neighbors", type=int, default=10, help="negatives in local separation")
     parser.add_argument("--loss-value", type=float, default=None,
-                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise)")
-    parser.add_argument("--num-noise", type=int, default=None, help="|N| of SINCERE Thm. 11")
+                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise; "
+                        "default: none, no bound)")
+    parser.add_argument("--num-noise", type=int, default=None,
+                        help="|N| of SINCERE Thm. 11 (default: none)")
     return parser
 
 
@@ -143,29 +152,42 @@ def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
     config = {"views": list(presets), "num_samples": len(idx), "neighbors": k,
               "temperatures": list(temps), "embedding": a.embedding, "seed": a.seed,
               "loss_value": a.loss_value, "num_noise": a.num_noise}
-    figures = [] if out is None else _analysis_figures(out, a, separation, target_sims,
+    figures = [] if out is None else _analysis_figures(out, a, metrics, separation, target_sims,
                                                         noise_sims, temps, xte, yte)
     return metrics, config, figures
 
 
-def _analysis_figures(out: Path, a: argparse.Namespace, separation: dict, target_sims: Tensor,
-                      noise_sims: Tensor, temps: dict, xte: Tensor, yte: Tensor) -> list[str]:
+def _analysis_figures(out: Path, a: argparse.Namespace, metrics: dict, separation: dict,
+                      target_sims: Tensor, noise_sims: Tensor, temps: dict, xte: Tensor,
+                      yte: Tensor) -> list[str]:
     from contrastkit.eval import plots
 
+    plots.plot_uniformity_alignment(metrics["uniformity"], metrics["alignment"],
+                                    out / "uniformity_alignment.png")
     plots.plot_local_separation(separation, out / "local_separation.png")
     plots.plot_similarity_histograms(target_sims, noise_sims, out / "similarity_histograms.png")
     plots.plot_hardness_weights(temps, out / "hardness_weights.png")  # type: ignore[arg-type]
     functions = {k: (v if callable(v) else _constant(float(v)))  # type: ignore[arg-type]
                  for k, v in temps.items()}
     plots.plot_temperature_functions(functions, out / "temperature_functions.png")
-    names = ["local_separation.png", "similarity_histograms.png", "hardness_weights.png",
-             "temperature_functions.png"]
+    names = ["uniformity_alignment.png", "local_separation.png", "similarity_histograms.png",
+             "hardness_weights.png", "temperature_functions.png"]
     if a.embedding != "none":
         n = min(len(yte), a.embedding_samples)
         name = f"embedding_{a.embedding}.png"
         plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=a.seed)
         names.append(name)
     return names
+
+
+def _against_table13(metrics: dict, name: str) -> str:
+    """Where ``metrics[name]`` lies against the models of DySTreSS Table 13 (all data sets)."""
+    ranges = [reference_range(name, dataset) for dataset in DYSTRESS_TABLE13]
+    low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    value = metrics[name]
+    where = "within" if low <= value <= high else ("below" if value < low else "above")
+    return (f"{value:.3f} is {where} the {low:.2f} to {high:.2f} of DySTreSS Table 13 (this "
+            "backbone's features; the paper does not say which layer it measured)")
 
 
 def reading(metrics: dict) -> list[str]:
@@ -178,9 +200,9 @@ def reading(metrics: dict) -> list[str]:
            "their own: the classes do not separate" if margin <= 0 else
            "positive, same-class training images are nearer (larger is better)"),
         "alignment (Manna et al. 2023, eq. 17): >= 0, lower means the two views of an image "
-        "embed closer",
+        "embed closer; " + _against_table13(metrics, "alignment"),
         "uniformity (Manna et al. 2023, eq. 16, t = 2): <= 0, lower means the embeddings spread "
-        "more evenly on the sphere",
+        "more evenly on the sphere; " + _against_table13(metrics, "uniformity"),
         "hardness_weights.png and temperature_functions.png show the loss's weighting for "
         "--temperatures: they do not depend on the checkpoint",
     ]
@@ -204,7 +226,11 @@ def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
         context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
                    "split": args.test_split, "views": " ".join(config["views"]),
                    **data_context(s)}
-        text = report.metrics_markdown("contrastkit analyze", metrics, context)
+        cells, sources = reference_notes(metrics)
+        results["paper_references"] = {"values": cells, "sources": sources}
+        text = report.metrics_markdown("contrastkit analyze", metrics, context, cells)
+        text += "\nPaper references (numbers as printed in the papers):\n"
+        text += "".join(f"{source}\n" for source in sources)
         text += "\n" + "\n".join(f"* {line}" for line in reading(metrics)) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)

@@ -18,7 +18,13 @@ import torch
 
 from contrastkit.data import registry
 from contrastkit.eval.cli.output import guard, write_outputs
-from contrastkit.eval.cli.setup import common_parser, eval_transform, is_video, setup
+from contrastkit.eval.cli.setup import (
+    DefaultsHelpFormatter,
+    common_parser,
+    eval_transform,
+    is_video,
+    setup,
+)
 from contrastkit.eval.features import extract_features
 from contrastkit.outputs import staged_folder
 
@@ -32,12 +38,17 @@ def embed_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit embed``."""
     parser = argparse.ArgumentParser(
         prog="contrastkit embed", parents=[common_parser()],
+        formatter_class=DefaultsHelpFormatter,
         description="Write the embeddings of a folder's images (.npy + file list) and a "
         "t-SNE map of them coloured by class.")
     parser.add_argument("--split", default=None,
                         help="split to embed (default: the whole --root folder for --data "
                         "folder, else train)")
     parser.add_argument("--perplexity", type=float, default=30.0, help="t-SNE perplexity")
+    for action in parser._actions:
+        if action.dest == "output":  # required here: embed writes files, it prints no table
+            action.help = ("output folder (embeddings.npy, files.txt, embedding_tsne.png, "
+                           "...); must be empty or new (no default: required)")
     return parser
 
 

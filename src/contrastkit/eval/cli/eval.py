@@ -26,6 +26,7 @@ from contrastkit.eval import report
 from contrastkit.eval.cli.baselines import baselines_markdown, run_baselines
 from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
 from contrastkit.eval.cli.setup import (
+    DefaultsHelpFormatter,
     Setup,
     common_parser,
     eval_transform,
@@ -51,50 +52,67 @@ def _baselines_option(p: argparse.ArgumentParser) -> None:
 
 
 def _linear_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epochs", type=int, default=None, help="training epochs")
-    p.add_argument("--lr", type=float, default=None, help="base learning rate")
-    p.add_argument("--linear-batch-size", type=int, default=None, help="probe batch size")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="training epochs (default: 100 on cached features, else the protocol's)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="base learning rate (default: 0.1 on cached features, else the "
+                   "protocol's)")
+    p.add_argument("--linear-batch-size", type=int, default=None,
+                   help="probe batch size (default: 256 on cached features, else the "
+                   "protocol's)")
 
 
 def eval_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval PROTOCOL ...``."""
     parser = argparse.ArgumentParser(
-        prog="contrastkit eval", description="Evaluate a frozen backbone with one protocol "
+        prog="contrastkit eval", formatter_class=DefaultsHelpFormatter,
+        description="Evaluate a frozen backbone with one protocol "
         "(sentence encoders: contrastkit eval sts --help).")
     sub = parser.add_subparsers(dest="protocol", required=True, metavar="PROTOCOL")
     common = common_parser()
-    knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)")
+    knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)",
+                         formatter_class=DefaultsHelpFormatter)
     knn.add_argument("--k", type=int, default=None,
                      help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS)")
     knn.add_argument("--temperature", type=float, default=None,
                      help="vote temperature (default: the run's kNN monitor's, else 0.1)")
-    knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine")
-    knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
+    knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine",
+                     help="similarity of the neighbour search")
+    knn.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto",
+                     help="neighbour search (auto: faiss when installed)")
     _baselines_option(knn)
-    lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)")
+    lin = sub.add_parser("linear", parents=[common], help="linear probe (SCE appendix D)",
+                         formatter_class=DefaultsHelpFormatter)
     lin.add_argument("--protocol", dest="linear_protocol", default="fast",
                      choices=("fast", "sce_d1", "sce_d2", "sce_d3"),
                      help="fast: cached features; sce_d1/sce_d2: augmented images; sce_d3: "
                      "augmented clips (video)")
     _linear_options(lin)
     _baselines_option(lin)
-    ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)")
-    ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10])
-    ret.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto")
-    low = sub.add_parser("lowshot", parents=[common], help="low-shot linear (SCE Table 10)")
+    ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)",
+                         formatter_class=DefaultsHelpFormatter)
+    ret.add_argument("--ks", type=int, nargs="+", default=[1, 5, 10], help="the k of recall@k")
+    ret.add_argument("--backend", choices=("auto", "faiss", "torch"), default="auto",
+                     help="neighbour search (auto: faiss when installed)")
+    low = sub.add_parser("lowshot", parents=[common], help="low-shot linear (SCE Table 10)",
+                         formatter_class=DefaultsHelpFormatter)
     low.add_argument("--shots", nargs="+", default=["16", "32", "64", "all"],
                      help="images per class (integers or 'all')")
-    low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    low.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                     help="seeds of the subsets and probes, one run each")
     _linear_options(low)
     _baselines_option(low)
     fin = sub.add_parser("finetune", parents=[common],
                          help="fine-tune a clip backbone (SCE D.3); on image data sets: "
-                         "DySTreSS A.2 (contrastkit eval finetune --data NAME --help)")
-    fin.add_argument("--epochs", type=int, default=None, help="epochs (SCE D.3: 200)")
-    fin.add_argument("--lr", type=float, default=None, help="lr for a batch of 64 (0.1)")
-    fin.add_argument("--finetune-batch-size", type=int, default=None, help="batch (64)")
-    fin.add_argument("--dropout", type=float, default=None, help="before the classifier (0.8)")
-    fin.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+                         "DySTreSS A.2 (contrastkit eval finetune --data NAME --help)",
+                         formatter_class=DefaultsHelpFormatter)
+    fin.add_argument("--epochs", type=int, default=None, help="epochs (default: 200, SCE D.3)")
+    fin.add_argument("--lr", type=float, default=None, help="lr for a batch of 64 (default: 0.1)")
+    fin.add_argument("--finetune-batch-size", type=int, default=None, help="batch (default: 64)")
+    fin.add_argument("--dropout", type=float, default=None,
+                     help="before the classifier (default: 0.8)")
+    fin.add_argument("--max-steps", type=int, default=None,
+                     help="stop after this many steps (default: no limit)")
     sub.add_parser("voc07", add_help=False,
                    help="VOC2007 linear SVMs, mAP, low-shot (SCE Tables 9-10; own options: "
                    "contrastkit eval voc07 --help)")

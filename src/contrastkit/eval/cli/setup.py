@@ -29,6 +29,20 @@ DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
 
 
 # --- options ----------------------------------------------------------------------------------
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default: ``(default: X)`` is appended unless the help
+    already says its default (``default`` in the text), the option is required or its default
+    is None (those options word their default in their help); flags read ``(default: off)``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if ("default" in text.lower() or action.required or action.default is None
+                or action.default is argparse.SUPPRESS or not action.option_strings):
+            return action.help
+        value = "off" if action.default is False and action.nargs == 0 else "%(default)s"
+        return f"{text} (default: {value})".lstrip()
+
+
 def common_parser() -> argparse.ArgumentParser:
     """The options of every ``eval`` protocol and of ``analyze``: checkpoint, data, run."""
     p = argparse.ArgumentParser(add_help=False)
@@ -36,24 +50,30 @@ def common_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint", required=True,
                    help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
     g.add_argument("--data", required=True, help="dataset name (digits needs no --root)")
-    g.add_argument("--root", default=None, help="dataset folder or archive")
+    g.add_argument("--root", default=None,
+                   help="dataset folder or archive (default: none, for datasets that need no "
+                   "folder, such as digits)")
     g.add_argument("--train-split", default="train", help="bank / training split")
     g.add_argument("--test-split", default="test", help="query / test split")
     g.add_argument("--classes", nargs="+", default=None, metavar="NAME",
                    help="keep only these classes, relabelled 0..k-1 in this order "
-                        "(e.g. --classes cat dog for CIFAR-2)")
+                        "(e.g. --classes cat dog for CIFAR-2; default: all classes)")
     g.add_argument("--size", type=int, default=None,
                    help="evaluation image size (default: the pretraining run's, else 32)")
     size = g.add_mutually_exclusive_group()
     size.add_argument("--small", dest="small", action="store_const", const=True, default=None,
                       help="small-dataset transform: resize to --size (default)")
     size.add_argument("--large", dest="small", action="store_const", const=False,
-                      help="large-dataset transform: resize to size*256/224, centre crop")
+                      help="large-dataset transform: resize to size*256/224, centre crop "
+                      "(default: the pretraining run's, else --small)")
     g.add_argument("--normalize", default=None,
-                   help="normalisation name (cifar10, imagenet, ...) or 'none'")
+                   help="normalisation name (cifar10, imagenet, ...) or 'none' (default: the "
+                   "pretraining run's, else none)")
     g.add_argument("--image-size", type=int, default=None,
-                   help="resize file images when decoding them into --data-cache-dir")
-    g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets")
+                   help="resize file images when decoding them into --data-cache-dir "
+                   "(default: no resize)")
+    g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets "
+                   "(default: none, images are decoded each time)")
     g.add_argument("--load-size", type=int, default=None, metavar="N",
                    help="resize each image's shorter side to N and centre-crop it to NxN when "
                    "loading (folders of images of different sizes; default: the pretraining "
@@ -70,7 +90,7 @@ def common_parser() -> argparse.ArgumentParser:
     v = p.add_argument_group("video datasets (ucf101, hmdb51, kinetics, video_folder)")
     v.add_argument("--annotations", default=None,
                    help="split files: ucfTrainTestlist / testTrainMulti_7030_splits folder, "
-                   "Kinetics CSV folder or CSV")
+                   "Kinetics CSV folder or CSV (default: none)")
     v.add_argument("--fold", type=int, default=1, help="UCF101 / HMDB51 official split")
     v.add_argument("--frames", type=int, default=None,
                    help="frames per clip (default: the pretraining run's, else 8)")
@@ -84,7 +104,8 @@ def common_parser() -> argparse.ArgumentParser:
     v.add_argument("--eval-clips", type=int, default=10, help="temporal clips per video")
     r = p.add_argument_group("run")
     r.add_argument("--output", default=None,
-                   help="output folder (results.json, results.md, ...); must be empty or new")
+                   help="output folder (results.json, results.md, ...); must be empty or new "
+                   "(default: none, the table is only printed)")
     r.add_argument("--overwrite", action="store_true",
                    help="replace the earlier evaluation in --output (only its files)")
     r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")

@@ -1,0 +1,79 @@
+"""The papers' reported values beside `contrastkit analyze`'s diagnostics (issue 19, item 4):
+every number as printed in its paper, each cited, and a negative target-noise margin flagged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from contrastkit.eval import paper_values as pv
+from contrastkit.eval import plots, report
+from contrastkit.eval.cli.analyze import reading
+
+pytest.importorskip("matplotlib")
+
+METRICS = {"alignment": 1.9, "uniformity": -1.5, "tolerance": 0.4, "interclass_uniformity": -0.3,
+           "target_noise_margin": 0.2, "target_similarity_median": 0.9,
+           "noise_similarity_median": 0.7, "positive_similarity_mean": 0.8,
+           "nearest_negative_similarity_mean": 0.6, "sincere_kl_bound": 1.0}
+
+
+def test_table13_ranges_are_the_printed_extremes():
+    # DySTreSS Table 13, read off the paper: lowest and highest of each column per data set
+    assert pv.reference_range("uniformity", "CIFAR-10") == (-2.8430, -2.1929)
+    assert pv.reference_range("alignment", "CIFAR-100") == (1.4444, 1.5723)
+    assert pv.reference_range("interclass_uniformity", "ImageNet-1K") == (-1.0053, -0.8739)
+    with pytest.raises(ValueError, match="dataset must be one of"):
+        pv.reference_range("uniformity", "SVHN")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        pv.reference_range("tolerance", "CIFAR-10")
+
+
+def test_each_reference_cell_cites_a_numbered_source():
+    cells, sources = pv.reference_notes(METRICS)
+    assert "sincere_kl_bound" not in cells  # no paper reports it: no invented value
+    assert cells["uniformity"] == ("CIFAR-10 -2.84 to -2.19, CIFAR-100 -2.83 to -2.22, "
+                                   "ImageNet-1K -3.08 to -2.91 [1]")
+    assert cells["target_noise_margin"].startswith("SupCon 0.410/0.270/0.438/0.026, SINCERE "
+                                                   "0.972/0.854/0.454/0.154")
+    assert cells["tolerance"] == "shown in plots only [2]"  # plotted, never stated
+    assert sources[0].startswith("[1] DySTreSS (Manna et al. 2023) Table 13")
+    assert sources[1].startswith("[2] Wang & Liu 2021 (tolerance: mean cosine similarity")
+    assert sources[2].startswith("[3] SINCERE (Feeney & Hughes 2023) Table 1")
+    assert len(sources) == len({c.rsplit("[", 1)[1] for c in cells.values()}) == 4
+    table = report.metrics_markdown("t", METRICS, references=cells)
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| ")}
+    assert rows["metric"] == ["metric", "value", "paper reference"]
+    assert rows["sincere_kl_bound"] == ["sincere_kl_bound", "1.0000", "-"]
+    assert rows["uniformity"] == ["uniformity", "-1.5000", cells["uniformity"]]
+
+
+def test_reading_places_uniformity_and_flags_a_negative_margin():
+    lines = reading(METRICS)
+    assert any(line.startswith("target_noise_margin +0.200: positive") for line in lines)
+    assert any("-1.500 is above the -3.08 to -2.19 of DySTreSS Table 13" in line
+               for line in lines)
+    assert any("1.900 is above the 1.44 to 1.63" in line for line in lines)
+    negative = reading({**METRICS, "target_noise_margin": -0.05})
+    assert any(line.startswith("target_noise_margin -0.050: NEGATIVE") for line in negative)
+
+
+def test_figure_captions_give_the_reported_ranges(tmp_path, monkeypatch):
+    captions = {}
+    save = plots.save_figure
+
+    def recording(fig, path, caption=None):
+        captions[path.name] = caption
+        return save(fig, path, caption=caption)
+
+    monkeypatch.setattr(plots, "save_figure", recording)
+    plots.plot_uniformity_alignment(-1.5, 1.9, tmp_path / "ua.png")
+    assert "uniformity -3.08 to -2.19 and alignment 1.44 to 1.63" in captions["ua.png"]
+    assert (tmp_path / "ua.png").read_bytes().startswith(b"\x89PNG")
+    target, noise = torch.tensor([0.5, 0.6, 0.7]), torch.tensor([0.8, 0.9, 0.85])
+    plots.plot_similarity_histograms(target, noise, tmp_path / "h.png")
+    assert "NEGATIVE" in captions["h.png"] and "0.026 to 0.972" in captions["h.png"]
+    sep = {"positive": torch.tensor([0.9, 0.8]), "negatives": torch.tensor([[0.5], [0.4]])}
+    plots.plot_local_separation(sep, tmp_path / "s.png")
+    assert "no numbers stated" in captions["s.png"]
