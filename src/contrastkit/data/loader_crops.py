@@ -7,15 +7,17 @@ take every view's random resized crop from the whole image: area fraction unifor
 
 1. reads the file's header (its size) and draws one box per view (:func:`crop_box`, the
    arithmetic of :func:`~contrastkit.data.augment._geometry.crop_boxes_from_uniforms` for one
-   image, on uniforms drawn from a generator keyed by ``(seed, epoch, index)``);
+   image, on uniforms hashed from ``(seed, epoch, index)``: :func:`keyed_uniforms`);
 2. decodes a JPEG (``simplejpeg``'s libjpeg-turbo binding when installed, else Pillow's
    libjpeg) at the smallest DCT scale (1/2, 1/4, 1/8: libjpeg's scaled decode) at which
    every box still has at least its view's side in both directions, so no view is upsampled
-   by the reduction (other formats, and JPEGs the direct path rejects, through
+   by the reduction (``fast_decode``: libjpeg's fast inverse DCT, off by default; other
+   formats, and JPEGs the direct path rejects, through
    :func:`~contrastkit.data.images._decode.decode_scaled` with the same factor: Pillow's
    reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
-   bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image).
+   bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image), in the
+   channels-last layout the decoder writes (:func:`crop_views`).
 
 The item is ``([view_1, ..., view_V], label)`` with ``view_v`` a uint8 ``(3, S_v, S_v)``
 tensor; the flip and the colour, blur and solarisation steps stay batched on the device
@@ -119,11 +121,12 @@ def decode_reduced(data: bytes, scale: int, fast: bool = False) -> np.ndarray | 
     decoder); ``None`` when the direct path does not apply (as for ``decode_image``'s fast
     path), so that the general path decides.
 
-    With ``fast``, libjpeg's fast integer inverse DCT (``JDCT_IFAST``) and, through
-    ``simplejpeg``, its plain chroma upsampling (each subsampled chroma sample repeated
-    instead of triangle-interpolated, on 4:2:0 and 4:2:2 files): the decode is cheaper and its
-    pixels differ from the accurate decode by about 1 to 2.5 grey levels on average
-    (``benchmarks/README.md``, "Loader crops").
+    With ``fast`` (through ``simplejpeg`` only), libjpeg's fast integer inverse DCT
+    (``JDCT_IFAST``; the chroma upsampling stays the accurate one): about 1 grey level from
+    the accurate decode on average (``benchmarks/README.md``, "Loader crops"). Pillow's
+    decoder has no such switch alone (its draft flag also replaces the chroma interpolation by
+    repetition, up to 6 grey levels off on average at sharp colour edges), so without
+    ``simplejpeg`` the decode is the accurate one whatever ``fast`` says.
     """
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
@@ -140,12 +143,11 @@ def decode_reduced(data: bytes, scale: int, fast: bool = False) -> np.ndarray | 
     try:
         if simplejpeg is not None:
             # the largest libjpeg reduction whose output is at least (out_h, out_w): 1 / scale
-            return simplejpeg.decode_jpeg(data, "RGB", fastdct=fast, fastupsample=fast,
-                                          min_height=out_h, min_width=out_w)
+            return simplejpeg.decode_jpeg(data, "RGB", fastdct=fast, min_height=out_h,
+                                          min_width=out_w)
         mode = "L" if components == 1 else "RGB"
-        # Pillow's JPEG decoder arguments: rawmode, jpegmode, scale, draft (= JDCT_IFAST)
         array = np.asarray(image_mod.frombytes(mode, (out_w, out_h), data, "jpeg", mode, "",
-                                               scale, int(fast)))
+                                               scale))
     except (OSError, ValueError, SyntaxError):
         return None
     return np.repeat(array[..., None], 3, axis=2) if array.ndim == 2 else array
@@ -168,8 +170,8 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec],
         name: the file's name, for error messages.
         specs: one :class:`CropSpec` per view.
         uniforms: ``(len(specs), 2 ATTEMPTS + 2)`` uniforms in [0, 1), a row per view.
-        fast_decode: decode JPEGs with libjpeg's fast inverse DCT and chroma upsampling
-            (:func:`decode_reduced`): cheaper, about 1 grey level off on average.
+        fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`):
+            cheaper, about 1 grey level off on average.
 
     Returns:
         One uint8 ``(3, size, size)`` tensor per view.
@@ -305,8 +307,7 @@ class LoaderCrops(Dataset):
         reader: the encoded images (:func:`encoded_reader`).
         specs: one :class:`CropSpec` per view, in view order.
         seed: the run's data seed.
-        fast_decode: decode JPEGs with libjpeg's fast inverse DCT and chroma upsampling
-            (:func:`decode_reduced`).
+        fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`).
 
     ``ds[(index, epoch)]`` (keys from :class:`EpochKeys`) draws the view boxes from uniforms
     keyed by ``(seed, epoch, index)`` (:meth:`uniforms`); ``ds[index]`` is epoch 0.
