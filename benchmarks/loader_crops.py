@@ -9,8 +9,12 @@ thread, reading the same files in the same order, the variants alternate round b
 * ``pil``: the plain loop, per image: ``Image.open``, ``convert("RGB")`` (full decode), one
   random resized crop to 224 (scale (0.2, 1), torchvision's box sampler), ``crop`` then
   ``resize(..., BILINEAR)`` as torchvision does on a PIL image, ``np.asarray``;
-* ``loader1``: :class:`~contrastkit.data.loader_crops.LoaderCrops` with one 224 view;
+* ``loader1``: :class:`~contrastkit.data.loader_crops.LoaderCrops` with one 224 view, its
+  items collated into batches of 32 (``collate_images``, as a loader worker does; the PIL
+  loop makes no tensor and no batch, which favours it);
 * ``loader2``: the same with SCE's two 224 views (each its own box): a training item;
+* ``loader1_fast`` / ``loader2_fast``: the same with ``fast_decode=True`` (libjpeg's fast
+  inverse DCT; pixels about 1 grey level off; not the default);
 * ``square256``: today's device-crop item of the ImageNet configs before this change
   (``ImageFiles`` + ``ResizedSquare(256)``: full decode, float32 resize to a 256 square).
 
@@ -37,7 +41,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from contrastkit.data.images.datasets import ImageFiles
+from contrastkit.data.images.datasets import ImageFiles, collate_images
 from contrastkit.data.loader_crops import ATTEMPTS, CropSpec, FileReader, LoaderCrops, crop_box
 from contrastkit.data.wrappers import ResizedSquare
 
@@ -79,15 +83,17 @@ def pil_loop(paths: list[str]) -> Callable[[], None]:
     return run
 
 
-def loader(paths: list[str], views: int) -> Callable[[], None]:
+def loader(paths: list[str], views: int, fast_decode: bool = False,
+           batch: int = 32) -> Callable[[], None]:
     dataset = LoaderCrops(FileReader([(p, 0) for p in paths], []),
-                          [CropSpec(224, (0.2, 1.0))] * views, seed=0)
+                          [CropSpec(224, (0.2, 1.0))] * views, seed=0, fast_decode=fast_decode)
     epoch = [0]
 
     def run() -> None:
         epoch[0] += 1
-        for i in range(len(dataset)):
-            dataset[(i, epoch[0])]
+        for start in range(0, len(dataset), batch):
+            collate_images([dataset[(i, epoch[0])]
+                            for i in range(start, min(start + batch, len(dataset)))])
     return run
 
 
@@ -141,7 +147,8 @@ def main() -> None:
         for name, sizes in (("500x375", ((375, 500),)), ("mixed", MIXED)):
             paths = write_set(Path(tmp) / name, sizes, args.images, seed=1)
             variants = {"pil": pil_loop(paths), "loader1": loader(paths, 1),
-                        "loader2": loader(paths, 2), "square256": square256(paths)}
+                        "loader2": loader(paths, 2), "loader1_fast": loader(paths, 1, True),
+                        "loader2_fast": loader(paths, 2, True), "square256": square256(paths)}
             if args.store and name == "mixed":
                 from contrastkit.data.pack import pack_folder
 

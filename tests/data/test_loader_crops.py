@@ -4,6 +4,7 @@ image in the loader (SCE Table 1 / DySTreSS: crops of the whole image), and thei
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from torch.utils.data import DataLoader
 from contrastkit.data import augment as A
 from contrastkit.data import views as V
 from contrastkit.data.augment._geometry import crop_boxes_from_uniforms
-from contrastkit.data.images.datasets import ImageFolder
+from contrastkit.data.images.datasets import ImageFolder, collate_images
 from contrastkit.data.loader_crops import (
     ATTEMPTS,
     CropSpec,
@@ -28,6 +29,7 @@ from contrastkit.data.loader_crops import (
     dct_reduction,
     decode_reduced,
     encoded_reader,
+    keyed_uniforms,
 )
 from contrastkit.data.wrappers import fixed_subset, select_classes
 
@@ -248,3 +250,55 @@ def test_gray_and_cmyk_jpegs_become_rgb_crops(mode: str) -> None:
     assert view.shape == (3, 24, 24) and (view.float() - expected).abs().max() <= 2.0
     if mode == "L":
         assert torch.equal(view[0], view[1]) and torch.equal(view[1], view[2])
+
+
+def test_keyed_uniforms_are_the_hash_words_on_the_53_bit_grid() -> None:
+    u = keyed_uniforms("7,2,4", 3, 22)
+    words = np.frombuffer(hashlib.shake_128(b"7,2,4").digest(8 * 66), "<u8")
+    assert np.array(u).ravel().tolist() == ((words >> np.uint64(11)) * 2.0**-53).tolist()
+    assert keyed_uniforms("7,2,4", 3, 22) == u and keyed_uniforms("7,2,5", 3, 22) != u
+    # uniform on [0, 1): 20 bins of 40,000 draws within chi-square's 0.999 quantile (43.8)
+    flat = np.array([keyed_uniforms(f"0,0,{i}", 2, 20) for i in range(1000)]).ravel()
+    assert flat.min() >= 0.0 and flat.max() < 1.0
+    counts = np.bincount((flat * 20).astype(int), minlength=20)
+    assert ((counts - 2000) ** 2 / 2000).sum() < 43.8
+    dataset = LoaderCrops(FileReader([], []), [CropSpec(8, (0.2, 1.0))] * 2, seed=7)
+    assert dataset.uniforms(4, 2) == keyed_uniforms("7,2,4", 2, 2 * ATTEMPTS + 2)
+
+
+def test_views_are_channels_last_and_collate_to_the_contiguous_batch(tmp_path: Path) -> None:
+    folder = ImageFolder(write_folder(tmp_path))
+    dataset = LoaderCrops(encoded_reader(folder), [CropSpec(16, (0.2, 1.0))] * 2, seed=2)
+    items = [dataset[(i, 1)] for i in range(4)]
+    view = items[0][0][0]
+    assert view.shape == (3, 16, 16) and view.stride() == (1, 48, 3)  # the resize's layout
+    views, _ = collate_images(items)
+    assert views[0].is_contiguous() and views[0].shape == (4, 3, 16, 16)
+    for b, (item_views, _) in enumerate(items):
+        assert torch.equal(views[1][b], item_views[1].contiguous())
+    # the same crops from a NumPy array of the uniforms as from the lists
+    u = dataset.uniforms(0, 1)
+    data = Path(folder.samples[0][0]).read_bytes()
+    for a, b in zip(crop_views(data, "x", dataset.specs, np.array(u)), items[0][0], strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["simplejpeg", "pillow"])
+def test_fast_decode_is_libjpegs_fast_idct_within_grey_levels(backend: str, monkeypatch) -> None:
+    data = encode(smooth_image(375, 500))
+    accurate = decode_reduced(data, 1).astype(int)
+    fast = decode_reduced(data, 1, fast=True).astype(int) if backend == "simplejpeg" else None
+    if backend == "pillow":
+        monkeypatch.setitem(__import__("sys").modules, "simplejpeg", None)  # not installed
+        # Pillow has no fast-IDCT switch alone: the accurate decode, whatever fast says
+        assert np.array_equal(decode_reduced(data, 1, fast=True), decode_reduced(data, 1))
+        return
+    simplejpeg = pytest.importorskip("simplejpeg")
+    assert np.array_equal(fast, simplejpeg.decode_jpeg(data, "RGB", fastdct=True))
+    diff = np.abs(fast - accurate)
+    assert 0.1 < diff.mean() < 2.5 and diff.max() <= 20  # another decode, close to the first
+    spec = CropSpec(224, (0.2, 1.0))  # boxes of a 500x375 image: no reduction
+    u = np.random.default_rng(0).random((1, 2 * ATTEMPTS + 2))
+    (a,) = crop_views(data, "x", [spec], u)
+    (b,) = crop_views(data, "x", [spec], u, fast_decode=True)
+    assert not torch.equal(a, b) and (a.float() - b.float()).abs().mean() < 2.0

@@ -45,7 +45,7 @@ def test_loader_crops_full_images_for_training_squares_for_the_monitor(tmp_path:
     assert {tuple(dm.bank_set[i][0].shape) for i in range(4)} == {(3, 20, 20)}
     dm.crop_specs = [CropSpec(16, (0.2, 1.0)), CropSpec(8, (0.1, 0.5))]
     loader = dm.train_dataloader()
-    assert isinstance(loader.dataset, LoaderCrops)
+    assert isinstance(loader.dataset, LoaderCrops) and not loader.dataset.fast_decode
     views, labels = next(iter(loader))
     assert [tuple(v.shape) for v in views] == [(4, 3, 16, 16), (4, 3, 8, 8)]
     assert views[0].dtype == torch.uint8 and labels.shape == (4,)
@@ -56,6 +56,17 @@ def test_loader_crops_full_images_for_training_squares_for_the_monitor(tmp_path:
     assert len(dm.bank_set) == len(dm.train_set) == 7
     assert {tuple(dm.bank_set[i][0].shape) for i in range(7)} == {(3, 20, 20)}
     assert dm.bank_set.targets == dm.train_set.targets
+
+
+def test_fast_decode_reaches_the_loader_crops(tmp_path: Path):
+    root = jpeg_folder(tmp_path)
+    dm = PretrainDataModule(dataset="folder", root=str(root), val_split="val", batch_size=4,
+                            load_size=20, crops="loader", fast_decode=True)
+    dm.setup("fit")
+    dm.crop_specs = [CropSpec(16, (0.2, 1.0))]
+    assert dm.train_dataloader().dataset.fast_decode
+    with pytest.raises(ValueError, match=r"data\.fast_decode"):
+        PretrainDataModule(dataset="folder", root=str(root), fast_decode=True)
 
 
 def test_loader_crops_refuse_what_they_cannot_crop(tmp_path: Path):

@@ -7,15 +7,17 @@ take every view's random resized crop from the whole image: area fraction unifor
 
 1. reads the file's header (its size) and draws one box per view (:func:`crop_box`, the
    arithmetic of :func:`~contrastkit.data.augment._geometry.crop_boxes_from_uniforms` for one
-   image, on uniforms drawn from a generator keyed by ``(seed, epoch, index)``);
+   image, on uniforms hashed from ``(seed, epoch, index)``: :func:`keyed_uniforms`);
 2. decodes a JPEG (``simplejpeg``'s libjpeg-turbo binding when installed, else Pillow's
    libjpeg) at the smallest DCT scale (1/2, 1/4, 1/8: libjpeg's scaled decode) at which
    every box still has at least its view's side in both directions, so no view is upsampled
-   by the reduction (other formats, and JPEGs the direct path rejects, through
+   by the reduction (``fast_decode``: libjpeg's fast inverse DCT, off by default; other
+   formats, and JPEGs the direct path rejects, through
    :func:`~contrastkit.data.images._decode.decode_scaled` with the same factor: Pillow's
    reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
-   bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image).
+   bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image), in the
+   channels-last layout the decoder writes (:func:`crop_views`).
 
 The item is ``([view_1, ..., view_V], label)`` with ``view_v`` a uint8 ``(3, S_v, S_v)``
 tensor; the flip and the colour, blur and solarisation steps stay batched on the device
@@ -27,6 +29,7 @@ uninterrupted one.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +52,7 @@ __all__ = [
     "crop_views",
     "decode_reduced",
     "encoded_reader",
+    "keyed_uniforms",
 ]
 
 #: Candidate boxes per view before the fallback (torchvision: 10).
@@ -111,11 +115,19 @@ def dct_reduction(boxes: Sequence[tuple[int, int, int, int]], specs: Sequence[Cr
     return 1
 
 
-def decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
+def decode_reduced(data: bytes, scale: int, fast: bool = False) -> np.ndarray | None:
     """``(ceil(H / scale), ceil(W / scale), 3)`` uint8 of a gray or 3-component JPEG decoded
     at ``1 / scale`` by libjpeg's DCT scaling (``simplejpeg`` when installed, else Pillow's
     decoder); ``None`` when the direct path does not apply (as for ``decode_image``'s fast
-    path), so that the general path decides."""
+    path), so that the general path decides.
+
+    With ``fast`` (through ``simplejpeg`` only), libjpeg's fast integer inverse DCT
+    (``JDCT_IFAST``; the chroma upsampling stays the accurate one): about 1 grey level from
+    the accurate decode on average (``benchmarks/README.md``, "Loader crops"). Pillow's
+    decoder has no such switch alone (its draft flag also replaces the chroma interpolation by
+    repetition, up to 6 grey levels off on average at sharp colour edges), so without
+    ``simplejpeg`` the decode is the accurate one whatever ``fast`` says.
+    """
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
         return None
@@ -131,7 +143,8 @@ def decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
     try:
         if simplejpeg is not None:
             # the largest libjpeg reduction whose output is at least (out_h, out_w): 1 / scale
-            return simplejpeg.decode_jpeg(data, "RGB", min_height=out_h, min_width=out_w)
+            return simplejpeg.decode_jpeg(data, "RGB", fastdct=fast, min_height=out_h,
+                                          min_width=out_w)
         mode = "L" if components == 1 else "RGB"
         array = np.asarray(image_mod.frombytes(mode, (out_w, out_h), data, "jpeg", mode, "",
                                                scale))
@@ -140,19 +153,25 @@ def decode_reduced(data: bytes, scale: int) -> np.ndarray | None:
     return np.repeat(array[..., None], 3, axis=2) if array.ndim == 2 else array
 
 
-def crop_views(data: bytes, name: str, specs: Sequence[CropSpec], uniforms: np.ndarray
-               ) -> list[Tensor]:
+def crop_views(data: bytes, name: str, specs: Sequence[CropSpec],
+               uniforms: Sequence[Sequence[float]], fast_decode: bool = False) -> list[Tensor]:
     """Decode one encoded image and cut one random resized crop per view from it.
 
     Each box is cut from the decoded (possibly DCT-reduced) image at the nearest whole pixels
     and resized to its view's side by ``torch.nn.functional.interpolate`` on the uint8 pixels
     (bilinear, antialiased: the triangle filter of Pillow's ``resize``, within a grey level).
+    The cut is copied once into a dense channels-last block (torch's vectorised uint8 resize
+    path), and the view is returned in the channels-last layout the resize writes (a
+    ``(3, size, size)`` tensor with strides ``(1, 3 size, 3)``; collation stacks it into a
+    contiguous batch), so no pass is spent on a layout change.
 
     Args:
         data: the encoded file.
         name: the file's name, for error messages.
         specs: one :class:`CropSpec` per view.
         uniforms: ``(len(specs), 2 ATTEMPTS + 2)`` uniforms in [0, 1), a row per view.
+        fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`):
+            cheaper, about 1 grey level off on average.
 
     Returns:
         One uint8 ``(3, size, size)`` tensor per view.
@@ -161,34 +180,44 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec], uniforms: np.n
         UnreadableImageError: (from ``decode_scaled``) when the file cannot be decoded,
             naming it.
     """
+    rows = uniforms.tolist() if isinstance(uniforms, np.ndarray) else uniforms
     header = jpeg_header(data)
     array, boxes = None, []
 
     def reduction(h: int, w: int) -> int:  # the boxes on the full size, then their reduction
-        boxes[:] = [crop_box(u, h, w, s) for u, s in zip(uniforms, specs, strict=True)]
+        boxes[:] = [crop_box(u, h, w, s) for u, s in zip(rows, specs, strict=True)]
         return dct_reduction(boxes, specs)
 
     if header is not None:
         height, width = header[:2]
-        array = decode_reduced(data, reduction(height, width))
+        array = decode_reduced(data, reduction(height, width), fast_decode)
     if array is None:
         chw, (height, width) = decode_scaled(data, name, reduction)
         array = chw.transpose(1, 2, 0)
-    image = torch.from_numpy(array).permute(2, 0, 1).unsqueeze(0)  # channels-last strides
     fx, fy = array.shape[1] / width, array.shape[0] / height
     views = []
     for (x0, y0, w, h), spec in zip(boxes, specs, strict=True):
         left, top = round(x0 * fx), round(y0 * fy)
         right = max(left + 1, round((x0 + w) * fx))
         bottom = max(top + 1, round((y0 + h) * fy))
-        crop = image[..., top:bottom, left:right]
+        # (1, 3, h, w) over a dense (h, w, 3) copy of the cut: channels-last strides
+        crop = torch.from_numpy(np.ascontiguousarray(array[None, top:bottom, left:right])
+                                ).permute(0, 3, 1, 2)
         if crop.shape[-2:] != (spec.size, spec.size):
-            # a dense channels-last copy first: torch's vectorised uint8 path (2x faster)
             crop = torch.nn.functional.interpolate(
-                crop.contiguous(memory_format=torch.channels_last), size=(spec.size, spec.size),
-                mode="bilinear", align_corners=False, antialias=True)
-        views.append(crop[0].contiguous())
+                crop, size=(spec.size, spec.size), mode="bilinear", align_corners=False,
+                antialias=True)
+        views.append(crop[0])
     return views
+
+
+def keyed_uniforms(key: str, rows: int, cols: int) -> list[list[float]]:
+    """``rows x cols`` uniforms in [0, 1), a pure function of ``key``: SHAKE-128 of the key's
+    UTF-8 bytes read as little-endian 64-bit words ``x``, each giving ``(x >> 11) 2^-53`` (the
+    53-bit grid of a float64, every value equally likely)."""
+    words = memoryview(hashlib.shake_128(key.encode()).digest(8 * rows * cols)).cast("Q")
+    return [[(x >> 11) * 2.0**-53 for x in words[r * cols:(r + 1) * cols]]
+            for r in range(rows)]
 
 
 class SampleReader(Protocol):
@@ -216,8 +245,8 @@ class FileReader:
 
     def read(self, index: int) -> tuple[bytes, str, int]:
         path, label = self.samples[index]
-        with open(path, "rb") as f:
-            return f.read(), path, label
+        with open(path, "rb", buffering=0) as f:  # one read of the whole file, no buffer
+            return f.readall(), path, label
 
 
 class IndexedReader:
@@ -278,30 +307,36 @@ class LoaderCrops(Dataset):
         reader: the encoded images (:func:`encoded_reader`).
         specs: one :class:`CropSpec` per view, in view order.
         seed: the run's data seed.
+        fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`).
 
-    ``ds[(index, epoch)]`` (keys from :class:`EpochKeys`) draws the view boxes from a NumPy
-    generator seeded with ``(seed, epoch, index)``; ``ds[index]`` is epoch 0.
+    ``ds[(index, epoch)]`` (keys from :class:`EpochKeys`) draws the view boxes from uniforms
+    keyed by ``(seed, epoch, index)`` (:meth:`uniforms`); ``ds[index]`` is epoch 0.
     """
 
-    def __init__(self, reader: SampleReader, specs: Sequence[CropSpec], seed: int = 0) -> None:
+    def __init__(self, reader: SampleReader, specs: Sequence[CropSpec], seed: int = 0,
+                 fast_decode: bool = False) -> None:
         if not specs:
             raise ValueError("loader crops need at least one view")
         self.reader, self.specs, self.seed = reader, list(specs), int(seed)
+        self.fast_decode = bool(fast_decode)
         self.classes = list(reader.classes)
         self.targets = list(reader.targets)
 
     def __len__(self) -> int:
         return len(self.reader)
 
-    def uniforms(self, index: int, epoch: int) -> np.ndarray:
-        """The ``(views, 2 ATTEMPTS + 2)`` uniforms of sample ``index`` in ``epoch``."""
-        rng = np.random.default_rng([self.seed % 2**63, int(epoch), int(index)])
-        return rng.random((len(self.specs), 2 * ATTEMPTS + 2))
+    def uniforms(self, index: int, epoch: int) -> list[list[float]]:
+        """The ``(views, 2 ATTEMPTS + 2)`` uniforms of sample ``index`` in ``epoch``:
+        :func:`keyed_uniforms` of the key ``"seed,epoch,index"`` (a hash, not a generator
+        object: a fifth of the CPU time of seeding a NumPy generator per image)."""
+        return keyed_uniforms(f"{self.seed},{int(epoch)},{int(index)}", len(self.specs),
+                              2 * ATTEMPTS + 2)
 
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[list[Tensor], int]:
         index, epoch = key if isinstance(key, tuple) else (key, 0)
         data, name, label = self.reader.read(index)
-        return crop_views(data, name, self.specs, self.uniforms(index, epoch)), label
+        return crop_views(data, name, self.specs, self.uniforms(index, epoch),
+                          self.fast_decode), label
 
 
 class EpochKeys(Sampler[tuple[int, int]]):

@@ -116,6 +116,10 @@ class PretrainDataModule(L.LightningDataModule):
             (:mod:`contrastkit.data.loader_crops`); flips and colour steps stay on the
             device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
             ``shards`` of any sizes; not with ``cache_dir``.
+        fast_decode: with ``crops: loader``, decode JPEGs with libjpeg's fast inverse DCT
+            (``simplejpeg``'s ``fastdct``): a cheaper decode whose pixels differ from the
+            accurate one by about 1 grey level on average (``benchmarks/README.md``,
+            "Loader crops"). Off by default.
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -161,6 +165,7 @@ class PretrainDataModule(L.LightningDataModule):
         split_seed: int = 0,
         video: VideoDataSpec | None = None,
         crops: Literal["device", "loader"] = "device",
+        fast_decode: bool = False,
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -204,7 +209,9 @@ class PretrainDataModule(L.LightningDataModule):
         if crops == "loader" and (self.is_video or cache_dir is not None):
             raise ValueError("data.crops: loader cuts crops from image files; it applies to "
                              "image datasets without data.cache_dir")
-        self.crops = crops
+        if fast_decode and crops != "loader":
+            raise ValueError("data.fast_decode applies to data.crops: loader")
+        self.crops, self.fast_decode = crops, bool(fast_decode)
         #: the views' crops (set from the training module when the loader is built)
         self.crop_specs: list[CropSpec] | None = None
         self.train_set: Dataset | None = None
@@ -325,7 +332,8 @@ class PretrainDataModule(L.LightningDataModule):
         sampler = EpochShuffleSampler.for_trainer(self.trainer, len(self.train_set), self.seed,
                                                   self.batch_size)
         if self.crops == "loader":
-            crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed)
+            crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
+                                self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
         return self._loader(self.train_set, sampler, drop_last=True)
 
