@@ -179,7 +179,9 @@ def voc07_svm(train_features: np.ndarray, train_targets: np.ndarray,
         tasks.append(delayed(_one_class)(xtr[keep], y, xte, protocol, seed))
         counts.append(int((y == PRESENT).sum()))
         negatives.append(int((y == ABSENT).sum()))
-    runs = Parallel(n_jobs=jobs)(tasks)
+    # processes, whatever joblib's context says: liblinear draws from the C library's one
+    # random state, so SVMs trained in threads of one process would change each other's draws
+    runs = Parallel(n_jobs=jobs, backend="loky")(tasks)
     scores = np.stack([r[0] for r in runs], axis=1)
     out: dict = {name: [metric(scores[:, c], test_targets[:, c]) for c in range(len(runs))]
                  for name, metric in AP_METRICS.items()}
