@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+import child_runs
 
 HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
@@ -37,17 +38,21 @@ COMMON = [
 ]
 
 
-def pretrain(out: Path, *args: str, devices: int = 2, batch: int = 16,
-             resume: bool = False) -> subprocess.CompletedProcess:
+def start(out: Path, *args: str, devices: int = 2, batch: int = 16,
+          resume: bool = False) -> child_runs.Run:
+    """Start ``contrastkit pretrain`` in a child process (its output in ``out``.log)."""
     strategy = ["--trainer.strategy", "ddp"] if devices > 1 else []
     command = [sys.executable, "-m", "contrastkit.cli", "pretrain", *COMMON, *strategy,
                "--trainer.devices", str(devices), "--data.batch_size", str(batch),
                "--output", str(out), *args, *(["--resume", "last"] if resume else [])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE)]),
                OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+    return child_runs.start(command, env, out.with_name(out.name + ".log"))
+
+
+def pretrain(out: Path, *args: str, devices: int = 2, batch: int = 16,
+             resume: bool = False) -> None:
+    child_runs.finish(start(out, *args, devices=devices, batch=batch, resume=resume))
 
 
 def probe(folder: Path) -> list[str]:
@@ -71,11 +76,15 @@ CONVNET = ["--model.method.backbone", '{"name": "small_convnet", "width": 8, "ou
 def test_processes_draw_their_own_augmentations_and_resume_exactly(tmp_path: Path) -> None:
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     epochs = ["--trainer.max_epochs", "2"]
-    pretrain(whole, *CONVNET, *epochs, *probe(tmp_path / "p-whole"))
-    pretrain(cut, *CONVNET, *epochs, "--trainer.callbacks+", "ddp_probe.StopAfter",
-             "--trainer.callbacks.epochs", "1")
-    assert checkpoint(cut)["epoch"] == 0
-    pretrain(cut, *CONVNET, *epochs, *probe(tmp_path / "p-cut"), resume=True)
+    # the uninterrupted run goes on beside the interrupted one and its resume (start-ups
+    # dominate these runs: side by side they share the two cores)
+    straight = start(whole, *CONVNET, *epochs, *probe(tmp_path / "p-whole"))
+    with child_runs.killed_on_error(straight):
+        pretrain(cut, *CONVNET, *epochs, "--trainer.callbacks+", "ddp_probe.StopAfter",
+                 "--trainer.callbacks.epochs", "1")
+        assert checkpoint(cut)["epoch"] == 0
+        resumed = start(cut, *CONVNET, *epochs, *probe(tmp_path / "p-cut"), resume=True)
+    child_runs.finish(straight, resumed)
 
     # (a) each process its own draws: the first batch's crop boxes differ between processes
     first = [torch.load(tmp_path / "p-whole" / f"views-r{r}-e0.pt") for r in (0, 1)]
@@ -106,8 +115,8 @@ def test_two_processes_equal_one_process_on_the_combined_batch(tmp_path: Path) -
         "--trainer.max_epochs", "1",
     ]
     two, one = tmp_path / "two", tmp_path / "one"
-    pretrain(two, *deterministic, devices=2, batch=16)
-    pretrain(one, *deterministic, devices=1, batch=32)
+    child_runs.finish(start(two, *deterministic, devices=2, batch=16),
+                      start(one, *deterministic, devices=1, batch=32))
     a, b = checkpoint(two), checkpoint(one)
     assert a["global_step"] == b["global_step"] == 4
     for key, value in b["state_dict"].items():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+import child_runs
 
 tiny_bert = pytest.importorskip("tiny_bert")
 
@@ -16,7 +17,9 @@ HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
 
 
-def _pretrain(out: Path, bert: Path, text: Path, devices: int, batch: int) -> None:
+def _start(out: Path, bert: Path, text: Path, devices: int,
+           batch: int) -> child_runs.Run:
+    """Start ``contrastkit pretrain`` in a child process (its output in ``out``.log)."""
     strategy = ["--trainer.strategy", "ddp"] if devices > 1 else []
     command = [
         sys.executable, "-m", "contrastkit.cli", "pretrain", "--data.text_file", str(text),
@@ -33,8 +36,7 @@ def _pretrain(out: Path, bert: Path, text: Path, devices: int, batch: int) -> No
         "--output", str(out)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE.parent)]),
                OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", HF_HUB_OFFLINE="1")
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return child_runs.start(command, env, out.with_name(out.name + ".log"))
 
 
 @pytest.mark.slow
@@ -45,8 +47,9 @@ def test_two_processes_train_as_one_on_the_combined_batch(tmp_path):
     bert = tiny_bert.save_tiny_bert(tmp_path / "bert", dropout=0.0)
     text = tmp_path / "wiki.txt"
     text.write_text("\n".join(tiny_bert.sentences(64)) + "\n")
-    _pretrain(tmp_path / "two", bert, text, devices=2, batch=8)
-    _pretrain(tmp_path / "one", bert, text, devices=1, batch=16)
+    # independent runs, side by side: their start-ups dominate
+    child_runs.finish(_start(tmp_path / "two", bert, text, devices=2, batch=8),
+                      _start(tmp_path / "one", bert, text, devices=1, batch=16))
     two, one = (torch.load(tmp_path / name / "checkpoints" / "last.ckpt", map_location="cpu",
                            weights_only=True) for name in ("two", "one"))
     assert two["global_step"] == one["global_step"] == 4
