@@ -238,35 +238,51 @@ def _png_width(path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_signal_exits_with_its_status_and_one_line_on_how_to_resume(tmp_path, signum, status):
-    out = tmp_path / "run"
-    proc = _child(out, epochs=30)
-    last = out / "checkpoints" / "last.ckpt"
-    deadline = time.monotonic() + 240
-    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signum)
-    code, err = proc.wait(timeout=120), proc.stderr.read()
-    assert code == status, err
-    assert "Traceback" not in err
-    line = err.strip().splitlines()[-1]
-    assert line.startswith(f"contrastkit pretrain: stopped by {signum.name} in epoch ")
-    assert f"--output {out} --resume last" in line
-    assert (out / "loss_curve.png").is_file()
-    # summary.png of what was logged: epoch 1's loss beside its kNN monitor (10 in at 120 dpi)
-    assert _png_width(out / "summary.png") == 1200
-    assert not (out / LOCK_FILE).exists()
-    epoch = int(line.split(" holds epoch ")[1].split()[0])
-    assert torch.load(last, weights_only=True)["global_step"] == 4 * epoch  # resumable as is
+def test_a_signal_exits_with_its_status_and_one_line_on_how_to_resume(tmp_path):
+    """SIGTERM (status 143) and SIGINT (130), each to its own run; the two runs go side by side
+    (their start-ups dominate)."""
+    cases = [(signal.SIGTERM, 143), (signal.SIGINT, 130)]
+    outs = [tmp_path / signum.name for signum, _ in cases]
+    procs = [_child(out, epochs=30) for out in outs]
+    try:
+        for proc, out, (signum, _) in zip(procs, outs, cases, strict=True):
+            last = out / "checkpoints" / "last.ckpt"
+            deadline = time.monotonic() + 240
+            while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signum)
+        ended = [(proc.wait(timeout=120), proc.stderr.read()) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for (code, err), out, (signum, status) in zip(ended, outs, cases, strict=True):
+        assert code == status, err
+        assert "Traceback" not in err
+        line = err.strip().splitlines()[-1]
+        assert line.startswith(f"contrastkit pretrain: stopped by {signum.name} in epoch ")
+        assert f"--output {out} --resume last" in line
+        assert (out / "loss_curve.png").is_file()
+        # summary.png of what was logged: epoch 1's loss beside its kNN monitor (10 in, 120 dpi)
+        assert _png_width(out / "summary.png") == 1200
+        assert not (out / LOCK_FILE).exists()
+        epoch = int(line.split(" holds epoch ")[1].split()[0])
+        last = out / "checkpoints" / "last.ckpt"
+        assert torch.load(last, weights_only=True)["global_step"] == 4 * epoch  # resumable
 
 
 @pytest.mark.slow
 def test_a_kill_in_the_middle_of_a_checkpoint_write_resumes_exactly(tmp_path, one_thread):
-    straight = tmp_path / "straight"
-    pretrain(_args(straight, epochs=3))
     out = tmp_path / "killed"
     killed = _child(out, epochs=3, env={"KILL_IN_WRITE": "2"})  # during epoch 2's checkpoint
+    straight = tmp_path / "straight"  # trained here while the child starts up
+    try:
+        pretrain(_args(straight, epochs=3))
+    except BaseException:
+        killed.kill()
+        killed.wait()
+        raise
     assert killed.wait(timeout=300) == -signal.SIGKILL
     partial = list((out / "checkpoints").glob(".*.tmp"))
     assert partial  # the write was cut off midway
