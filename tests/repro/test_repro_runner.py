@@ -4,6 +4,7 @@ resume of a run killed mid-way (a real tiny run)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import signal
@@ -235,45 +236,73 @@ run_studies("cpu", [study], None, Runner())
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
-def test_a_killed_run_resumes_from_its_last_checkpoint(stop, monkeypatch, tmp_path):
-    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
-    process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
-    call resumes that run with ``--resume last`` and finishes it, every step logged once."""
-    (tmp_path / "configs/repro/cpu").mkdir(parents=True)
-    (tmp_path / "configs/repro/cpu/tiny.yaml").write_text(TINY)
-    (tmp_path / "lane.py").write_text(LANE)
-    pre = tmp_path / "runs/repro/cpu/tiny/seed0/pretrain"
-    ckpt = pre / "checkpoints" / "last.ckpt"
-    lane = subprocess.Popen([sys.executable, str(tmp_path / "lane.py"), str(tmp_path)],
+def _start_lane(repo: Path) -> subprocess.Popen:
+    """``contrastkit repro cpu`` of the tiny study in ``repo``, in its own process group."""
+    (repo / "configs/repro/cpu").mkdir(parents=True)
+    (repo / "configs/repro/cpu/tiny.yaml").write_text(TINY)
+    (repo / "lane.py").write_text(LANE)
+    return subprocess.Popen([sys.executable, str(repo / "lane.py"), str(repo)],
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 600
-        while not ckpt.is_file() and lane.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        os.killpg(lane.pid, stop)
+
+
+def _stop_after_first_checkpoints(lanes: dict[str, subprocess.Popen], ckpts: dict[str, Path],
+                                  stops: dict[str, int]) -> dict[str, int | None]:
+    """Send each lane's signal to its process group as soon as its checkpoint exists; their
+    exit statuses (None: the signal did not stop it)."""
+    waiting, deadline = set(lanes), time.monotonic() + 600
+    while waiting:
+        for name in sorted(waiting):
+            if ckpts[name].is_file() or lanes[name].poll() is not None \
+                    or time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):  # a lane already gone
+                    os.killpg(lanes[name].pid, stops[name])
+                waiting.discard(name)
+        time.sleep(0.1)
+    codes: dict[str, int | None] = {}
+    for name, lane in lanes.items():
         try:
-            code = lane.wait(timeout=120)
+            codes[name] = lane.wait(timeout=120)
         except subprocess.TimeoutExpired:  # the signal did not stop it: fail below
             os.killpg(lane.pid, signal.SIGKILL)
             lane.wait()
-            code = None
-    assert code is not None and code != 0  # stopped by the signal, not finished
-    assert ckpt.is_file() and not pretrain_finished(ckpt, 12)
-    monkeypatch.setattr(layout, "REPO", tmp_path)
-    lines = []
-    study = Study("tiny", "cpu", "tiny", (0,),
-                  (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
-    assert run_studies("cpu", [study], None, Runner(log=lines.append))
-    (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
-    assert pretrain.endswith("--resume last")
-    assert pretrain_finished(ckpt, 12)
-    assert read_losses(pre / "metrics.csv")["logged_epochs"] == 12
-    with open(pre / "metrics.csv", newline="") as handle:
-        rows = [row for row in csv.DictReader(handle) if row.get("train/loss")]
-    assert sorted({int(float(row["epoch"])) for row in rows}) == list(range(12))
-    steps = [int(row["step"]) for row in rows]
-    assert sorted(steps) == list(range(48))  # each of the 4 x 12 steps logged once
+            codes[name] = None
+    return codes
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
+    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
+    process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
+    call resumes that run with ``--resume last`` and finishes it, every step logged once.
+    The two lanes (one per signal, each in its own folder) start side by side: their start-ups
+    dominate."""
+    stops = {"SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT}
+    lanes = {name: _start_lane(tmp_path / name) for name in stops}
+    pre = {name: tmp_path / name / "runs/repro/cpu/tiny/seed0/pretrain" for name in stops}
+    ckpt = {name: pre[name] / "checkpoints" / "last.ckpt" for name in stops}
+    try:
+        codes = _stop_after_first_checkpoints(lanes, ckpt, stops)
+    finally:
+        for lane in lanes.values():
+            if lane.poll() is None:
+                os.killpg(lane.pid, signal.SIGKILL)
+                lane.wait()
+    for name in stops:
+        assert codes[name] is not None and codes[name] != 0, name  # stopped, not finished
+        assert ckpt[name].is_file() and not pretrain_finished(ckpt[name], 12), name
+    for name in stops:
+        monkeypatch.setattr(layout, "REPO", tmp_path / name)
+        lines = []
+        study = Study("tiny", "cpu", "tiny", (0,),
+                      (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
+        assert run_studies("cpu", [study], None, Runner(log=lines.append))
+        (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
+        assert pretrain.endswith("--resume last"), name
+        assert pretrain_finished(ckpt[name], 12), name
+        assert read_losses(pre[name] / "metrics.csv")["logged_epochs"] == 12, name
+        with open(pre[name] / "metrics.csv", newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if row.get("train/loss")]
+        assert sorted({int(float(row["epoch"])) for row in rows}) == list(range(12)), name
+        steps = [int(row["step"]) for row in rows]
+        assert sorted(steps) == list(range(48)), name  # each of the 4 x 12 steps logged once
