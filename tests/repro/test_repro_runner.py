@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import child_runs
 from contrastkit.repro import layout
 from contrastkit.repro.collection import pretrain_finished, read_losses
 from contrastkit.repro.commands import (
@@ -26,7 +27,7 @@ from contrastkit.repro.commands import (
 )
 from contrastkit.repro.layout import ARCHIVE
 from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
-from contrastkit.repro.studies import STUDIES, Study, Variant
+from contrastkit.repro.studies import STUDIES
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -232,7 +233,7 @@ from contrastkit.repro.studies import Study, Variant
 layout.REPO = Path(sys.argv[1])
 study = Study("tiny", "cpu", "tiny", (0,),
               (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
-run_studies("cpu", [study], None, Runner())
+sys.exit(0 if run_studies("cpu", [study], None, Runner()) else 1)
 """
 
 
@@ -271,12 +272,12 @@ def _stop_after_first_checkpoints(lanes: dict[str, subprocess.Popen], ckpts: dic
 
 
 @pytest.mark.slow
-def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
+def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
     process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
     call resumes that run with ``--resume last`` and finishes it, every step logged once.
-    The two lanes (one per signal, each in its own folder) start side by side: their start-ups
-    dominate."""
+    The two lanes (one per signal, each in its own folder) run side by side, and so do the
+    two next calls: their start-ups dominate."""
     stops = {"SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT}
     lanes = {name: _start_lane(tmp_path / name) for name in stops}
     pre = {name: tmp_path / name / "runs/repro/cpu/tiny/seed0/pretrain" for name in stops}
@@ -291,12 +292,13 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(monkeypatch, tmp_path):
     for name in stops:
         assert codes[name] is not None and codes[name] != 0, name  # stopped, not finished
         assert ckpt[name].is_file() and not pretrain_finished(ckpt[name], 12), name
+    # the next call of each lane: the same study again, its log lines on stdout
+    logs = {name: tmp_path / f"{name}-next.log" for name in stops}
+    child_runs.finish(*(child_runs.start(
+        [sys.executable, "-u", str(tmp_path / name / "lane.py"), str(tmp_path / name)],
+        dict(os.environ), logs[name]) for name in stops))
     for name in stops:
-        monkeypatch.setattr(layout, "REPO", tmp_path / name)
-        lines = []
-        study = Study("tiny", "cpu", "tiny", (0,),
-                      (Variant("tiny", "tiny", "configs/repro/cpu/tiny.yaml", ()),))
-        assert run_studies("cpu", [study], None, Runner(log=lines.append))
+        lines = logs[name].read_text().splitlines()
         (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
         assert pretrain.endswith("--resume last"), name
         assert pretrain_finished(ckpt[name], 12), name
