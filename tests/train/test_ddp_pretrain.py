@@ -25,6 +25,7 @@ import pytest
 import torch
 
 import child_runs
+from contrastkit.cli import main
 
 HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
@@ -107,7 +108,8 @@ def test_processes_draw_their_own_augmentations_and_resume_exactly(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_two_processes_equal_one_process_on_the_combined_batch(tmp_path: Path) -> None:
+def test_two_processes_equal_one_process_on_the_combined_batch(tmp_path: Path,
+                                                               one_thread) -> None:
     deterministic = [
         "--model.method.backbone",
         '{"name": "small_convnet", "width": 8, "out_dim": 16, "norm": "none"}',
@@ -115,8 +117,12 @@ def test_two_processes_equal_one_process_on_the_combined_batch(tmp_path: Path) -
         "--trainer.max_epochs", "1",
     ]
     two, one = tmp_path / "two", tmp_path / "one"
-    child_runs.finish(start(two, *deterministic, devices=2, batch=16),
-                      start(one, *deterministic, devices=1, batch=32))
+    # the one-process run trains here (one thread, as in the children) while the two start up
+    two_processes = start(two, *deterministic, devices=2, batch=16)
+    with child_runs.killed_on_error(two_processes):
+        assert main(["pretrain", *COMMON, "--trainer.devices", "1", "--data.batch_size", "32",
+                     "--output", str(one), *deterministic]) == 0
+    child_runs.finish(two_processes)
     a, b = checkpoint(two), checkpoint(one)
     assert a["global_step"] == b["global_step"] == 4
     for key, value in b["state_dict"].items():

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import child_runs
+from contrastkit.cli import main
 
 tiny_bert = pytest.importorskip("tiny_bert")
 
@@ -17,12 +18,11 @@ HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
 
 
-def _start(out: Path, bert: Path, text: Path, devices: int,
-           batch: int) -> child_runs.Run:
-    """Start ``contrastkit pretrain`` in a child process (its output in ``out``.log)."""
+def _args(out: Path, bert: Path, text: Path, devices: int, batch: int) -> list[str]:
+    """The ``contrastkit pretrain`` arguments of a run on ``devices`` processes."""
     strategy = ["--trainer.strategy", "ddp"] if devices > 1 else []
-    command = [
-        sys.executable, "-m", "contrastkit.cli", "pretrain", "--data.text_file", str(text),
+    return [
+        "pretrain", "--data.text_file", str(text),
         "--data.batch_size", str(batch), "--model.method", "contrastkit.methods.simcse.SimCSE",
         "--model.method.encoder", f'{{"name": "{bert}", "max_length": 12}}',
         # SGD, not AdamW: Adam would blow the rounding noise of gradients that are zero in
@@ -34,22 +34,30 @@ def _start(out: Path, bert: Path, text: Path, devices: int,
         "--trainer.max_epochs", "1", "--trainer.accelerator", "cpu",
         "--trainer.devices", str(devices), *strategy, "--trainer.enable_progress_bar", "false",
         "--output", str(out)]
+
+
+def _start(out: Path, bert: Path, text: Path, devices: int,
+           batch: int) -> child_runs.Run:
+    """Start ``contrastkit pretrain`` in a child process (its output in ``out``.log)."""
+    command = [sys.executable, "-m", "contrastkit.cli", *_args(out, bert, text, devices, batch)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE.parent)]),
                OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", HF_HUB_OFFLINE="1")
     return child_runs.start(command, env, out.with_name(out.name + ".log"))
 
 
 @pytest.mark.slow
-def test_two_processes_train_as_one_on_the_combined_batch(tmp_path):
+def test_two_processes_train_as_one_on_the_combined_batch(tmp_path, one_thread):
     """Without dropout (so no per-process random draw), 2 processes on batches of 8 end with
     the weights of 1 process on batches of 16: every process sees the other's sentences as
     negatives (gathered with gradient) and the gradients average to the one-process ones."""
     bert = tiny_bert.save_tiny_bert(tmp_path / "bert", dropout=0.0)
     text = tmp_path / "wiki.txt"
     text.write_text("\n".join(tiny_bert.sentences(64)) + "\n")
-    # independent runs, side by side: their start-ups dominate
-    child_runs.finish(_start(tmp_path / "two", bert, text, devices=2, batch=8),
-                      _start(tmp_path / "one", bert, text, devices=1, batch=16))
+    # the one-process run trains here (one thread, as in the children) while the two start up
+    two_processes = _start(tmp_path / "two", bert, text, devices=2, batch=8)
+    with child_runs.killed_on_error(two_processes):
+        assert main(_args(tmp_path / "one", bert, text, devices=1, batch=16)) == 0
+    child_runs.finish(two_processes)
     two, one = (torch.load(tmp_path / name / "checkpoints" / "last.ckpt", map_location="cpu",
                            weights_only=True) for name in ("two", "one"))
     assert two["global_step"] == one["global_step"] == 4
