@@ -201,6 +201,30 @@ def test_pack_decodes_a_large_jpeg_reduced_for_its_bounded_side(tmp_path, decode
     decoded["decoded"].clear()  # kept as it is (no bound, or within it): checked at 1/8
     assert encode_bounded(data, str(path), None, 95) == (data, None)
     assert encode_bounded(data, str(path), 1200, 95) == (data, None)
-    assert decoded["decoded"] == [(W_ // 8, H // 8)] * 2
+    assert encode_bounded(str(path), str(path), 1200, 95) == (data, None)  # a path: its bytes
+    assert decoded["decoded"] == [(W_ // 8, H // 8)] * 3
     with pytest.raises(_decode.UnreadableImageError, match=r"cut\.jpg"):
         encode_bounded(data[:-2000], "cut.jpg", None, 95)  # truncation still found at 1/8
+
+
+def test_a_png_path_is_streamed_to_pillow_not_read_whole_first(tmp_path, monkeypatch):
+    pixels = (np.random.default_rng(2).random((40, 30, 3)) * 255).astype(np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.png")
+    opened = []
+    image_open = Image.open
+
+    def spy(fp, *args, **kwargs):
+        opened.append(fp)
+        return image_open(fp, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "open", spy)
+    array = _decode.decode_image(tmp_path / "a.png")
+    np.testing.assert_array_equal(array.transpose(1, 2, 0), pixels)
+    assert opened == [tmp_path / "a.png"]  # the path: Pillow reads the file block by block
+    assert _decode.decode_scaled(str(tmp_path / "a.png"), None, lambda h, w: 2)[1] == (40, 30)
+    assert opened[-1] == str(tmp_path / "a.png")
+    _decode.decode_image((tmp_path / "a.png").read_bytes())  # bytes stay bytes
+    assert isinstance(opened[-1], io.BytesIO)
+    (tmp_path / "cut.png").write_bytes((tmp_path / "a.png").read_bytes()[:-40])
+    with pytest.raises(_decode.UnreadableImageError, match=r"cut\.png: unreadable"):
+        _decode.decode_image(tmp_path / "cut.png")
