@@ -11,6 +11,12 @@ import numpy as np
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 
+#: How image files are decoded for a smaller output (:func:`decode_scaled`): a JPEG at a DCT
+#: scale of 1/2, 1/4 or 1/8, another format box-averaged right after decoding, by the largest
+#: such factor the output allows. It is part of the feature cache key of ``contrastkit eval``
+#: (features cached from whole decodes are not reused): change it when decoding changes pixels.
+DECODE_MODE = "reduced:jpeg-dct-scale,box-average;1-8"
+
 
 class UnreadableImageError(ValueError):
     """An image file could not be decoded; the message names the file."""
