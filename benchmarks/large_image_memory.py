@@ -10,7 +10,10 @@ of that peak:
 * ``square``: ``registry.open_split("folder", ..., load_size=64)[0][0]`` (an image folder
   read with ``data.load_size``: ``ImageFiles`` under ``ResizedSquare``);
 * ``crops``: ``LoaderCrops`` with two 64-pixel views (``data.crops: loader``);
-* ``check``: ``ImageFiles(..., skip_corrupt=True)`` (the up-front readability check).
+* ``check``: ``ImageFiles(..., skip_corrupt=True)`` (the up-front readability check);
+* ``finetune``: ``ResizedSquare(FileListImages(...), 64)[0]`` (a file list of ``eval finetune``;
+  ``eval voc07``'s ``VOC07Images`` reads its files the same way);
+* ``pack``: ``encode_bounded`` of the file with ``--max-side 1024`` (``data pack``).
 
 Usage: ``PYTHONPATH=src .venv/bin/python benchmarks/large_image_memory.py [--side 10000]
 [--folder DIR]`` (Linux only)
@@ -29,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-CASES = ("square", "crops", "check")
+CASES = ("square", "crops", "check", "finetune", "pack")
 
 CHILD = r"""
 import sys, warnings
@@ -50,6 +53,15 @@ if case == "square":
 elif case == "crops":
     crops = LoaderCrops(FileReader([(str(path), 0)], ["x"]), [CropSpec(64, (0.2, 1.0))] * 2)
     shape = tuple(crops[0][0][0].shape)
+elif case == "finetune":
+    from contrastkit.data.transfer_sets import FileList, FileListImages
+    from contrastkit.data.wrappers import ResizedSquare
+    files = FileListImages(FileList([path], [0], ["x"]))
+    shape = tuple(ResizedSquare(files, 64)[0][0].shape)
+elif case == "pack":
+    from contrastkit.data.pack import encode_bounded
+    data, ext = encode_bounded(str(path), str(path), 1024, 90)
+    shape = (len(data), ext)
 else:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

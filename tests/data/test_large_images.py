@@ -7,6 +7,7 @@ tests see what a decode materialises without measuring memory.
 
 from __future__ import annotations
 
+import io
 import warnings
 
 import numpy as np
@@ -140,3 +141,90 @@ def test_the_skip_corrupt_check_decodes_a_jpeg_at_an_eighth(tmp_path, decoded):
         kept = ImageFiles([(str(path), 0), (str(truncated), 0)], ["x"], path.parent,
                           skip_corrupt=True)
     assert [p for p, _ in kept.samples] == [str(path)]
+
+
+def _file_readers(path):
+    """Each file dataset that evaluation wraps in ``ResizedSquare``, over the one file."""
+    from contrastkit.data.transfer_sets import FileList, FileListImages
+    from contrastkit.data.voc07 import VOC07Images, VOC07Split
+
+    voc = VOC07Split("test", ["big"], ["x"], np.ones((1, 1), np.int8), [path])
+    return {"voc07": VOC07Images(voc), "finetune": FileListImages(FileList([path], [0], ["x"]))}
+
+
+@pytest.mark.parametrize("reader", ["voc07", "finetune", "shards"])
+def test_evaluation_readers_decode_a_large_jpeg_reduced(tmp_path, decoded, reader):
+    path = _folder(tmp_path, ".jpg")
+    if reader == "shards":
+        from contrastkit.data.pack import pack_folder
+        from contrastkit.data.shards import ShardImages
+
+        pack_folder(tmp_path / "root", tmp_path / "packed", shards=True)
+        dataset = ShardImages(tmp_path / "packed" / "train")
+    else:
+        dataset = _file_readers(path)[reader]
+    decoded["decoded"].clear()
+    image, label = W.ResizedSquare(dataset, LOAD)[0]
+    assert image.shape == (3, LOAD, LOAD) and label == 0
+    assert decoded["decoded"] == [(W_ // 8, H // 8)]  # 1/8, never 1200 x 1000
+    assert decoded["resized"] == [(H // 8, W_ // 8)]
+    full = torch.from_numpy(_decode.decode_image(path))
+    reference = W.ResizedSquare([(full, 0)], LOAD)[0][0]
+    assert (image.float() - reference.float()).abs().mean() < 2.0
+    assert tuple(dataset[0][0].shape) == (3, H, W_)  # read alone, the image is whole
+
+
+def test_finetune_file_list_reduces_a_png_before_the_resize(tmp_path, decoded):
+    path = _folder(tmp_path, ".png")
+    decoded["resized"].clear()
+    image, _ = W.ResizedSquare(_file_readers(path)["finetune"], LOAD)[0]
+    assert image.shape == (3, LOAD, LOAD)
+    assert decoded["resized"] == [(H // 8, W_ // 8)]  # box-averaged, not the 1000 x 1200 one
+
+
+def test_pack_decodes_a_large_jpeg_reduced_for_its_bounded_side(tmp_path, decoded):
+    from contrastkit.data.pack import encode_bounded
+
+    path = _folder(tmp_path, ".jpg")
+    data = path.read_bytes()
+    decoded["decoded"].clear()
+    packed, ext = encode_bounded(data, str(path), 200, 95)
+    # 1200 // 200 = 6: decoded at 1/4 (300 x 250), the largest scale still above 200 x 167
+    assert ext == ".jpg" and decoded["decoded"][0] == (W_ // 4, H // 4)
+    assert max(w * h for w, h in decoded["decoded"]) == (W_ // 4) * (H // 4)
+    out = np.asarray(Image.open(io.BytesIO(packed)))
+    assert out.shape == (167, 200, 3)
+    # the resize of the full image, as pack wrote it before: the same picture
+    whole = Image.fromarray(_decode.decode_image(data).transpose(1, 2, 0))
+    reference = np.asarray(whole.resize((200, 167), Image.Resampling.BICUBIC))
+    assert np.abs(out.astype(np.float64) - reference).mean() < 2.0
+    decoded["decoded"].clear()  # kept as it is (no bound, or within it): checked at 1/8
+    assert encode_bounded(data, str(path), None, 95) == (data, None)
+    assert encode_bounded(data, str(path), 1200, 95) == (data, None)
+    assert encode_bounded(str(path), str(path), 1200, 95) == (data, None)  # a path: its bytes
+    assert decoded["decoded"] == [(W_ // 8, H // 8)] * 3
+    with pytest.raises(_decode.UnreadableImageError, match=r"cut\.jpg"):
+        encode_bounded(data[:-2000], "cut.jpg", None, 95)  # truncation still found at 1/8
+
+
+def test_a_png_path_is_streamed_to_pillow_not_read_whole_first(tmp_path, monkeypatch):
+    pixels = (np.random.default_rng(2).random((40, 30, 3)) * 255).astype(np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.png")
+    opened = []
+    image_open = Image.open
+
+    def spy(fp, *args, **kwargs):
+        opened.append(fp)
+        return image_open(fp, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "open", spy)
+    array = _decode.decode_image(tmp_path / "a.png")
+    np.testing.assert_array_equal(array.transpose(1, 2, 0), pixels)
+    assert opened == [tmp_path / "a.png"]  # the path: Pillow reads the file block by block
+    assert _decode.decode_scaled(str(tmp_path / "a.png"), None, lambda h, w: 2)[1] == (40, 30)
+    assert opened[-1] == str(tmp_path / "a.png")
+    _decode.decode_image((tmp_path / "a.png").read_bytes())  # bytes stay bytes
+    assert isinstance(opened[-1], io.BytesIO)
+    (tmp_path / "cut.png").write_bytes((tmp_path / "a.png").read_bytes()[:-40])
+    with pytest.raises(_decode.UnreadableImageError, match=r"cut\.png: unreadable"):
+        _decode.decode_image(tmp_path / "cut.png")

@@ -169,6 +169,25 @@ def test_other_key_parts_change_the_key():
     assert feature_cache_key(**dict(reversed(list(base.items())))) == key
 
 
+def test_entries_of_another_decode_are_not_reused(tmp_path, monkeypatch):
+    images, labels = _data()
+    ds = ArrayImages(images, labels, ["a", "b", "c"])
+    backbone = CountingBackbone()
+    parts = dict(checkpoint_sha256="x", dataset="folder", root="/d", split="test", load_size=64)
+    kw = dict(batch_size=32, transform=_scale, device="cpu", cache_dir=tmp_path, progress=False)
+    before = json.dumps({"v": 1, **parts}, sort_keys=True)  # the key before DECODE_MODE
+    extract_features(backbone, ds, cache_key=before, **kw)
+    key = feature_cache_key(**parts)
+    assert json.loads(key)["decode"] == F.DECODE_MODE and key != before
+    extract_features(backbone, ds, cache_key=key, **kw)
+    assert backbone.calls == 2  # the entry of the whole decodes was not served
+    extract_features(backbone, ds, cache_key=feature_cache_key(**parts), **kw)
+    assert backbone.calls == 2  # this decode's entry is
+    monkeypatch.setattr(F, "DECODE_MODE", "another decode")
+    extract_features(backbone, ds, cache_key=feature_cache_key(**parts), **kw)
+    assert backbone.calls == 3
+
+
 class NaNBackbone(nn.Module):
     """Finite features for the first batch, one NaN in the second."""
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from contrastkit.outputs import temp_file_beside, write_bytes_atomic
 
-from .images._decode import decode_image, jpeg_header, pillow
+from .images._decode import decode_scaled, pillow
 from .images._folder import open_image_folder
 from .shards import FORMAT, INDEX_JSON, INDEX_TABLE
 
@@ -48,29 +48,31 @@ def source_splits(src: Path) -> list[tuple[str, Path]]:
     return found or [("train", src)]
 
 
-def _image_size(data: bytes, name: str) -> tuple[int, int]:
-    header = jpeg_header(data)
-    if header is not None:
-        return header[1], header[0]
-    array = decode_image(data, name)
-    return array.shape[2], array.shape[1]
-
-
-def encode_bounded(data: bytes, name: str, max_side: int | None, quality: int
+def encode_bounded(source: str | bytes, name: str, max_side: int | None, quality: int
                    ) -> tuple[bytes, str | None]:
-    """``(bytes, new extension or None)``: ``data`` unchanged when its longer side is at most
-    ``max_side`` (or no bound), else resized (antialiased bicubic) and encoded as JPEG."""
-    if max_side is None:
-        decode_image(data, name)  # a file that does not decode is refused now, not in training
-        return data, None
-    width, height = _image_size(data, name)
-    if max(width, height) <= max_side:
-        decode_image(data, name)
-        return data, None
+    """``(bytes, new extension or None)``: the file's bytes (``source``: a path or the bytes)
+    unchanged when its longer side is at most ``max_side`` (or no bound), else resized
+    (antialiased bicubic) and encoded as JPEG.
+
+    One :func:`~contrastkit.data.images._decode.decode_scaled` per file, its factor chosen
+    from the full size in the header: an image that is kept is decoded at 1/8 (all its data
+    are read, so a file that does not decode is refused now, not in training); one to resize
+    is decoded reduced by the largest factor (1, 2, 4, 8) not above ``L // max_side`` (``L``
+    its longer side), so the reduced image is still at least the output size and a 10000 x
+    10000 JPEG bounded to 1024 pixels is decoded at 1/8, never whole. A path is decoded from
+    the file (a PNG is streamed, not held as bytes beside its pixels) and read only if kept.
+    """
+    def reduction(height: int, width: int) -> int:
+        longer = max(height, width)
+        return 8 if max_side is None or longer <= max_side else max(1, longer // max_side)
+
+    array, (height, width) = decode_scaled(source, name, reduction)
+    if max_side is None or max(width, height) <= max_side:
+        return (source if isinstance(source, bytes) else _read(source)), None
     image_mod = pillow()
     scale = max_side / max(width, height)
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    rgb = image_mod.fromarray(decode_image(data, name).transpose(1, 2, 0))
+    rgb = image_mod.fromarray(array.transpose(1, 2, 0))
     buf = io.BytesIO()
     rgb.resize(size, image_mod.Resampling.BICUBIC).save(buf, "JPEG", quality=quality)
     return buf.getvalue(), ".jpg"
@@ -82,7 +84,7 @@ def _read(path: str) -> bytes:
 
 
 def _encode_file(path: str, max_side: int | None, quality: int) -> tuple[bytes, str | None]:
-    return encode_bounded(_read(path), path, max_side, quality)
+    return encode_bounded(path, path, max_side, quality)
 
 
 def _encoded(paths: list[str], max_side: int | None, quality: int, workers: int

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .images._decode import decode_image
+from .images._decode import decode_at_least, decode_image
 
 __all__ = ["INDEX_JSON", "INDEX_TABLE", "ShardImages", "ShardReader", "is_shard_split"]
 
@@ -110,3 +110,10 @@ class ShardImages(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         data, name, label = self.reader.read(index)
         return torch.from_numpy(decode_image(data, name)), label
+
+    def read_at_least(self, index: int, side: int) -> tuple[torch.Tensor, int]:
+        """Sample ``index`` decoded reduced as far as its shorter side stays at least
+        ``side`` (:func:`~contrastkit.data.images._decode.decode_at_least`), for
+        :class:`~contrastkit.data.wrappers.ResizedSquare`."""
+        data, name, label = self.reader.read(index)
+        return torch.from_numpy(decode_at_least(data, side, name)), label

@@ -35,7 +35,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data.images._decode import UnreadableImageError, decode_image, pillow
+from contrastkit.data.images._decode import (
+    UnreadableImageError,
+    decode_at_least,
+    decode_image,
+    pillow,
+)
 
 __all__ = ["TRANSFER_SETS", "FileList", "FileListImages", "check_images", "read_transfer_set"]
 
@@ -60,6 +65,14 @@ class FileListImages(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return torch.from_numpy(decode_image(self.files.paths[i])), self.files.labels[i]
+
+    def read_at_least(self, i: int, side: int) -> tuple[torch.Tensor, int]:
+        """Item ``i`` decoded reduced as far as its shorter side stays at least ``side``
+        (:func:`~contrastkit.data.images._decode.decode_at_least`), for
+        :class:`~contrastkit.data.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
+        scale, a PNG box-averaged right after decoding."""
+        path = self.files.paths[i]
+        return torch.from_numpy(decode_at_least(path, side)), self.files.labels[i]
 
 
 def check_images(files: FileList) -> None:

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import Dataset
 
 from contrastkit.data.images._common import files_fingerprint
-from contrastkit.data.images._decode import decode_image
+from contrastkit.data.images._decode import decode_at_least, decode_image
 
 __all__ = ["VOC07Images", "VOC07Split", "read_voc07", "voc07_root"]
 
@@ -140,6 +140,13 @@ class VOC07Images(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return torch.from_numpy(decode_image(self.split.paths[i])), i
+
+    def read_at_least(self, i: int, side: int) -> tuple[torch.Tensor, int]:
+        """Item ``i`` decoded reduced as far as its shorter side stays at least ``side``
+        (:func:`~contrastkit.data.images._decode.decode_at_least`), for
+        :class:`~contrastkit.data.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
+        scale, never at full size."""
+        return torch.from_numpy(decode_at_least(self.split.paths[i], side)), i
 
     def fingerprint(self) -> str:
         """Names, sizes and times of the images, in the split's order (for the feature cache)."""

@@ -4,7 +4,9 @@
 batch, the transform (e.g. ``augment.preset("eval", size)``) running on the batch's device. The
 result ``(features float32 (N, D), labels int64 (N,))`` is cached under ``cache_dir`` when a
 ``cache_key`` is given; :func:`feature_cache_key` builds one from everything the features
-depend on (checkpoint SHA-256, dataset name/root/split/fingerprint, transform, image size).
+depend on (checkpoint SHA-256, dataset name/root/split/fingerprint, transform, image size)
+and the way image files are decoded (``DECODE_MODE``: entries cached before the reduced decode
+of large images, or under another decode, are not reused).
 
 Cache layout, for ``stem = sha256(cache_key)[:32]``:
 
@@ -34,7 +36,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from contrastkit.checkpoints import file_hash
-from contrastkit.data.images.datasets import collate_images
+from contrastkit.data.images.datasets import DECODE_MODE, collate_images
 from contrastkit.outputs import temp_file_beside
 
 __all__ = ["extract_features", "feature_cache_key", "load_cached", "save_cached"]
@@ -43,12 +45,15 @@ _FORMAT_VERSION = 1
 
 
 def feature_cache_key(**parts: object) -> str:
-    """Canonical cache key: sorted JSON of ``parts`` (values must be JSON-serialisable).
+    """Canonical cache key: sorted JSON of ``parts`` (values must be JSON-serialisable), the
+    cache format version and the image decode mode
+    (:data:`~contrastkit.data.images.datasets.DECODE_MODE`).
 
     Pass everything the features depend on, e.g. ``checkpoint_sha256``, ``dataset``, ``root``,
     ``split``, ``fingerprint``, ``transform``, ``image_size``.
     """
-    return json.dumps({"v": _FORMAT_VERSION, **parts}, sort_keys=True, default=str)
+    return json.dumps({"v": _FORMAT_VERSION, "decode": DECODE_MODE, **parts}, sort_keys=True,
+                      default=str)
 
 
 def _stem(cache_key: str) -> str:

@@ -11,6 +11,12 @@ import numpy as np
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
 
+#: How image files are decoded for a smaller output (:func:`decode_scaled`): a JPEG at a DCT
+#: scale of 1/2, 1/4 or 1/8, another format box-averaged right after decoding, by the largest
+#: such factor the output allows. It is part of the feature cache key of ``contrastkit eval``
+#: (features cached from whole decodes are not reused): change it when decoding changes pixels.
+DECODE_MODE = "reduced:jpeg-dct-scale,box-average;1-8"
+
 
 class UnreadableImageError(ValueError):
     """An image file could not be decoded; the message names the file."""
@@ -62,6 +68,7 @@ def is_image_file(name: str, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> 
 # Start-of-frame markers of the JPEG processes libjpeg decodes: baseline, extended, progressive.
 _SOF = frozenset((0xC0, 0xC1, 0xC2))
 _STANDALONE = frozenset((0x01, *range(0xD0, 0xD8)))
+_SOI = b"\xff\xd8"  # start of image: the first two bytes of every JPEG
 
 
 def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
@@ -71,7 +78,7 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
     for non-JPEG data, unusual processes (lossless, arithmetic) or a malformed header, so that
     the caller falls back to Pillow's own parser.
     """
-    if data[:2] != b"\xff\xd8":
+    if data[:2] != _SOI:
         return None
     i, n = 2, len(data)
     while i + 4 <= n:
@@ -216,16 +223,19 @@ def _decode(source: str | os.PathLike[str] | bytes, name: str | None,
         name = "<bytes>" if isinstance(source, bytes) else str(source)
     if isinstance(source, bytes):
         data = source
-    else:
-        with open(source, "rb") as f:
-            data = f.read()
+    else:  # a JPEG's bytes go to the direct decoder; any other file is streamed by Pillow
+        with open(source, "rb", buffering=0) as f:  # unbuffered: one allocation of the file
+            data = f.read(2)
+            if data == _SOI:
+                f.seek(0)
+                data = f.read()
     header = jpeg_header(data)
     if header is not None and (size is None or header[:2] == size):
         scale = 1 if reduction is None else dct_scale(reduction(*header[:2]))
         fast = _decode_jpeg_fast(data, image_mod, scale)
         if fast is not None:
             return fast, header[:2]
-    fp = io.BytesIO(data)
+    fp = io.BytesIO(data) if isinstance(source, bytes) or data[:2] == _SOI else source
     try:
         with image_mod.open(fp) as img:
             full = (img.size[1], img.size[0])

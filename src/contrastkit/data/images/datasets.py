@@ -23,6 +23,7 @@ Helpers: :class:`WithIndex` (adds the sample index), :func:`long_tailed` (imbala
 from ._cifar import CIFAR10, CIFAR100
 from ._common import UNLABELLED, ArrayImages, WithIndex
 from ._decode import (
+    DECODE_MODE,
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
@@ -48,6 +49,7 @@ from .longtail import LongTailedSubset, long_tailed, long_tailed_counts
 __all__ = [
     "CIFAR10",
     "CIFAR100",
+    "DECODE_MODE",
     "IMAGE_EXTENSIONS",
     "STL10",
     "SVHN",
