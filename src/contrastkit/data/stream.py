@@ -34,7 +34,9 @@ the same seed, another each epoch. Epochs are counted per loader pass: the first
 ``epoch`` given when the loader is built (the trainer's epoch: a resumed run starts at its
 checkpoint's epoch), each further pass the next. Checkpoints are written at epoch ends, so a
 resumed run streams exactly the epochs an uninterrupted one would; a run stopped mid-epoch
-restarts that epoch from its beginning (mid-epoch positions are not saved).
+restarts that epoch from its beginning (mid-epoch positions are not saved). Loader workers
+must be persistent (``persistent_workers=True``, as the data module makes them): each worker
+counts the passes of its own copy, and a worker started afresh would start again at ``epoch``.
 """
 
 from __future__ import annotations

@@ -375,15 +375,23 @@ class PretrainDataModule(L.LightningDataModule):
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
         return self._loader(self.train_set, sampler, drop_last=True)
 
+    def _first_epoch(self) -> int:
+        """The epoch the loader built now serves first: Lightning's processed epoch count (the
+        value it gives ``set_epoch``), which a checkpoint written at an epoch end already
+        holds, while ``current_epoch`` (the completed count) lags by one until the loop runs."""
+        loop = getattr(self.trainer, "fit_loop", None)
+        if loop is not None:
+            return int(loop.epoch_progress.current.processed)
+        return int(getattr(self.trainer, "current_epoch", 0) or 0)
+
     def _stream_loader(self, stream: ShardStream) -> DataLoader:
         trainer = self.trainer
         world = trainer.world_size if trainer is not None else 1
         rank = trainer.global_rank if world > 1 else 0
-        epoch = int(getattr(trainer, "current_epoch", 0) or 0)  # a resumed run's epoch
         transform = (ViewCrops(self._crop_specs(), self.seed, self.fast_decode)
                      if self.crops == "loader" else DecodedImage(self.load_size))
         share = stream.for_process(rank, world, self.batch_size, transform, self.seed,
-                                   self.shuffle_buffer, epoch)
+                                   self.shuffle_buffer, self._first_epoch())
         return self._loader(share, None, drop_last=True)
 
     def _crop_specs(self) -> list[CropSpec]:
