@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import lightning as L
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 from PIL import Image
@@ -129,9 +130,10 @@ class Recorder(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.0)
 
 
-def fit(root: Path, out: Path, epochs: int, ckpt: str | None = None) -> dict[int, list[float]]:
+def fit(root: Path, out: Path, epochs: int, ckpt: str | None = None, stream: bool = True
+        ) -> dict[int, list[float]]:
     data = PretrainDataModule(dataset="shards", root=str(root), val_split=None, batch_size=3,
-                              load_size=16, num_workers=1, stream=True, shuffle_buffer=4)
+                              load_size=16, num_workers=1, stream=stream, shuffle_buffer=4)
     module = Recorder()
     trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
                         enable_progress_bar=False, enable_model_summary=False,
@@ -140,13 +142,17 @@ def fit(root: Path, out: Path, epochs: int, ckpt: str | None = None) -> dict[int
     return module.seen
 
 
-def test_lightning_streams_the_next_epoch_each_epoch_and_after_a_resume(tmp_path: Path):
+@pytest.mark.parametrize("stream", [True, False])
+def test_lightning_reads_the_next_epoch_each_epoch_and_after_a_resume(tmp_path: Path,
+                                                                      stream: bool):
+    """Streamed, and read by random access (the seeded sampler): with a loader worker, whose
+    first batches Lightning requests before it calls ``set_epoch``."""
     root = packed(tmp_path)
-    seen = fit(root, tmp_path / "run", 2)
+    seen = fit(root, tmp_path / "run", 2, stream=stream)
     assert sorted(seen) == [0, 1] and all(len(v) == 27 for v in seen.values())  # 9 steps of 3
     assert seen[0] != seen[1]
-    first = fit(root, tmp_path / "first", 1)
+    first = fit(root, tmp_path / "first", 1, stream=stream)
     assert first[0] == seen[0]
     ckpt = next((tmp_path / "first").rglob("*.ckpt"))
-    resumed = fit(root, tmp_path / "resumed", 2, ckpt=str(ckpt))
+    resumed = fit(root, tmp_path / "resumed", 2, ckpt=str(ckpt), stream=stream)
     assert list(resumed) == [1] and resumed[1] == seen[1]

@@ -369,6 +369,9 @@ class PretrainDataModule(L.LightningDataModule):
             return self._stream_loader(self.train_set)
         sampler = EpochShuffleSampler.for_trainer(self.trainer, len(self.train_set), self.seed,
                                                   self.batch_size)
+        # Lightning starts the loader's iterator (and workers prefetch from the sampler) before
+        # it calls set_epoch: a resumed run would otherwise replay epoch 0's order first
+        sampler.set_epoch(self._first_epoch())
         if self.crops == "loader":
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
                                 self.fast_decode)
