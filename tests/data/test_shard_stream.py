@@ -19,6 +19,8 @@ from contrastkit.data.shards import ShardImages, ShardReader
 from contrastkit.data.stream import DecodedImage, ShardStream, shuffled
 from contrastkit.train.datamodule import PretrainDataModule
 
+pytest.importorskip("webdataset")
+
 N_IMAGES = 26  # 7 shards of 4 (the last of 2): uneven shard sizes, a remainder to drop
 
 

@@ -70,6 +70,7 @@ def epoch_of(loader) -> tuple[list[int], list]:
 
 
 def test_two_processes_stream_every_image_once_per_epoch(tmp_path: Path):
+    pytest.importorskip("webdataset")
     root = packed(tmp_path)
     targets = ShardReader(root / "train").targets
 
@@ -147,6 +148,8 @@ def test_lightning_reads_the_next_epoch_each_epoch_and_after_a_resume(tmp_path: 
                                                                       stream: bool):
     """Streamed, and read by random access (the seeded sampler): with a loader worker, whose
     first batches Lightning requests before it calls ``set_epoch``."""
+    if stream:
+        pytest.importorskip("webdataset")
     root = packed(tmp_path)
     seen = fit(root, tmp_path / "run", 2, stream=stream)
     assert sorted(seen) == [0, 1] and all(len(v) == 27 for v in seen.values())  # 9 steps of 3

@@ -65,13 +65,22 @@ def is_url(root: str) -> bool:
     return len(scheme) > 1 and scheme.replace("+", "").isalnum() and scheme != "file"
 
 
+def _webdataset():
+    try:
+        import webdataset
+        import webdataset.gopen
+        import webdataset.tariterators
+    except ImportError as err:
+        raise ImportError("data.stream reads shards with webdataset: pip install "
+                          "'contrastkit[imagenet]'") from err
+    return webdataset
+
+
 def _read_index(root: str, split: str) -> dict:
     location = f"{root.rstrip('/')}/{split}/{INDEX_JSON}"
     try:
         if is_url(root):
-            from webdataset.gopen import gopen
-
-            with gopen(location, "rb") as stream:
+            with _webdataset().gopen.gopen(location, "rb") as stream:
                 text = stream.read()
         else:
             text = Path(location.removeprefix("file:")).read_bytes()
@@ -172,8 +181,7 @@ class ShardStream(IterableDataset):
 
     def _encoded(self, epoch: int, first: int, end: int) -> Iterator[tuple[bytes, str, int, int]]:
         """``(bytes, name, label, row)`` of the stream's samples ``first`` to ``end - 1``."""
-        from webdataset.tariterators import tarfile_samples
-
+        tarfile_samples = _webdataset().tariterators.tarfile_samples
         rows = np.concatenate([[0], np.cumsum(self.counts)])
         position = 0
         for shard in self.shard_order(epoch):
