@@ -105,19 +105,22 @@ TINY_IMAGENET = [
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("form", ["folder", "store", "shards"])
+@pytest.mark.parametrize("form", ["folder", "store", "shards", "stream"])
 def test_imagenet_config_pretrains_on_mixed_jpegs(tmp_path: Path, form: str):
     root = jpeg_folder(tmp_path / "images")
-    dataset = "shards" if form == "shards" else "folder"
+    dataset = "shards" if form in ("shards", "stream") else "folder"
     if form != "folder":
         packed = tmp_path / form
         args = ["data", "pack", str(root), str(packed), "--max-side", "64"]
-        assert main(args + (["--shards"] if form == "shards" else [])) == 0
+        assert main(args + (["--shards", "--shard-size", "5"] if dataset == "shards" else [])
+                    ) == 0
         root = packed
     out = tmp_path / "run"
+    stream = ["--data.stream", "true", "--data.shuffle_buffer", "4"] if form == "stream" else []
     code = main(["pretrain", "--config", str(CONFIG), "--data.root", str(root),
-                 "--data.dataset", dataset, *TINY_IMAGENET, "--output", str(out)])
+                 "--data.dataset", dataset, *TINY_IMAGENET, *stream, "--output", str(out)])
     assert code == 0
     assert (out / "checkpoints" / "last.ckpt").is_file()
     config = (out / "config.yaml").read_text()
     assert "crops: loader" in config and f"dataset: {dataset}" in config
+    assert f"stream: {str(form == 'stream').lower()}" in config

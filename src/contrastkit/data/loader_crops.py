@@ -48,6 +48,7 @@ __all__ = [
     "FileReader",
     "LoaderCrops",
     "SampleReader",
+    "ViewCrops",
     "crop_box",
     "crop_views",
     "decode_reduced",
@@ -300,6 +301,33 @@ def encoded_reader(dataset: Any) -> SampleReader:
     return IndexedReader(base, indices, labels, getattr(dataset, "classes", []))
 
 
+class ViewCrops:
+    """The views' crops of one encoded image, keyed by ``(seed, epoch, index)`` (module doc):
+    ``crops(data, name, index, epoch) -> [view crops]``.
+
+    Args:
+        specs: one :class:`CropSpec` per view, in view order.
+        seed: the run's data seed.
+        fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`).
+    """
+
+    def __init__(self, specs: Sequence[CropSpec], seed: int = 0,
+                 fast_decode: bool = False) -> None:
+        if not specs:
+            raise ValueError("loader crops need at least one view")
+        self.specs, self.seed, self.fast_decode = list(specs), int(seed), bool(fast_decode)
+
+    def uniforms(self, index: int, epoch: int) -> list[list[float]]:
+        """The ``(views, 2 ATTEMPTS + 2)`` uniforms of sample ``index`` in ``epoch``:
+        :func:`keyed_uniforms` of the key ``"seed,epoch,index"`` (a hash, not a generator
+        object: a fifth of the CPU time of seeding a NumPy generator per image)."""
+        return keyed_uniforms(f"{self.seed},{int(epoch)},{int(index)}", len(self.specs),
+                              2 * ATTEMPTS + 2)
+
+    def __call__(self, data: bytes, name: str, index: int, epoch: int) -> list[Tensor]:
+        return crop_views(data, name, self.specs, self.uniforms(index, epoch), self.fast_decode)
+
+
 class LoaderCrops(Dataset):
     """Items ``([view crops], label)`` of encoded images, cropped in the loader (module doc).
 
@@ -310,33 +338,25 @@ class LoaderCrops(Dataset):
         fast_decode: decode JPEGs with libjpeg's fast inverse DCT (:func:`decode_reduced`).
 
     ``ds[(index, epoch)]`` (keys from :class:`EpochKeys`) draws the view boxes from uniforms
-    keyed by ``(seed, epoch, index)`` (:meth:`uniforms`); ``ds[index]`` is epoch 0.
+    keyed by ``(seed, epoch, index)`` (:meth:`ViewCrops.uniforms`); ``ds[index]`` is epoch 0.
     """
 
     def __init__(self, reader: SampleReader, specs: Sequence[CropSpec], seed: int = 0,
                  fast_decode: bool = False) -> None:
-        if not specs:
-            raise ValueError("loader crops need at least one view")
-        self.reader, self.specs, self.seed = reader, list(specs), int(seed)
-        self.fast_decode = bool(fast_decode)
+        self.crops = ViewCrops(specs, seed, fast_decode)
+        self.reader, self.specs, self.seed = reader, self.crops.specs, self.crops.seed
+        self.fast_decode = self.crops.fast_decode
         self.classes = list(reader.classes)
         self.targets = list(reader.targets)
+        self.uniforms = self.crops.uniforms
 
     def __len__(self) -> int:
         return len(self.reader)
 
-    def uniforms(self, index: int, epoch: int) -> list[list[float]]:
-        """The ``(views, 2 ATTEMPTS + 2)`` uniforms of sample ``index`` in ``epoch``:
-        :func:`keyed_uniforms` of the key ``"seed,epoch,index"`` (a hash, not a generator
-        object: a fifth of the CPU time of seeding a NumPy generator per image)."""
-        return keyed_uniforms(f"{self.seed},{int(epoch)},{int(index)}", len(self.specs),
-                              2 * ATTEMPTS + 2)
-
     def __getitem__(self, key: int | tuple[int, int]) -> tuple[list[Tensor], int]:
         index, epoch = key if isinstance(key, tuple) else (key, 0)
         data, name, label = self.reader.read(index)
-        return crop_views(data, name, self.specs, self.uniforms(index, epoch),
-                          self.fast_decode), label
+        return self.crops(data, name, index, epoch), label
 
 
 class EpochKeys(Sampler[tuple[int, int]]):

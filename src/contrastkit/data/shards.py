@@ -8,7 +8,7 @@ names and counts) and ``index.npy`` (one row per sample: shard, byte offset and 
 image member, label) let :class:`ShardImages` read any sample with one ``pread``: a few
 thousand large files on a shared file system instead of a million small ones, sampled by the
 same seeded sampler as a folder (every image once per epoch across processes; an exact
-resume).
+resume). :mod:`contrastkit.data.stream` reads the same shards sequentially instead.
 """
 
 from __future__ import annotations

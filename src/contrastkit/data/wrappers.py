@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Subset
 
-__all__ = ["CentreClip", "ResizedSquare", "fixed_subset", "select_classes"]
+__all__ = ["CentreClip", "ResizedSquare", "fixed_subset", "resize_square", "select_classes"]
 
 
 class ResizedSquare(Dataset):
@@ -32,15 +32,21 @@ class ResizedSquare(Dataset):
     def __getitem__(self, i: int):
         read = getattr(self.dataset, "read_at_least", None)  # image files: reduced decode
         image, label = read(i, self.size) if callable(read) else self.dataset[i][:2]
-        h, w = image.shape[-2:]
-        scale = self.size / min(h, w)
-        new_h, new_w = max(self.size, round(h * scale)), max(self.size, round(w * scale))
-        resized = torch.nn.functional.interpolate(
-            image[None].float(), size=(new_h, new_w), mode="bilinear", antialias=True,
-            align_corners=False)[0]
-        top, left = (new_h - self.size) // 2, (new_w - self.size) // 2
-        crop = resized[:, top : top + self.size, left : left + self.size]
-        return crop.round().clamp(0, 255).to(torch.uint8), label
+        return resize_square(image, self.size), label
+
+
+def resize_square(image: torch.Tensor, size: int) -> torch.Tensor:
+    """A uint8 ``(3, H, W)`` image with its shorter side resized to ``size`` (antialiased
+    bilinear), centre-cropped to ``size`` x ``size``."""
+    h, w = image.shape[-2:]
+    scale = size / min(h, w)
+    new_h, new_w = max(size, round(h * scale)), max(size, round(w * scale))
+    resized = torch.nn.functional.interpolate(
+        image[None].float(), size=(new_h, new_w), mode="bilinear", antialias=True,
+        align_corners=False)[0]
+    top, left = (new_h - size) // 2, (new_w - size) // 2
+    crop = resized[:, top : top + size, left : left + size]
+    return crop.round().clamp(0, 255).to(torch.uint8)
 
 
 class _Relabelled(Dataset):

@@ -27,7 +27,13 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from contrastkit.data.images import datasets
-from contrastkit.data.loader_crops import CropSpec, EpochKeys, LoaderCrops, encoded_reader
+from contrastkit.data.loader_crops import (
+    CropSpec,
+    EpochKeys,
+    LoaderCrops,
+    ViewCrops,
+    encoded_reader,
+)
 from contrastkit.data.registry import (
     DatasetName,
     MissingSplitError,
@@ -37,6 +43,7 @@ from contrastkit.data.registry import (
     open_split,
 )
 from contrastkit.data.specs import VideoDataSpec
+from contrastkit.data.stream import DecodedImage, ShardStream, is_url
 from contrastkit.data.wrappers import ResizedSquare, fixed_subset, select_classes
 
 
@@ -120,6 +127,13 @@ class PretrainDataModule(L.LightningDataModule):
             (``simplejpeg``'s ``fastdct``): a cheaper decode whose pixels differ from the
             accurate one by about 1 grey level on average (``benchmarks/README.md``,
             "Loader crops"). Off by default.
+        stream: with ``dataset: shards``, stream the training split's shards sequentially
+            through webdataset (:mod:`contrastkit.data.stream`: shard order drawn per epoch,
+            shards split across processes then workers, a bounded shuffle buffer) instead of
+            reading them by random access; ``root`` may then be a URL prefix webdataset
+            opens (``https://``, ``pipe:``...; the kNN monitor still reads its splits by
+            random access, so with a URL set ``val_split: null``). Off by default.
+        shuffle_buffer: samples in each loader worker's shuffle buffer with ``stream``.
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -166,6 +180,8 @@ class PretrainDataModule(L.LightningDataModule):
         video: VideoDataSpec | None = None,
         crops: Literal["device", "loader"] = "device",
         fast_decode: bool = False,
+        stream: bool = False,
+        shuffle_buffer: int = 1000,
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -212,11 +228,29 @@ class PretrainDataModule(L.LightningDataModule):
         if fast_decode and crops != "loader":
             raise ValueError("data.fast_decode applies to data.crops: loader")
         self.crops, self.fast_decode = crops, bool(fast_decode)
+        self._check_stream(stream, shuffle_buffer)
+        self.stream, self.shuffle_buffer = bool(stream), int(shuffle_buffer)
         #: the views' crops (set from the training module when the loader is built)
         self.crop_specs: list[CropSpec] | None = None
         self.train_set: Dataset | None = None
         self.bank_set: Dataset | None = None
         self.val_set: Dataset | None = None
+
+    def _check_stream(self, stream: bool, shuffle_buffer: int) -> None:
+        if not isinstance(shuffle_buffer, int) or shuffle_buffer < 1:
+            raise ValueError(f"data.shuffle_buffer must be an int >= 1, got {shuffle_buffer!r}")
+        if not stream:
+            return
+        if self.dataset_name != "shards":
+            raise ValueError(f"data.stream reads packed shards: set data.dataset: shards, not "
+                             f"{self.dataset_name!r}")
+        for key in ("classes", "subset", "long_tail_ratio"):
+            if getattr(self, key) is not None:
+                raise ValueError(f"data.{key} selects images by index: not with data.stream "
+                                 "(pack the selection instead)")
+        if self.root is not None and is_url(self.root) and self.val_split is not None:
+            raise ValueError(f"data.root {self.root} is a URL: the kNN monitor reads its splits "
+                             "by random access from a local folder; set data.val_split: null")
 
     def _open(self, split: str, monitor: bool = False) -> Dataset:
         if self.is_video:
@@ -224,6 +258,8 @@ class PretrainDataModule(L.LightningDataModule):
                                           role="monitor" if monitor else "train",
                                           skip_corrupt=self.skip_corrupt)
             return select_classes(dataset, self.classes) if self.classes is not None else dataset
+        if self.stream and not monitor:
+            return ShardStream(self.root, split)  # type: ignore[arg-type]
         full_images = self.crops == "loader" and not monitor
         dataset, skipped = open_split(
             self.dataset_name, self.root, split, cache_dir=self.cache_dir,
@@ -288,7 +324,7 @@ class PretrainDataModule(L.LightningDataModule):
             rank_zero_info(f"data: the kNN monitor queries its own bank (data.val_split = "
                            f"data.bank_split = {self.val_split}): not a held-out accuracy")
         if self.val_split is not None:
-            if self.bank_split != self.train_split or self.is_video:
+            if self.bank_split != self.train_split or self.is_video or self.stream:
                 bank = self._open(self.bank_split, monitor=True)
             elif self.crops == "loader" and self.load_size is not None:
                 bank = ResizedSquare(train, self.load_size)  # the training images, as squares
@@ -329,13 +365,37 @@ class PretrainDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None
+        if isinstance(self.train_set, ShardStream):
+            return self._stream_loader(self.train_set)
         sampler = EpochShuffleSampler.for_trainer(self.trainer, len(self.train_set), self.seed,
                                                   self.batch_size)
+        # Lightning starts the loader's iterator (and workers prefetch from the sampler) before
+        # it calls set_epoch: a resumed run would otherwise replay epoch 0's order first
+        sampler.set_epoch(self._first_epoch())
         if self.crops == "loader":
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
                                 self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
         return self._loader(self.train_set, sampler, drop_last=True)
+
+    def _first_epoch(self) -> int:
+        """The epoch the loader built now serves first: Lightning's processed epoch count (the
+        value it gives ``set_epoch``), which a checkpoint written at an epoch end already
+        holds, while ``current_epoch`` (the completed count) lags by one until the loop runs."""
+        loop = getattr(self.trainer, "fit_loop", None)
+        if loop is not None:
+            return int(loop.epoch_progress.current.processed)
+        return int(getattr(self.trainer, "current_epoch", 0) or 0)
+
+    def _stream_loader(self, stream: ShardStream) -> DataLoader:
+        trainer = self.trainer
+        world = trainer.world_size if trainer is not None else 1
+        rank = trainer.global_rank if world > 1 else 0
+        transform = (ViewCrops(self._crop_specs(), self.seed, self.fast_decode)
+                     if self.crops == "loader" else DecodedImage(self.load_size))
+        share = stream.for_process(rank, world, self.batch_size, transform, self.seed,
+                                   self.shuffle_buffer, self._first_epoch())
+        return self._loader(share, None, drop_last=True)
 
     def _crop_specs(self) -> list[CropSpec]:
         if self.crop_specs is None:
