@@ -27,8 +27,9 @@ demo: $(STAMP)
 demo-losses: $(STAMP)
 	$(PY) -m contrastkit.demos.losses
 
+# two pytest workers: on 2 cores the suite takes 6.4 min instead of 8.9 (CONTRIBUTING.md)
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -26,7 +26,7 @@ from pathlib import Path
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo" / "digits_sce.yaml"
 SRC = Path(__file__).resolve().parents[1] / "src"
-_EPOCH = re.compile(r"^epoch \d+/\d+ \(step \d+, ([\d.]+) s\)", re.M)
+_EPOCH = re.compile(r"^epoch \d+/\d+ \(step \d+, ([\d.]+) s[,)]", re.M)
 
 
 def epoch_seconds(src: Path, threads: list[str], epochs: int) -> list[float]:
