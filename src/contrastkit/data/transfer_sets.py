@@ -85,7 +85,7 @@ def check_images(files: FileList) -> None:
     image_mod = pillow()
     for path in files.paths:
         try:
-            with image_mod.open(path):
+            with image_mod.open(path):  # the header only: open parses it, decodes nothing
                 pass
         except (OSError, SyntaxError, ValueError) as err:
             raise UnreadableImageError(f"{path}: unreadable image (expected a decodable "

@@ -31,6 +31,8 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from contrastkit.distributed import is_distributed
+
 __all__ = ["CastWeights"]
 
 _LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -69,10 +71,7 @@ def _gradients_all_reduced() -> bool:
     the backward and take that overlap away, so with more than one process autocast casts each
     weight itself, as it would without this module.
     """
-    dist = torch.distributed
-    return (
-        torch.is_grad_enabled() and dist.is_available() and dist.is_initialized()
-        and dist.get_world_size() > 1)
+    return torch.is_grad_enabled() and is_distributed()
 
 
 class CastWeights:
