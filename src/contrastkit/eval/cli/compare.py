@@ -13,20 +13,23 @@ import numpy as np
 
 from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
 from contrastkit.eval.cli.output import guard, header
+from contrastkit.eval.cli.setup import DefaultsHelpFormatter
 
 
 # --- options ------------------------------------------------------------------------------------
 def compare_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit compare RUN_A RUN_B``."""
     parser = argparse.ArgumentParser(
-        prog="contrastkit compare",
+        prog="contrastkit compare", formatter_class=DefaultsHelpFormatter,
         description="Compare two `contrastkit eval` folders with a paired bootstrap interval.")
     parser.add_argument("run_a", help="eval output folder of model A")
     parser.add_argument("run_b", help="eval output folder of model B")
-    parser.add_argument("--output", default=None, help="folder for comparison.json/.md")
-    parser.add_argument("--resamples", type=int, default=1000)
-    parser.add_argument("--confidence", type=float, default=0.95)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None,
+                        help="folder for comparison.json/.md (default: print only)")
+    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="two-sided confidence level of the interval")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
     return parser
 
 

@@ -34,6 +34,7 @@ from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import header
 from contrastkit.eval.cli.run_defaults import run_defaults
+from contrastkit.eval.cli.setup import DefaultsHelpFormatter
 from contrastkit.eval.finetune_images import (
     DYSTRESS_A2,
     DYSTRESS_CLASS_WEIGHTS,
@@ -52,7 +53,7 @@ SPLITS = {"flowers102": ("train", "test"), "mura": ("train", "valid"),
 def finetune_images_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval finetune`` on image data sets."""
     p = argparse.ArgumentParser(
-        prog="contrastkit eval finetune",
+        prog="contrastkit eval finetune", formatter_class=DefaultsHelpFormatter,
         description="Fine-tune the whole network with a new classifier on an image data set "
         "(DySTreSS appendix A.2). Video data sets (SCE D.3) have their own options: "
         "contrastkit eval finetune --data ucf101 --help.")
@@ -60,17 +61,23 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True,
                    help=f"{', '.join(TRANSFER_SETS)}, or an image dataset of the registry "
                    "(cifar10, folder, ...)")
-    p.add_argument("--root", default=None, help="the data set's folder")
+    p.add_argument("--root", default=None,
+                   help="the data set's folder (default: none, for data sets that need none)")
     p.add_argument("--train-split", default=None, help="default: train")
     p.add_argument("--test-split", default=None, help="default: test (mura: valid)")
     p.add_argument("--protocol", default="dystress_a2", choices=("dystress_a2",),
                    help="named recipe (DySTreSS A.2: 50 epochs, SGD, batch 128, lr 0.1 / 1.0 "
                    "binary, x0.1 at epochs 30 and 40)")
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--lr", type=float, default=None, help="multi-class and binary lr")
-    p.add_argument("--finetune-batch-size", type=int, default=None)
-    p.add_argument("--milestones", type=int, nargs="+", default=None)
-    p.add_argument("--size", type=int, default=None, help="training / test crop (224)")
+    p.add_argument("--epochs", type=int, default=None, help="default: the protocol's (50)")
+    p.add_argument("--lr", type=float, default=None, help="multi-class and binary lr "
+                   "(default: the protocol's, 0.1 / 1.0 binary)")
+    p.add_argument("--finetune-batch-size", type=int, default=None,
+                   help="default: the protocol's (128)")
+    p.add_argument("--milestones", type=int, nargs="+", default=None,
+                   help="epochs where the lr is multiplied by 0.1 "
+                   "(default: the protocol's, 30 40)")
+    p.add_argument("--size", type=int, default=None,
+                   help="training / test crop (default: the protocol's, 224)")
     p.add_argument("--normalize", default=None,
                    help="normalisation name or 'none' (default: the pretraining run's)")
     p.add_argument("--class-weights", default="paper",
@@ -79,8 +86,9 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="output folder (one run per folder)")
     p.add_argument("--overwrite", action="store_true", help="replace the earlier run there")
     p.add_argument("--resume", action="store_true", help=f"continue from --output/{STATE}")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the augmentations, the classifier and the data order")
     p.add_argument("--quiet", action="store_true", help="no line per epoch on stderr")
     return p
 

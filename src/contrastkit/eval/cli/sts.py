@@ -23,6 +23,7 @@ from contrastkit.checkpoints import read_metadata
 from contrastkit.data.sts import TASKS, read_pairs_file, read_task
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import check_output, guard, header
+from contrastkit.eval.cli.setup import DefaultsHelpFormatter
 from contrastkit.eval.sts import evaluate_tasks
 from contrastkit.models.text import (
     TextEncoder,
@@ -40,13 +41,14 @@ _PREFIX = "method.backbone."
 def sts_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval sts``."""
     p = argparse.ArgumentParser(
-        prog="contrastkit eval sts",
+        prog="contrastkit eval sts", formatter_class=DefaultsHelpFormatter,
         description="Spearman correlation of cosine similarities with gold scores (STS12-16, "
         "STS-B, SICK-R; SimCSE's 'all' aggregation), alignment and uniformity.")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", help="contrastkit SimCSE checkpoint (.ckpt)")
     source.add_argument("--model", help="transformers model name or folder, evaluated as is")
-    p.add_argument("--senteval-root", help="SentEval's data/downstream folder")
+    p.add_argument("--senteval-root",
+                   help="SentEval's data/downstream folder (default: none; --pairs only)")
     p.add_argument("--tasks", nargs="+", choices=TASKS, default=None,
                    help="tasks under --senteval-root (default: all seven)")
     p.add_argument("--pairs", nargs="+", default=[],
@@ -59,7 +61,7 @@ def sts_parser() -> argparse.ArgumentParser:
                    help="gold score from which a pair counts as positive for alignment")
     p.add_argument("--batch-size", type=int, default=128, help="sentences per forward")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
-    p.add_argument("--output", help="folder for results.json and results.md")
+    p.add_argument("--output", help="folder for results.json and results.md (default: print only)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation")
     return p
 

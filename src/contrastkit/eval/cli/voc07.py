@@ -31,7 +31,7 @@ from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.cli.output import header
 from contrastkit.eval.cli.run_defaults import run_defaults
-from contrastkit.eval.cli.setup import DEFAULT_CACHE
+from contrastkit.eval.cli.setup import DEFAULT_CACHE, DefaultsHelpFormatter
 from contrastkit.eval.features import extract_features, feature_cache_key
 from contrastkit.eval.voc_svm import VOC07_SVM, SVMProtocol, sample_low_shot, voc07_svm
 from contrastkit.outputs import check_output_folder, staged_folder
@@ -46,7 +46,7 @@ COST_SELECTION = ("per class, by stratified k-fold cross-validation on the train
 def voc07_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval voc07``."""
     p = argparse.ArgumentParser(
-        prog="contrastkit eval voc07",
+        prog="contrastkit eval voc07", formatter_class=DefaultsHelpFormatter,
         description="VOC2007 classification with one-vs-rest linear SVMs on frozen features "
         "(SCE Tables 9-10): per-class AP and mAP (VOC07 11-point, all-point).")
     p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt or ResNet .pth")
@@ -55,7 +55,7 @@ def voc07_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-split", default="test", help="AP split")
     p.add_argument("--classes", nargs="+", default=None, metavar="NAME",
                    help="only these classes (default: every <class>_<split>.txt list)")
-    p.add_argument("--size", type=int, default=224, help="centre crop side (224)")
+    p.add_argument("--size", type=int, default=224, help="centre crop side")
     p.add_argument("--normalize", default=None,
                    help="normalisation name or 'none' (default: the pretraining run's)")
     p.add_argument("--shots", nargs="+", default=["16", "32", "64", "all"],
@@ -67,7 +67,8 @@ def voc07_parser() -> argparse.ArgumentParser:
                    help="SVM costs C tried by cross-validation")
     p.add_argument("--folds", type=int, default=VOC07_SVM.folds, help="cross-validation folds")
     p.add_argument("--jobs", type=int, default=1, help="classes trained in parallel")
-    p.add_argument("--output", default=None, help="output folder (must be empty or new)")
+    p.add_argument("--output", default=None,
+                   help="output folder, empty or new (default: print only)")
     p.add_argument("--overwrite", action="store_true", help="replace the earlier evaluation")
     p.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
