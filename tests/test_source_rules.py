@@ -1,5 +1,5 @@
 """House rules on the source tree (CONTRIBUTING.md): no import cycle between files, small files,
-and no name in ``src/`` that only its tests use.
+no name in ``src/`` that only its tests use, and every module named in CONTRIBUTING's layout.
 
 The imports are read as ``tests/test_layering.py`` reads them (every ``import``, at module level
 or inside a function). A name "has a user" when something outside ``tests/`` names it: code in
@@ -157,6 +157,19 @@ def overrides_a_framework_method(module: str, owner: str, name: str) -> bool:
     cls = getattr(importlib.import_module(module), owner)
     return any(name in vars(base) for base in inspect.getmro(cls)[1:]
                if not base.__module__.startswith("contrastkit"))
+
+
+def layout_block() -> str:
+    """The fenced layout block of CONTRIBUTING.md (its first code block)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    return text.split("```")[1]
+
+
+def test_every_module_is_named_in_the_contributing_layout():
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", layout_block()))
+    missing = sorted(m for m, path in modules().items()
+                     if path.stem != "__init__" and path.stem not in words)
+    assert missing == [], f"name these modules in CONTRIBUTING.md's layout: {missing}"
 
 
 def test_every_name_in_src_has_a_user_outside_its_tests():
