@@ -49,6 +49,24 @@ def test_pretrain_minutes_from_config_to_last_checkpoint(tmp_path):
     assert pretrain_minutes(pre) == pytest.approx(7.5)
 
 
+def test_pretrain_minutes_sum_the_invocations_of_a_resumed_run(tmp_path):
+    import os
+
+    pre = tmp_path / "pretrain"
+    (pre / "checkpoints").mkdir(parents=True)
+    (pre / "tensorboard").mkdir()
+    (pre / "config.yaml").write_text("x")  # rewritten by the resume: the fallback would say 2
+    (pre / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    os.utime(pre / "config.yaml", (5_000.0, 5_000.0))
+    os.utime(pre / "checkpoints" / "last.ckpt", (5_120.0, 5_120.0))
+    for start, end in ((1_000, 1_600), (5_000, 5_120)):  # 10 min, stopped; 2 min, resumed
+        events = pre / "tensorboard" / f"events.out.tfevents.{start}.host.42.0"
+        events.write_bytes(b"x")
+        os.utime(events, (end, end))
+    (pre / "tensorboard" / "hparams.yaml").write_text("{}")
+    assert pretrain_minutes(pre) == pytest.approx(12.0)
+
+
 def test_single_seed_accuracy_shows_its_bootstrap_interval(tmp_path):
     import numpy as np
 

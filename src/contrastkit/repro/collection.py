@@ -135,12 +135,24 @@ def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, 
 
 
 def pretrain_minutes(pretrain_dir: Path) -> float | None:
-    """Wall-clock minutes of a pretraining run, start-up included: from the write of its
-    ``config.yaml`` (LightningCLI saves it before the first step) to that of ``last.ckpt``.
+    """Wall-clock minutes of a pretraining run, over all its invocations when it was resumed.
 
-    None when either file is missing. A resumed run rewrites ``config.yaml``, so the figure
-    then covers the last invocation only.
+    Each invocation of ``contrastkit pretrain`` writes its own TensorBoard event file, named
+    ``events.out.tfevents.<start, Unix seconds>.<host>.<pid>.<n>`` and last written at its last
+    logged step: the minutes are the sum over those files of (last write - start). Without
+    event files (TensorBoard not installed), from the write of ``config.yaml`` (LightningCLI
+    saves it before the first step) to that of ``last.ckpt``: a resumed run rewrites
+    ``config.yaml``, so the figure then covers the last invocation only.
+
+    None when neither gives a figure.
     """
+    spans = []
+    for events in sorted((pretrain_dir / "tensorboard").glob("events.out.tfevents.*")):
+        start = events.name.split(".")[3]
+        if start.isdigit():
+            spans.append(max(0.0, events.stat().st_mtime - int(start)))
+    if spans:
+        return sum(spans) / 60.0
     config, ckpt = pretrain_dir / "config.yaml", pretrain_dir / "checkpoints" / "last.ckpt"
     if not (config.is_file() and ckpt.is_file()):
         return None

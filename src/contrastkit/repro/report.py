@@ -367,7 +367,10 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
             continue
         lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
                      "single seed, accuracies carry their 95% test-set bootstrap interval; "
-                     "*vs random init*: mean paired difference with its 95% t-interval):")
+                     "*vs random init*: mean paired difference with its 95% t-interval; "
+                     "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
+                     "cores shared with other work, so they follow the machine's load as much "
+                     "as the method):")
         lines.append("")
         lines.append("| " + " | ".join(header) + " |")
         lines.append("|" + "---|" * len(header))
