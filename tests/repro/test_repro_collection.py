@@ -102,3 +102,28 @@ def test_read_losses_first_and_last_epoch_means(tmp_path):
         writer.writerows(rows)
     assert read_losses(path) == {"initial_loss": 5.5, "final_loss": 1.5,
                                        "logged_epochs": 3}
+
+
+def test_a_run_shared_by_studies_is_collected_with_all_their_evaluations(tmp_path):
+    """The random-init baseline serves the SINCERE study (1-NN, 5-NN) and the others (200-NN):
+    its 200-NN result must reach the summary, whichever study comes first."""
+    import json
+
+    from contrastkit.repro.collection import collect, shared_variants
+    from contrastkit.repro.layout import RUNS
+
+    variants = shared_variants("cpu")
+    stems = [v.stem for v in variants]
+    assert len(stems) == len(set(stems))  # one variant per run folder
+    by_stem = dict(zip(stems, variants, strict=True))
+    assert {"knn1", "knn5", "knn200"} <= set(by_stem["random_init"].evals)
+    seed_dir = tmp_path / RUNS / "cpu" / "random_init" / "seed0"
+    for protocol, top1 in (("knn200", 0.3155), ("knn1", 0.2599)):
+        folder = seed_dir / "eval" / protocol
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps({"metrics": {"top1": top1}}))
+    run = collect(tmp_path)["runs"]["cpu/random_init/seed0"]
+    assert run["metrics"]["knn200/top1"] == pytest.approx(0.3155)
+    assert run["metrics"]["knn1/top1"] == pytest.approx(0.2599)
+    assert set(run["evals_done"]) == {"knn200", "knn1"}
+    assert run["status"] == "partial"  # knn5 and the pretraining are missing

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
@@ -84,6 +85,23 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
+def shared_variants(part: str) -> list[Variant]:
+    """One variant per run folder (config stem) of the studies of ``part``: a run that several
+    studies share (the random-init baseline, the SimCLR temperature grid) is evaluated with the
+    protocols of all of them, so its variant carries the union of their evaluations, in study
+    order (the first study's variant otherwise)."""
+    merged: dict[str, Variant] = {}
+    for study in STUDIES.values():
+        if study.part != part:
+            continue
+        for variant in study.variants:
+            first = merged.setdefault(variant.stem, variant)
+            extra = tuple(e for e in variant.evals if e not in first.evals)
+            if extra:
+                merged[variant.stem] = replace(first, evals=first.evals + extra)
+    return list(merged.values())
+
+
 def collect(root: Path | None = None) -> dict:
     """Scan ``runs/repro`` under ``root`` (default: the checkout) for every known run,
     evaluation and comparison."""
@@ -95,14 +113,13 @@ def collect(root: Path | None = None) -> dict:
             continue
         tag = tag_dir.name
         part, _, ep = tag.partition("-e")
+        for variant in shared_variants(part):
+            for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
+                key = f"{tag}/{variant.stem}/{seed_dir.name}"
+                runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
         for study in STUDIES.values():
             if study.part != part:
                 continue
-            for variant in study.variants:
-                for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
-                    key = f"{tag}/{variant.stem}/{seed_dir.name}"
-                    if key not in runs:
-                        runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
             for a, b, protocol in study.all_pairs():
                 sa, sb = study.variant(a).stem, study.variant(b).stem
                 base = tag_dir / "compare" / f"{sa}__vs__{sb}" / protocol
