@@ -57,8 +57,9 @@ def _plan_lines() -> list[str]:
     total = sum(c.seconds for c in costs)
     shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
     lines = [
-        "**Planned, not measured:** the runs of the redesigned Part A are pending; the figures",
-        "below estimate their cost as runs x 1,170 steps x CPU-seconds per step, plus each",
+        "**Planned, not measured:** the study's measured cost is given once all its runs",
+        "have finished (`benchmarks/README.md`); until then, the figures below estimate it",
+        "as runs x 1,170 steps x CPU-seconds per step, plus each",
         "evaluation's CPU-seconds (`contrastkit.repro.plan`).",
         "",
         *STEP_COST_NOTE,
@@ -187,7 +188,8 @@ def _verdict_rules() -> list[str]:
         "noise within one seed, not the seed noise the verdict rests on.",
         "",
         "Assumed seed standard deviations (pooled paired-difference spread of the earlier "
-        "Part A runs, ResNet-18 width 8, 156 steps, `docs/reproduction.json`: for each pair "
+        "Part A runs, ResNet-18 width 8, 156 steps, `docs/reproduction.json` as of commit "
+        "e5c16f6 (`git show e5c16f6:docs/reproduction.json`): for each pair "
         "of runs of a study with two seeds, (d0 - d1)^2 / 2 estimates sigma^2):",
         "",
         "| quantity | sigma | MDE, "

@@ -26,8 +26,9 @@ CONFIDENCE = 0.95
 #: Assumed seed standard deviation of a paired value, per quantity (key: the metric's name, or
 #: ``accuracy`` for every top-1 accuracy in points), and where each number comes from. The
 #: numbers are the pooled paired-difference spread of the earlier Part A runs (ResNet-18 width
-#: 8, 156 steps; docs/reproduction.json, tag ``cpu``): for every pair of runs of one study with
-#: two finished seeds, ``(d_0 - d_1)^2 / 2`` estimates ``sigma^2`` with one degree of freedom;
+#: 8, 156 steps; docs/reproduction.json at commit e5c16f6, tag ``cpu``): for every pair of runs
+#: of one study with two finished seeds, ``(d_0 - d_1)^2 / 2`` estimates ``sigma^2`` with one
+#: degree of freedom;
 #: ``sigma`` is the square root of their mean. Those runs were shorter and narrower than the
 #: redesigned study's, so these are assumptions, not measurements of it.
 SEED_SD: dict[str, tuple[float, str]] = {
