@@ -68,16 +68,18 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--protocol", default="dystress_a2", choices=("dystress_a2",),
                    help="named recipe (DySTreSS A.2: 50 epochs, SGD, batch 128, lr 0.1 / 1.0 "
                    "binary, x0.1 at epochs 30 and 40)")
-    p.add_argument("--epochs", type=int, default=None, help="default: the protocol's (50)")
+    a2 = DYSTRESS_A2
+    p.add_argument("--epochs", type=int, default=None,
+                   help=f"default: the protocol's ({a2.epochs})")
     p.add_argument("--lr", type=float, default=None, help="multi-class and binary lr "
-                   "(default: the protocol's, 0.1 / 1.0 binary)")
+                   f"(default: the protocol's, {a2.lr} / {a2.lr_binary} binary)")
     p.add_argument("--finetune-batch-size", type=int, default=None,
-                   help="default: the protocol's (128)")
+                   help=f"default: the protocol's ({a2.batch_size})")
     p.add_argument("--milestones", type=int, nargs="+", default=None,
-                   help="epochs where the lr is multiplied by 0.1 "
-                   "(default: the protocol's, 30 40)")
+                   help=f"epochs where the lr is multiplied by {a2.gamma} "
+                   f"(default: the protocol's, {' '.join(map(str, a2.milestones))})")
     p.add_argument("--size", type=int, default=None,
-                   help="training / test crop (default: the protocol's, 224)")
+                   help=f"training / test crop (default: the protocol's, {a2.size})")
     p.add_argument("--normalize", default=None,
                    help="normalisation name or 'none' (default: the pretraining run's)")
     p.add_argument("--class-weights", default="paper",
