@@ -12,7 +12,6 @@ from repro_summaries import run_entry
 from contrastkit.repro.collection import (
     _accuracy_interval,
     pretrain_finished,
-    pretrain_minutes,
     read_losses,
 )
 from contrastkit.repro.report import _cell
@@ -33,38 +32,6 @@ def test_pretrain_finished(tmp_path):
     assert not pretrain_finished(ckpt, 4)
     _fake_ckpt(ckpt, 3, False)  # stopped by max_time inside the last epoch
     assert not pretrain_finished(ckpt, 3)
-
-
-def test_pretrain_minutes_from_config_to_last_checkpoint(tmp_path):
-    import os
-
-    pre = tmp_path / "pretrain"
-    (pre / "checkpoints").mkdir(parents=True)
-    assert pretrain_minutes(pre) is None  # nothing written yet
-    (pre / "config.yaml").write_text("x")
-    assert pretrain_minutes(pre) is None  # started, no checkpoint
-    (pre / "checkpoints" / "last.ckpt").write_bytes(b"x")
-    os.utime(pre / "config.yaml", (1_000.0, 1_000.0))
-    os.utime(pre / "checkpoints" / "last.ckpt", (1_450.0, 1_450.0))
-    assert pretrain_minutes(pre) == pytest.approx(7.5)
-
-
-def test_pretrain_minutes_sum_the_invocations_of_a_resumed_run(tmp_path):
-    import os
-
-    pre = tmp_path / "pretrain"
-    (pre / "checkpoints").mkdir(parents=True)
-    (pre / "tensorboard").mkdir()
-    (pre / "config.yaml").write_text("x")  # rewritten by the resume: the fallback would say 2
-    (pre / "checkpoints" / "last.ckpt").write_bytes(b"x")
-    os.utime(pre / "config.yaml", (5_000.0, 5_000.0))
-    os.utime(pre / "checkpoints" / "last.ckpt", (5_120.0, 5_120.0))
-    for start, end in ((1_000, 1_600), (5_000, 5_120)):  # 10 min, stopped; 2 min, resumed
-        events = pre / "tensorboard" / f"events.out.tfevents.{start}.host.42.0"
-        events.write_bytes(b"x")
-        os.utime(events, (end, end))
-    (pre / "tensorboard" / "hparams.yaml").write_text("{}")
-    assert pretrain_minutes(pre) == pytest.approx(12.0)
 
 
 def test_single_seed_accuracy_shows_its_bootstrap_interval(tmp_path):

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -275,7 +277,8 @@ def _stop_after_first_checkpoints(lanes: dict[str, subprocess.Popen], ckpts: dic
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
     process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
-    call resumes that run with ``--resume last`` and finishes it, every step logged once.
+    call resumes that run with ``--resume last`` and finishes it, every step logged once, its
+    cost logged, the finished run recorded; a checkout with only the records trains nothing.
     The two lanes (one per signal, each in its own folder) run side by side, and so do the
     two next calls: their start-ups dominate."""
     stops = {"SIGKILL": signal.SIGKILL, "SIGINT": signal.SIGINT}
@@ -308,3 +311,26 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
         assert sorted({int(float(row["epoch"])) for row in rows}) == list(range(12)), name
         steps = [int(row["step"]) for row in rows]
         assert sorted(steps) == list(range(48)), name  # each of the 4 x 12 steps logged once
+        # the cost log: SIGINT reached the runner, which waited for pretraining to stop and
+        # logged it; SIGKILL left no line; the resumed call logged the rest
+        costs = [json.loads(line) for line in
+                 (pre[name].parent / "cost.jsonl").read_text().splitlines()]
+        assert [c["step"] for c in costs] == ["pretrain"] * (2 if name == "SIGINT" else 1)
+        assert costs[-1]["exit_status"] == 0 and costs[-1]["cpu_seconds"] > 0, name
+        if name == "SIGINT":
+            assert costs[0]["exit_status"] != 0
+        # the finished run is recorded, without its checkpoints
+        recorded = tmp_path / name / "docs/reproduction/runs/cpu/tiny/seed0"
+        assert (recorded / "pretrain" / "finished.json").is_file(), name
+        assert (recorded / "pretrain" / "metrics.csv").is_file(), name
+        assert not list(recorded.rglob("*.ckpt")), name
+    # a fresh checkout with the records only (a clone on another machine) trains nothing
+    fresh = tmp_path / "fresh"
+    shutil.copytree(tmp_path / "SIGINT" / "configs", fresh / "configs")
+    shutil.copytree(tmp_path / "SIGINT" / "docs", fresh / "docs")
+    shutil.copy(tmp_path / "SIGINT" / "lane.py", fresh / "lane.py")
+    done = subprocess.run([sys.executable, "-u", str(fresh / "lane.py"), str(fresh)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
+    assert "$ contrastkit" not in done.stdout

@@ -11,9 +11,11 @@
 
 ``cpu`` (Part A) pretrains, evaluates and compares every run of the CPU studies (3 paired seeds,
 a random-initialisation baseline in each; two lanes may run at once) and collects the results
-into ``runs/repro/summary.json``; ``gpu`` (Part B) does the same at full scale, training
-in chunks; ``report`` collects again and writes ``docs/reproduction.md`` and its figures: each
-claim next to the paper's table or figure and numbers, with a verdict.
+into ``runs/repro/summary.json``, recording each finished run's small files in
+``docs/reproduction/runs`` (committed: the study goes on from there on another machine);
+``gpu`` (Part B) does the same at full scale, training in chunks; ``report`` collects again
+and writes ``docs/reproduction.md`` and its figures: each claim next to the paper's table or
+figure and numbers, with a verdict.
 
 One module per job:
 
@@ -21,6 +23,7 @@ One module per job:
 * :mod:`~contrastkit.repro.layout`: the checkout and the run folders' layout;
 * :mod:`~contrastkit.repro.commands`: the ``contrastkit`` command line of each step;
 * :mod:`~contrastkit.repro.runner`: runs those commands in order, resumable;
+* :mod:`~contrastkit.repro.records`: finished runs kept in git, restored on another machine;
 * :mod:`~contrastkit.repro.collection`: scans the run folders into a summary;
 * :mod:`~contrastkit.repro.stats`: paired t-intervals and minimum detectable effects;
 * :mod:`~contrastkit.repro.verdicts`: the verdict rules;

@@ -1,8 +1,10 @@
 """The ``contrastkit repro`` command line: ``cpu | gpu | report | list``.
 
 ``cpu`` and ``gpu`` run the studies of Part A and Part B (:mod:`contrastkit.repro.runner`);
-``report`` collects the runs and writes the report (:mod:`contrastkit.repro.report`); ``list``
-prints the studies. Paths of ``report --output/--figures`` are relative to the checkout.
+``report`` restores the recorded runs the working copy lacks
+(:mod:`contrastkit.repro.records`), collects the runs and writes the report
+(:mod:`contrastkit.repro.report`); ``list`` prints the studies. Paths of
+``report --output/--figures`` are relative to the checkout.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from contrastkit.errors import run_command
 from contrastkit.repro import layout
 from contrastkit.repro.collection import collect, write_summary
 from contrastkit.repro.commands import parse_duration
-from contrastkit.repro.layout import DOC, DOC_SUMMARY, FIGURES, SUMMARY
+from contrastkit.repro.layout import DOC, DOC_SUMMARY, FIGURES, RUNS, SUMMARY
+from contrastkit.repro.records import restore
 from contrastkit.repro.report import write_report
 from contrastkit.repro.runner import Runner, run_studies, selected
 from contrastkit.repro.studies import STUDIES
@@ -72,6 +75,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.summary:
             summary = _read_summary(Path(args.summary))
         else:
+            restored = restore()
+            if restored:
+                print(f"restored {len(restored)} recorded runs and comparisons into {RUNS}")
             summary = collect()
             write_summary(summary, repo / SUMMARY)
         if args.output == str(DOC):

@@ -1,8 +1,9 @@
 """Collection of the study's results: scan the run folders into one summary, and read it back.
 
 :func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
-reached its last epoch (the checkpoint's loop state), the first and last epochs' training loss
-from ``metrics.csv``, the wall time of pretraining, every evaluation's ``results.json`` (with a
+reached its last epoch (its finished mark, or the checkpoint's loop state), the first and last
+epochs' training loss from ``metrics.csv``, the CPU and wall time of its commands
+(``cost.jsonl``, :mod:`contrastkit.repro.records`), every evaluation's ``results.json`` (with a
 bootstrap interval of its top-1 when it saved predictions) and every ``comparison.json``.
 :func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
 :func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
@@ -18,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
-from contrastkit.repro import layout
+from contrastkit.repro import layout, records
 from contrastkit.repro.layout import RUNS, eval_dir
 from contrastkit.repro.studies import STUDIES, Variant
 
@@ -151,42 +152,16 @@ def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, 
     return {f"{protocol}/top1_ci_low": low, f"{protocol}/top1_ci_high": high}
 
 
-def pretrain_minutes(pretrain_dir: Path) -> float | None:
-    """Wall-clock minutes of a pretraining run, over all its invocations when it was resumed.
-
-    Each invocation of ``contrastkit pretrain`` writes its own TensorBoard event file, named
-    ``events.out.tfevents.<start, Unix seconds>.<host>.<pid>.<n>`` and last written at its last
-    logged step: the minutes are the sum over those files of (last write - start). Without
-    event files (TensorBoard not installed), from the write of ``config.yaml`` (LightningCLI
-    saves it before the first step) to that of ``last.ckpt``: a resumed run rewrites
-    ``config.yaml``, so the figure then covers the last invocation only.
-
-    None when neither gives a figure.
-    """
-    spans = []
-    for events in sorted((pretrain_dir / "tensorboard").glob("events.out.tfevents.*")):
-        start = events.name.split(".")[3]
-        if start.isdigit():
-            spans.append(max(0.0, events.stat().st_mtime - int(start)))
-    if spans:
-        return sum(spans) / 60.0
-    config, ckpt = pretrain_dir / "config.yaml", pretrain_dir / "checkpoints" / "last.ckpt"
-    if not (config.is_file() and ckpt.is_file()):
-        return None
-    return max(0.0, (ckpt.stat().st_mtime - config.stat().st_mtime) / 60.0)
-
-
 def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
                  root: Path) -> dict:
     epochs = int(ep) if ep else config_epochs(variant.config)
     pre = seed_dir / "pretrain"
-    finished = pretrain_finished(pre / "checkpoints" / "last.ckpt", epochs)
+    finished = records.finished(pre, epochs) or pretrain_finished(
+        pre / "checkpoints" / "last.ckpt", epochs)
     metrics: dict[str, float] = {}
     if (pre / "metrics.csv").is_file():
         metrics.update(_flat("pretrain/", read_losses(pre / "metrics.csv")))
-    minutes = pretrain_minutes(pre)
-    if minutes is not None:
-        metrics["pretrain/wall_minutes"] = minutes
+    metrics.update(records.read_costs(seed_dir))
     figures: dict[str, str] = {}
     for protocol in variant.evals:
         data = _read_json(eval_dir(seed_dir, protocol) / "results.json")

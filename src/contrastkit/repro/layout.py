@@ -6,6 +6,8 @@ studies that use the same config share its runs) and
 ``runs/repro/<part>[-e<epochs>]/compare/<A>__vs__<B>/<protocol>/seed<N>``; ``-e<epochs>`` tags
 runs shortened with ``--epochs``. The summary of every run is ``runs/repro/summary.json``; the
 report is ``docs/reproduction.md`` with its copy of the summary and its figures beside it.
+Finished runs and comparisons are also recorded, small files only, under the same relative paths
+in ``docs/reproduction/runs/<part>[-e<epochs>]/`` (committed; :mod:`contrastkit.repro.records`).
 
 Every other module reads :data:`REPO` as ``layout.REPO`` at call time, so one assignment (a
 test's ``monkeypatch``) moves the whole study.
@@ -24,6 +26,7 @@ FEATURE_CACHE = ".cache/repro/features"
 CONFIGS = Path("configs/repro")
 RUNS = Path("runs/repro")
 SUMMARY = RUNS / "summary.json"
+RECORDS = Path("docs/reproduction/runs")  # committed copies of finished runs (records.py)
 DOC = Path("docs/reproduction.md")
 DOC_SUMMARY = Path("docs/reproduction.json")  # committed copy of the summary the report shows
 FIGURES = Path("docs/figures")
@@ -43,19 +46,20 @@ def require_checkout() -> Path:
     return REPO
 
 
-def _tag(part: str, epochs: int | None) -> str:
+def run_tag(part: str, epochs: int | None = None) -> str:
+    """``<part>[-e<epochs>]``: the folder under ``runs/repro`` of a part's runs."""
     return part if epochs is None else f"{part}-e{epochs}"
 
 
 def run_dir(part: str, stem: str, seed: int, epochs: int | None = None) -> Path:
     """``runs/repro/<part>[-e<epochs>]/<stem>/seed<seed>``."""
-    return RUNS / _tag(part, epochs) / stem / f"seed{seed}"
+    return RUNS / run_tag(part, epochs) / stem / f"seed{seed}"
 
 
 def compare_dir(part: str, a: str, b: str, protocol: str, seed: int,
                 epochs: int | None = None) -> Path:
     """``runs/repro/<part>[-e<epochs>]/compare/<a>__vs__<b>/<protocol>/seed<seed>``."""
-    return RUNS / _tag(part, epochs) / "compare" / f"{a}__vs__{b}" / protocol / f"seed{seed}"
+    return RUNS / run_tag(part, epochs) / "compare" / f"{a}__vs__{b}" / protocol / f"seed{seed}"
 
 
 def eval_dir(out: Path, protocol: str) -> Path:

@@ -12,17 +12,26 @@ trained and evaluated under an exclusive lock on ``<run>/.lock`` (:func:`run_loc
 second lane waits for the first and then finds the run finished. A
 :class:`Runner` executes (or, dry, only prints) each command from the checkout, with an
 optional budget of steps (pretraining chunks and evaluations) so that one call fits a short
-window.
+window, and logs each command's CPU and wall time to its folder's ``cost.jsonl``.
+
+Across machines (:mod:`contrastkit.repro.records`): :func:`run_studies` first restores the
+recorded runs and comparisons the working copy lacks, and records each run once it is finished
+and evaluated, and each comparison once it is made.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
+import resource
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -35,7 +44,15 @@ from contrastkit.repro.commands import (
     pretrain_command,
     trained_seconds,
 )
-from contrastkit.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir
+from contrastkit.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from contrastkit.repro.records import (
+    COST_LOG,
+    append_cost,
+    finished,
+    mark_finished,
+    record,
+    restore,
+)
 from contrastkit.repro.studies import STUDIES, Study, Variant
 
 
@@ -58,13 +75,53 @@ class Runner:
         self.steps_left -= 1
         return True
 
-    def __call__(self, cmd: list[str]) -> int:
+    def __call__(self, cmd: list[str], cost_log: Path | None = None, step: str = "") -> int:
+        """Run ``cmd``; with ``cost_log`` (relative to the checkout), append its CPU and wall
+        time as ``step`` (:func:`contrastkit.repro.records.append_cost`).
+
+        A SIGTERM or SIGINT that reaches the runner while the command runs (a lane stopped by
+        signalling its process group, or Ctrl-C) waits for the command, which got it too and
+        stops on its own (``contrastkit pretrain`` after writing a checkpoint); its cost is
+        logged, then the runner exits with status 128 + the signal's number.
+        """
         self.commands.append(cmd)
         self.log("$ " + shlex.join(cmd))
         if self.dry_run:
             return 0
         exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent)) or cmd[0]
-        return subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
+        started, wall, cpu = dt.datetime.now(dt.timezone.utc), time.monotonic(), _children_cpu()
+        with _deferred_stop() as stop:
+            code = subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
+        if cost_log is not None:
+            append_cost(layout.REPO / cost_log, step, _children_cpu() - cpu,
+                        time.monotonic() - wall, code, started)
+        if stop:
+            raise SystemExit(128 + stop[0])
+        return code
+
+
+def _children_cpu() -> float:
+    """User + system CPU-seconds of the waited-for child processes (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextlib.contextmanager
+def _deferred_stop() -> Iterator[list[int]]:
+    """Note SIGTERM and SIGINT in the yielded list instead of acting on them (main thread
+    only; elsewhere the handlers stay as they are)."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                for s in signals}
+    try:
+        yield caught
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def selected(names: Sequence[str] | None, part: str) -> list[Study]:
@@ -82,7 +139,13 @@ def selected(names: Sequence[str] | None, part: str) -> list[Study]:
 def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, run: Runner, *,
                 epochs: int | None = None, chunk_seconds: int | None = None,
                 device: str = "cpu") -> bool:
-    """Pretrain, evaluate and compare every run of ``studies``; True when all finished."""
+    """Pretrain, evaluate and compare every run of ``studies``; True when all finished.
+
+    The recorded runs and comparisons of this part (and ``epochs`` tag) are restored first,
+    each run is recorded once finished and evaluated, each comparison once made."""
+    if not run.dry_run:
+        for folder in restore(run_tag(part, epochs)):
+            run.log(f"# {folder}: restored from its record")
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
@@ -94,12 +157,14 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                     continue
                 folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
                 with run_lock(folder, run):
-                    finished = _train_and_eval(part, variant, seed, run, epochs=epochs,
+                    done = _train_and_eval(part, variant, seed, run, epochs=epochs,
                                                chunk_seconds=chunk_seconds, device=device,
                                                trained=trained)
-                all_done &= finished
-                if finished:
+                all_done &= done
+                if done:
                     done_runs.add(key)
+                    if not run.dry_run:
+                        record(run_dir(part, variant.stem, seed, epochs))
             for a, b, protocol in study.all_pairs():
                 va, vb = study.variant(a), study.variant(b)
                 da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
@@ -108,7 +173,9 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
                                         and (layout.REPO / db / "results.json").is_file())
                 if ready and not (layout.REPO / out / "comparison.json").is_file():
-                    run(compare_command(da, db, out, seed))
+                    code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
+                    if code == 0 and not run.dry_run:
+                        record(out)
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
@@ -141,7 +208,8 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
     """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate;
     ``trained``: the runs already pretrained by this call (added to)."""
     out = run_dir(part, variant.stem, seed, epochs)
-    ckpt = layout.REPO / out / "pretrain" / "checkpoints" / "last.ckpt"
+    pre = layout.REPO / out / "pretrain"
+    ckpt = pre / "checkpoints" / "last.ckpt"
 
     def chunk() -> list[str] | None:
         if chunk_seconds is None:
@@ -157,12 +225,15 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
             run(eval_command(variant, protocol, seed, out, device))
         return True
     target_epochs = epochs or config_epochs(variant.config)
-    while not pretrain_finished(ckpt, target_epochs):
+    while not finished(pre, target_epochs):
+        if pretrain_finished(ckpt, target_epochs):
+            mark_finished(pre, target_epochs)
+            break
         if not run.spend():
             run.log(f"# {out}: step budget spent; rerun to continue")
             return False
         code = run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,
-                                    chunk=chunk()))
+                                    chunk=chunk()), out / COST_LOG, "pretrain")
         if code != 0:
             run.log(f"# {out}: pretraining failed with exit status {code}")
             return False
@@ -171,10 +242,15 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
             return False
     for protocol in variant.evals:
         if not (layout.REPO / eval_dir(out, protocol) / "results.json").is_file():
+            if not ckpt.is_file():
+                run.log(f"# {out}: {protocol} needs the checkpoint, which a recorded run does "
+                        f"not keep: delete {out} and its record to train the run again")
+                return False
             if not run.spend():
                 run.log(f"# {out}: step budget spent; rerun to continue")
                 return False
-            code = run(eval_command(variant, protocol, seed, out, device))
+            code = run(eval_command(variant, protocol, seed, out, device), out / COST_LOG,
+                       protocol)
             if code != 0:
                 run.log(f"# {out}: {protocol} failed with exit status {code}")
                 return False

@@ -1,0 +1,132 @@
+"""contrastkit.repro.records: the finished mark, the cost log, and the record of finished runs
+and comparisons that a fresh checkout restores."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+
+import pytest
+
+from contrastkit.repro import layout
+from contrastkit.repro.collection import collect
+from contrastkit.repro.layout import RECORDS, RUNS, compare_dir, run_dir
+from contrastkit.repro.records import (
+    append_cost,
+    finished,
+    mark_finished,
+    read_costs,
+    record,
+    restore,
+)
+
+CHECKOUT = layout.REPO  # the real checkout: its configs give the runs' epochs
+START = dt.datetime(2026, 11, 26, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _finished_run(repo, stem="sce", seed=0):
+    """A finished run's working folder: checkpoint, marks, metrics, one evaluation."""
+    out = run_dir("cpu", stem, seed)
+    pre = repo / out / "pretrain"
+    (pre / "checkpoints").mkdir(parents=True)
+    (pre / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    (repo / out / ".lock").write_text("")
+    mark_finished(pre, 30)
+    (pre / "metrics.csv").write_text("epoch,step,train/loss\n0,0,7.0\n29,1169,5.0\n")
+    knn = repo / out / "eval" / "knn200"
+    knn.mkdir(parents=True)
+    (knn / "results.json").write_text(json.dumps({"metrics": {"top1": 0.4}}))
+    append_cost(repo / out / "cost.jsonl", "pretrain", 1500.0, 1600.0, 0, START)
+    append_cost(repo / out / "cost.jsonl", "pretrain", 500.0, 560.0, 0, START)  # resumed
+    append_cost(repo / out / "cost.jsonl", "knn200", 70.0, 75.0, 0, START)
+    return out
+
+
+def test_finished_mark(tmp_path):
+    assert not finished(tmp_path, 30)  # no mark
+    mark_finished(tmp_path, 30)
+    assert finished(tmp_path, 30) and finished(tmp_path, 29) and not finished(tmp_path, 31)
+    (tmp_path / "finished.json").write_text("{not json")
+    assert not finished(tmp_path, 1)
+
+
+def test_costs_sum_every_command_and_the_pretraining_invocations(tmp_path):
+    assert read_costs(tmp_path) == {}
+    out = _finished_run(tmp_path)
+    costs = read_costs(tmp_path / out)
+    assert costs["cost/cpu_seconds"] == pytest.approx(2070.0)
+    assert costs["cost/wall_seconds"] == pytest.approx(2235.0)
+    assert costs["pretrain/wall_minutes"] == pytest.approx(2160.0 / 60)
+    line = json.loads((tmp_path / out / "cost.jsonl").read_text().splitlines()[0])
+    assert line == {"step": "pretrain", "cpu_seconds": 1500.0, "wall_seconds": 1600.0,
+                    "exit_status": 0, "started": "2026-11-26T12:00:00+00:00"}
+
+
+def test_record_keeps_everything_but_checkpoints_and_the_lock(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    out = _finished_run(tmp_path)
+    target = record(out)
+    assert target == tmp_path / RECORDS / "cpu" / "sce" / "seed0"
+    kept = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert kept == ["cost.jsonl", "eval/knn200/results.json", "pretrain/finished.json",
+                    "pretrain/metrics.csv"]
+    # a second record of the same files writes nothing; a changed run replaces the record whole
+    before = (target / "cost.jsonl").stat().st_mtime_ns
+    record(out)
+    assert (target / "cost.jsonl").stat().st_mtime_ns == before
+    (tmp_path / out / "eval" / "knn200" / "results.json").unlink()
+    (tmp_path / out / "eval" / "knn1").mkdir()
+    (tmp_path / out / "eval" / "knn1" / "results.json").write_text("{}")
+    record(out)
+    assert not (target / "eval" / "knn200").exists()
+    assert (target / "eval" / "knn1" / "results.json").is_file()
+    assert [p.name for p in target.parent.iterdir()] == ["seed0"]  # no staging left behind
+
+
+def test_a_fresh_checkout_restores_and_collects_the_recorded_runs(monkeypatch, tmp_path):
+    """A finished run and a comparison, recorded in one checkout, come back in another one
+    that has only the records (a clone on a new machine): finished without a checkpoint,
+    with its metrics and costs."""
+    first, fresh = tmp_path / "first", tmp_path / "fresh"
+    monkeypatch.setattr(layout, "REPO", first)
+    out = _finished_run(first)
+    record(out)
+    cmp = compare_dir("cpu", "sce", "moco", "knn200", 0)
+    (first / cmp).mkdir(parents=True)
+    (first / cmp / "comparison.json").write_text(json.dumps({"difference": 1.5}))
+    record(cmp)
+    (fresh / RECORDS).parent.mkdir(parents=True)
+    (first / RECORDS).rename(fresh / RECORDS)
+    shutil.copytree(CHECKOUT / "configs", fresh / "configs")
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore("cpu-e2") == []  # another tag: nothing
+    assert sorted(map(str, restore())) == sorted([str(cmp), str(out)])
+    assert not (fresh / out / "pretrain" / "checkpoints").exists()
+    assert json.loads((fresh / cmp / "comparison.json").read_text()) == {"difference": 1.5}
+    runs = collect()["runs"]
+    sce = runs["cpu/sce/seed0"]
+    assert sce["pretrain_finished"] and sce["evals_done"] == ["knn200"]
+    assert sce["metrics"]["knn200/top1"] == 0.4
+    assert sce["metrics"]["cost/cpu_seconds"] == pytest.approx(2070.0)
+    assert sce["metrics"]["pretrain/initial_loss"] == 7.0
+    assert restore() == []  # already there: nothing to restore
+
+
+def test_a_run_under_way_is_not_replaced_by_its_record(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    out = _finished_run(tmp_path)
+    record(out)
+    working = tmp_path / out
+    (working / "pretrain" / "finished.json").unlink()  # now: a checkpoint, not finished
+    (working / "pretrain" / "metrics.csv").write_text("epoch,step,train/loss\n0,0,7.0\n")
+    assert restore() == []
+    assert not (working / "pretrain" / "finished.json").exists()
+    assert (working / "pretrain" / "metrics.csv").read_text().count("\n") == 2
+    (working / "pretrain" / "checkpoints" / "last.ckpt").unlink()  # nothing trained: restored
+    assert restore() == [out]
+    assert finished(working / "pretrain", 30)
+
+
+def test_records_live_beside_the_report():
+    assert RECORDS.parts[:2] == ("docs", "reproduction") and RUNS.parts[0] == "runs"
