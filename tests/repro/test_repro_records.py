@@ -57,6 +57,7 @@ def test_costs_sum_every_command_and_the_pretraining_invocations(tmp_path):
     costs = read_costs(tmp_path / out)
     assert costs["cost/cpu_seconds"] == pytest.approx(2070.0)
     assert costs["cost/wall_seconds"] == pytest.approx(2235.0)
+    assert costs["cost/pretrain_cpu_seconds"] == pytest.approx(2000.0)
     assert costs["pretrain/wall_minutes"] == pytest.approx(2160.0 / 60)
     line = json.loads((tmp_path / out / "cost.jsonl").read_text().splitlines()[0])
     assert line == {"step": "pretrain", "cpu_seconds": 1500.0, "wall_seconds": 1600.0,

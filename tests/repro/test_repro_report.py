@@ -7,7 +7,8 @@ from repro_summaries import fake_sincere_summary, run_entry
 from scipy import stats
 
 from contrastkit.repro import layout
-from contrastkit.repro.figures import make_figures
+from contrastkit.repro.collection import read_monitor
+from contrastkit.repro.figures import _learning_curves, make_figures
 from contrastkit.repro.report import render_report, write_report
 from contrastkit.repro.studies import STUDIES
 
@@ -118,3 +119,70 @@ def test_temperature_figure_from_the_simclr_grid(tmp_path):
     assert [name for name, _ in made] == ["repro_temperature.png"]
     assert "dashed: the random-init baseline" in made[0][1]
     assert (tmp_path / "repro_temperature.png").stat().st_size > 0
+
+
+def test_monitor_curve_is_read_per_epoch_trained(tmp_path):
+    csv = tmp_path / "metrics.csv"
+    csv.write_text("epoch,step,train/loss,val/knn_top1\n0,9,7.0,\n4,194,,0.31\n"
+                   "5,200,6.0,\n9,389,,0.42\n")
+    assert read_monitor(csv) == [(5, 0.31), (10, 0.42)]
+    csv.write_text("epoch,step,train/loss\n0,9,7.0\n")
+    assert read_monitor(csv) == []
+
+
+def test_learning_curves_beside_the_random_init_line(tmp_path):
+    """Seed mean of the monitor per epoch with a lowest-to-highest band, unfinished runs left
+    out, and the random-init baseline's monitor value as a dashed line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = {"runs": {}}
+    for seed, (a, b) in enumerate(((0.30, 0.40), (0.32, 0.44))):
+        summary["runs"] |= run_entry("sce", seed, {"knn200/top1": b})
+        summary["runs"][f"cpu/sce/seed{seed}"]["monitor"] = [[5, a], [10, b]]
+        summary["runs"] |= run_entry("random_init", seed, {"knn200/top1": 0.3})
+        summary["runs"][f"cpu/random_init/seed{seed}"]["monitor"] = [[1, 0.24 + 0.02 * seed]]
+    summary["runs"] |= run_entry("moco", 0, {}, finished=False)
+    summary["runs"]["cpu/moco/seed0"]["monitor"] = [[5, 0.9]]
+    fig = _learning_curves(STUDIES["baselines"], summary, "cpu", plt)
+    ax = fig.axes[0]
+    sce, base = ax.lines
+    assert list(sce.get_xdata()) == [5, 10]
+    assert list(sce.get_ydata()) == [31.0, 42.0]
+    assert list(base.get_ydata()) == [25.0, 25.0] and base.get_linestyle() == "--"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "SCE (2 seeds)", "random init (2 seeds)"]
+    assert len(ax.collections) == 1  # the band of the two SCE seeds
+    plt.close(fig)
+    made = make_figures(STUDIES["baselines"], summary, tmp_path)
+    assert [name for name, _ in made] == ["repro_baselines_learning_curves.png",
+                                          "repro_baselines.png"]
+    assert (tmp_path / "repro_baselines_learning_curves.png").stat().st_size > 0
+
+
+def test_measured_cost_and_gains_over_random_init():
+    """The measured cost sums every command's CPU time (an unfinished run's and the
+    comparisons' included) and gives per-config figures of the finished runs; the overview
+    gives each trained run's gain over the random init of its seed."""
+    summary = fake_sincere_summary()
+    assert "no Part A run has logged its cost yet" in render_report(summary)
+    for seed in (0, 1, 2):
+        summary["runs"][f"cpu/sincere/seed{seed}"]["metrics"] |= {
+            "cost/cpu_seconds": 3000.0 + 600 * seed, "cost/pretrain_cpu_seconds": 2400.0,
+            "cost/wall_seconds": 3600.0, "pretrain/wall_minutes": 50.0 + seed}
+    summary["runs"]["cpu/sincere/seed2"]["status"] = "partial"
+    summary["comparisons"]["cpu/sincere__vs__supcon/knn1/seed0"]["cpu_seconds"] = 360.0
+    text = render_report(summary)
+    total = (3000 + 3600 + 4200 + 360) / 3600
+    assert (f"2 of 30 runs finished and evaluated; {total:.2f} CPU-hours so far, every command "
+            "included (those of runs not finished yet and 6.0 CPU-minutes of comparisons); "
+            "the commands' wall time sums to 3.00 hours") in text
+    assert "| `sincere` | 2 | 40.0 (40.0-40.0) | 15.0 (10.0-20.0) | 50.5 (50.0-51.0) |" in text
+    # SINCERE 1-NN 0.80 + 0.001 s, random init 0.30 + 0.01 s: gains 50.0, 49.1, 48.2
+    assert "| SINCERE | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
+    assert "| SupCon | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |" in text
+    assert "| SCE | knn200 | not yet run |" in text
+    assert "Smallest gain so far: +47.0 points (SupCon, seed 2), over 6 finished runs." in text
+    assert "## What the CPU scale can and cannot show" in text

@@ -2,9 +2,10 @@
 
 :func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
 reached its last epoch (its finished mark, or the checkpoint's loop state), the first and last
-epochs' training loss from ``metrics.csv``, the CPU and wall time of its commands
-(``cost.jsonl``, :mod:`contrastkit.repro.records`), every evaluation's ``results.json`` (with a
-bootstrap interval of its top-1 when it saved predictions) and every ``comparison.json``.
+epochs' training loss and the online monitor's learning curve from ``metrics.csv``, the CPU and
+wall time of its commands (``cost.jsonl``, :mod:`contrastkit.repro.records`), every
+evaluation's ``results.json`` (with a bootstrap interval of its top-1 when it saved
+predictions) and every ``comparison.json``.
 :func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
 :func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
 of a summary.
@@ -71,6 +72,21 @@ def read_losses(metrics_csv: Path) -> dict[str, float]:
     return out
 
 
+#: The online monitor's column in ``metrics.csv`` (``model.online_eval``: 200-NN top-1 of the
+#: test split against the training images, every few epochs): the learning curves.
+MONITOR = "val/knn_top1"
+
+
+def read_monitor(metrics_csv: Path) -> list[tuple[int, float]]:
+    """``(epochs trained, monitor top-1)`` at each validation of ``metrics.csv``: a row logged
+    in (0-based) epoch ``e`` follows ``e + 1`` epochs of training; empty without a monitor."""
+    import csv
+
+    with open(metrics_csv, newline="") as handle:
+        return [(int(float(row["epoch"])) + 1, float(row[MONITOR]))
+                for row in csv.DictReader(handle) if row.get(MONITOR) and row.get("epoch")]
+
+
 def _flat(prefix: str, metrics: dict) -> dict[str, float]:
     """The numeric entries of ``metrics`` flattened to ``prefix + "a/b"`` keys, as floats."""
     from contrastkit.eval.report import flatten_metrics
@@ -128,9 +144,11 @@ def collect(root: Path | None = None) -> dict:
                     data = _read_json(seed_dir / "comparison.json")
                     if data:
                         comparisons[f"{tag}/{sa}__vs__{sb}/{protocol}/{seed_dir.name}"] = {
-                            k: data.get(k) for k in ("difference", "ci_low", "ci_high",
-                                                     "confidence", "verdict", "num_test",
-                                                     "accuracy_a", "accuracy_b", "n_resamples")}
+                            **{k: data.get(k) for k in ("difference", "ci_low", "ci_high",
+                                                        "confidence", "verdict", "num_test",
+                                                        "accuracy_a", "accuracy_b",
+                                                        "n_resamples")},
+                            "cpu_seconds": records.read_costs(seed_dir).get("cost/cpu_seconds")}
     return {"generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "runs": runs, "comparisons": comparisons}
 
@@ -159,8 +177,10 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
     finished = records.finished(pre, epochs) or pretrain_finished(
         pre / "checkpoints" / "last.ckpt", epochs)
     metrics: dict[str, float] = {}
+    curve: list[tuple[int, float]] = []
     if (pre / "metrics.csv").is_file():
         metrics.update(_flat("pretrain/", read_losses(pre / "metrics.csv")))
+        curve = read_monitor(pre / "metrics.csv")
     metrics.update(records.read_costs(seed_dir))
     figures: dict[str, str] = {}
     for protocol in variant.evals:
@@ -177,7 +197,8 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
             "seed": int(seed_dir.name.removeprefix("seed")), "epochs": epochs,
             "pretrain_finished": finished, "evals_done": evals_done,
             "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
-            "metrics": metrics, "figures": figures}
+            "metrics": metrics, "monitor": [list(point) for point in curve],
+            "figures": figures}
 
 
 def write_summary(summary: dict, path: Path) -> None:

@@ -1,7 +1,9 @@
 """Figures of the reproduction report (``docs/figures/repro_*.png``), from measured runs only.
 
-Per study: 200-NN accuracy, uniformity and tolerance against the temperature (study 2, Wang &
-Liu 2021); the training loss curves of SINCERE and SupCon (Feeney & Hughes 2023, Table 4
+Per Part A study: the learning curves of its runs (the online 200-NN monitor every 5 epochs)
+next to the random-initialisation baseline under the same monitor. Per study: 200-NN
+accuracy, uniformity and tolerance against the temperature (study 2, Wang & Liu 2021); the
+training loss curves of SINCERE and SupCon (Feeney & Hughes 2023, Table 4
 compares their first and last epochs); bar charts of the seed mean accuracy (DySTreSS and
 baseline studies); the random-initialisation baseline as a dashed line; and copies of the
 runs' own ``analyze`` figures (local separation, Wang & Liu 2021 supplement Figs. 1, 4; nearest
@@ -49,6 +51,15 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
         os.replace(tmp, path)
         made.append((name, caption))
 
+    if study.part == "cpu" and study.variants:
+        fig = _learning_curves(study, summary, tag, plt)
+        if fig is not None:
+            save(fig, f"repro_{study.name}_learning_curves.png",
+                 f"{study.title}: learning curves, the online 200-NN monitor (test split against "
+                 "the 10,000 training images, k 200, t 0.1) every 5 epochs; seed mean, band: "
+                 "lowest to highest seed; dashed: the random-init baseline under the same "
+                 f"monitor (`runs/repro/{tag}`). The tables' 200-NN uses the whole train split "
+                 "as bank, so their numbers differ from the last point.")
     if study.name == "temperature":
         panels = [("knn200/top1", 100.0, "200-NN top-1 (%)"),
                   ("analyze/uniformity", 1.0, "uniformity (lower: more uniform)"),
@@ -132,6 +143,41 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
                  f"`runs/repro/{tag}`; dashed: the random-init baseline where run).")
     return made
+
+
+def _learning_curves(study: Study, summary: dict, tag: str, plt):
+    """Monitor top-1 (%) against epochs, seed mean of each trained run of ``study`` with a
+    lowest-to-highest band, and the random-init baseline's monitor value dashed; None when no
+    finished run has a monitor curve."""
+    def curves(stem: str) -> list[dict[int, float]]:
+        return [dict((int(e), 100.0 * v) for e, v in r.get("monitor", []))
+                for r in summary.get("runs", {}).values()
+                if r.get("tag") == tag and r.get("stem") == stem and r.get("pretrain_finished")
+                and r.get("monitor")]
+
+    trained = [(v.label, curves(v.stem)) for v in study.variants if v.name != "random_init"]
+    trained = [(label, runs) for label, runs in trained if runs]
+    if not trained:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for label, runs in trained:
+        epochs = sorted(set.intersection(*(set(r) for r in runs)))
+        values = [[r[e] for r in runs] for e in epochs]
+        line, = ax.plot(epochs, [sum(v) / len(v) for v in values], "o-", markersize=3,
+                        label=f"{label} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
+        if len(runs) > 1:
+            ax.fill_between(epochs, [min(v) for v in values], [max(v) for v in values],
+                            color=line.get_color(), alpha=0.15, linewidth=0)
+    if any(v.name == "random_init" for v in study.variants):
+        base = [value for r in curves(study.variant("random_init").stem)
+                for value in r.values()]
+        if base:
+            ax.axhline(sum(base) / len(base), color="grey", linestyle="--",
+                       label=f"random init ({len(base)} seed{'s' if len(base) > 1 else ''})")
+    ax.set_xlabel("epochs trained")
+    ax.set_ylabel("monitor 200-NN top-1 (%)")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def _copy_run_figures(study: Study, summary: dict, tag: str, figures_dir: Path,

@@ -71,8 +71,8 @@ def append_cost(log: Path, step: str, cpu_seconds: float, wall_seconds: float,
 
 def read_costs(folder: Path) -> dict[str, float]:
     """Sums of ``folder/cost.jsonl``: ``cost/cpu_seconds`` and ``cost/wall_seconds`` of every
-    command, and ``pretrain/wall_minutes`` of the pretraining commands (over all invocations
-    of a resumed run); empty without a log."""
+    command, ``cost/pretrain_cpu_seconds`` and ``pretrain/wall_minutes`` of the pretraining
+    commands (over all invocations of a resumed run); empty without a log."""
     try:
         lines = (folder / COST_LOG).read_text().splitlines()
     except OSError:
@@ -80,11 +80,12 @@ def read_costs(folder: Path) -> dict[str, float]:
     entries = [json.loads(line) for line in lines if line.strip()]
     if not entries:
         return {}
-    pretrain = [e["wall_seconds"] for e in entries if e["step"] == "pretrain"]
+    pretrain = [e for e in entries if e["step"] == "pretrain"]
     out = {"cost/cpu_seconds": sum(e["cpu_seconds"] for e in entries),
            "cost/wall_seconds": sum(e["wall_seconds"] for e in entries)}
     if pretrain:
-        out["pretrain/wall_minutes"] = sum(pretrain) / 60.0
+        out["cost/pretrain_cpu_seconds"] = sum(e["cpu_seconds"] for e in pretrain)
+        out["pretrain/wall_minutes"] = sum(e["wall_seconds"] for e in pretrain) / 60.0
     return out
 
 

@@ -57,10 +57,9 @@ def _plan_lines() -> list[str]:
     total = sum(c.seconds for c in costs)
     shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
     lines = [
-        "**Planned, not measured:** the study's measured cost is given once all its runs",
-        "have finished (`benchmarks/README.md`); until then, the figures below estimate it",
-        "as runs x 1,170 steps x CPU-seconds per step, plus each",
-        "evaluation's CPU-seconds (`contrastkit.repro.plan`).",
+        "**Planned before the runs** (`contrastkit.repro.plan`): runs x 1,170 steps x",
+        "CPU-seconds per step, plus each evaluation's CPU-seconds; the measured cost follows",
+        "the plan.",
         "",
         *STEP_COST_NOTE,
         "",
@@ -81,6 +80,86 @@ def _plan_lines() -> list[str]:
         "Every run is resumable, so the study can be run in pieces.",
     ]
     return lines
+
+
+def _measured_cost_lines(summary: dict) -> list[str]:
+    """Part A's measured cost so far, from the runs' ``cost.jsonl`` (CPU time of each
+    command's process tree, wall time of each command): per config, and in total."""
+    runs = [r for r in summary.get("runs", {}).values() if r.get("tag") == "cpu"]
+    costed = [r for r in runs if "cost/cpu_seconds" in r.get("metrics", {})]
+    planned = {(v.stem, seed) for s in STUDIES.values() if s.part == "cpu"
+               for seed in s.seeds for v in s.variants}
+    if not costed:
+        return ["**Measured:** no Part A run has logged its cost yet.", ""]
+    done = [r for r in costed if r.get("status") == "done"]
+    compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
+                      summary.get("comparisons", {}).items() if key.startswith("cpu/"))
+    cpu = sum(r["metrics"]["cost/cpu_seconds"] for r in costed) + compare_cpu
+    wall = sum(r["metrics"]["cost/wall_seconds"] for r in costed)
+    lines = [
+        f"**Measured** (each command's `cost.jsonl` line: CPU time of its process tree, its "
+        f"wall time; one torch thread per lane): {len(done)} of {len(planned)} runs finished "
+        f"and evaluated; {cpu / 3600:.2f} CPU-hours so far, every command included (those of "
+        f"runs not finished yet and {compare_cpu / 60:.1f} CPU-minutes of comparisons); the "
+        f"commands' wall time sums to {wall / 3600:.2f} hours (two lanes side by side: about "
+        "half of that elapsed). Per finished run:",
+        "",
+        "| config | runs | pretraining CPU-min | evaluation CPU-min | pretraining wall-min |",
+        "|---|---|---|---|---|",
+    ]
+    for stem in dict.fromkeys(r["stem"] for r in sorted(done, key=lambda r: r["stem"])):
+        group = [r["metrics"] for r in done if r["stem"] == stem]
+        pre = [m.get("cost/pretrain_cpu_seconds", 0.0) / 60 for m in group]
+        ev = [(m["cost/cpu_seconds"] - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
+              for m in group]
+        wall_min = [m.get("pretrain/wall_minutes", 0.0) for m in group]
+        lines.append(f"| `{stem}` | {len(group)} | {_mean_range(pre)} | {_mean_range(ev)} | "
+                     f"{_mean_range(wall_min)} |")
+    return [*lines, ""]
+
+
+def _mean_range(values: list[float]) -> str:
+    """``mean (min-max)`` with one decimal; the mean alone for one value."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.1f}"
+    return f"{mean:.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def _scale_lines() -> list[str]:
+    """What Part A's scale can and cannot show, in plain words."""
+    acc_mde = mde(SEED_SD["accuracy"][0], len(CPU_SEEDS))
+    return [
+        "## What the CPU scale can and cannot show",
+        "",
+        "Part A trains ResNet-18 at a quarter of its width on a fifth of CIFAR-10 for 30 "
+        "epochs: about 1,170 steps, against the papers' 200 to 1,000 epochs of the full "
+        "network on all 50,000 images (SCE Table 6 trains 200 epochs of 195 steps). It can "
+        "show:",
+        "",
+        "* whether each method learns at all at this budget: every trained run is compared "
+        "with the same backbone randomly initialised, seed by seed, and its learning curve is "
+        "drawn next to that baseline;",
+        f"* the direction of an effect at least as large as the minimum detectable one "
+        f"(about {acc_mde:.1f} points of accuracy over {len(CPU_SEEDS)} seeds), and the sign "
+        "of a geometric quantity (uniformity, tolerance, local separation, target-noise "
+        "margin) between two losses trained alike;",
+        "* whether a loss collapses (the views' similarity near 1 and the loss stuck at its "
+        "starting value).",
+        "",
+        "It cannot show:",
+        "",
+        "* the papers' absolute numbers (linear probes near 90% on CIFAR-10): they need "
+        "Part B's full scale;",
+        f"* effects smaller than the minimum detectable one: SCE vs ReSSL (+0.1 in the "
+        f"paper), SCE's lambda, Ceil and tau_m ablations (0.14 to 1.8 points), DySTreSS's "
+        f"+2.0 points over SimCLR are all below {acc_mde:.1f} points; such a claim is *not "
+        "testable at this scale*, which is not evidence against it;",
+        "* what depends on long training or scale: a ranking that changes after 30 epochs, "
+        "the effect of larger batches or queues, ImageNet, and the linear-probe protocols "
+        "(Part A evaluates with kNN, which needs no training).",
+        "",
+    ]
 
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
@@ -215,7 +294,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "",
         "Generated by `contrastkit repro report` from `runs/repro/summary.json` (written by",
         "`contrastkit repro cpu` / `gpu`; its copy beside this page, `reproduction.json`,",
-        "holds every number); do not edit by hand. Every number below was",
+        "holds every number; the finished runs' own files, checkpoints aside, are recorded in",
+        "`reproduction/runs/`); do not edit by hand. Every number below was",
         "measured by the public commands (`contrastkit pretrain`, `eval`, `analyze`, `compare`)",
         "on the configs of `configs/repro/`; a claim whose runs do not exist yet says",
         "**not yet run**.",
@@ -250,6 +330,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "",
         *_plan_lines(),
         "",
+        *_measured_cost_lines(summary),
+        *_scale_lines(),
         *_verdict_rules(),
     ]
     lines += _at_a_glance(summary)
@@ -282,7 +364,40 @@ def _at_a_glance(summary: dict) -> list[str]:
                 counts[next(k for k in LABELS if verdict.startswith(k))] += 1
         lines.append(f"| {title} | {sum(counts.values())} | "
                      + " | ".join(str(counts[k]) for k in order) + " |")
-    return [*lines, ""]
+    return [*lines, "", *_past_random_init(summary)]
+
+
+def _past_random_init(summary: dict) -> list[str]:
+    """Each trained Part A run's accuracy minus that of the random-init baseline of its seed
+    (points; the study's 200-NN, or 1-NN where it has none), and the smallest gain."""
+    runs = summary.get("runs", {})
+    rows, gains = [], []
+    seen: set[str] = set()
+    for study in (s for s in STUDIES.values() if s.part == "cpu"):
+        for v in study.variants:
+            if v.name == "random_init" or v.stem in seen:
+                continue
+            seen.add(v.stem)
+            protocol = "knn200" if "knn200" in v.evals else "knn1"
+            metric = f"{protocol}/top1"
+            cells = []
+            for seed in study.seeds:
+                run = runs.get(f"cpu/{v.stem}/seed{seed}") or {}
+                base = runs.get(f"cpu/random_init/seed{seed}") or {}
+                if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
+                        and run.get("pretrain_finished"):
+                    gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
+                    gains.append((gain, v.label, seed))
+                    cells.append(f"s{seed}: {gain:+.1f}")
+            rows.append(f"| {v.label} | {protocol} | {', '.join(cells) or 'not yet run'} |")
+    lines = ["Trained past random initialisation: each finished run's top-1 minus that of the "
+             "same backbone randomly initialised with the same seed (points, test split):", "",
+             "| run | protocol | gain over random init, per seed |", "|---|---|---|", *rows, ""]
+    if gains:
+        low = min(gains)
+        lines += [f"Smallest gain so far: {low[0]:+.1f} points ({low[1]}, seed {low[2]}), over "
+                  f"{len(gains)} finished runs.", ""]
+    return lines
 
 
 def _measured(v: Verdict, study: Study) -> str:
