@@ -65,3 +65,29 @@ def test_repro_report_names_a_bad_summary_file(tmp_path, capsys):
     assert main(["repro", "report", "--summary", str(broken)]) == 2
     assert capsys.readouterr().err.startswith(
         f"contrastkit repro: error: --summary {broken} is not JSON (")
+
+
+def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_path, capsys):
+    """A clone holds the records of finished runs, not runs/repro: ``repro report`` restores
+    them and the page shows their numbers."""
+    import shutil
+
+    from contrastkit.repro.layout import RECORDS
+    from contrastkit.repro.records import mark_finished
+
+    shutil.copytree(layout.REPO / "configs", tmp_path / "configs")
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    for stem, top1 in (("sce", 0.467), ("random_init", 0.3155)):
+        run = tmp_path / RECORDS / "cpu" / stem / "seed0"
+        (run / "pretrain").mkdir(parents=True)
+        mark_finished(run / "pretrain", 1 if stem == "random_init" else 30)
+        (run / "eval" / "knn200").mkdir(parents=True)
+        (run / "eval" / "knn200" / "results.json").write_text(
+            json.dumps({"metrics": {"top1": top1}}))
+    assert main(["repro", "report"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("restored 2 recorded runs and comparisons into runs/repro\n")
+    text = (tmp_path / "docs" / "reproduction.md").read_text()
+    assert "| SCE | knn200 | s0: +15.2 |" in text
+    assert json.loads((tmp_path / "docs" / "reproduction.json").read_text())["runs"][
+        "cpu/sce/seed0"]["pretrain_finished"]
