@@ -37,9 +37,9 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
-# The CPU-scale reproduction study (docs/reproduction.md), redesigned and not run yet: 30 runs
-# in two lanes of one thread each, about 15 CPU-hours planned (an estimate: 7-8 hours of two
-# idle cores); resumable: rerun after any stop.
+# The CPU-scale reproduction study (docs/reproduction.md): 30 runs in two lanes of one thread
+# each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
+# stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
 repro-cpu: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study dystress temperature & lane=$$!; \
 	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study baselines sincere sce_lambda_tau; \
