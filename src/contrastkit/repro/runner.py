@@ -156,15 +156,15 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 if key in done_runs:
                     continue
                 folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
-                with run_lock(folder, run):
+                with run_lock(folder, run):  # a second lane may share the run: record in it
                     done = _train_and_eval(part, variant, seed, run, epochs=epochs,
-                                               chunk_seconds=chunk_seconds, device=device,
-                                               trained=trained)
+                                           chunk_seconds=chunk_seconds, device=device,
+                                           trained=trained)
+                    if done and not run.dry_run:
+                        record(run_dir(part, variant.stem, seed, epochs))
                 all_done &= done
                 if done:
                     done_runs.add(key)
-                    if not run.dry_run:
-                        record(run_dir(part, variant.stem, seed, epochs))
             for a, b, protocol in study.all_pairs():
                 va, vb = study.variant(a), study.variant(b)
                 da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
