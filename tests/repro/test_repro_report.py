@@ -186,3 +186,16 @@ def test_measured_cost_and_gains_over_random_init():
     assert "| SCE | knn200 | not yet run |" in text
     assert "Smallest gain so far: +47.0 points (SupCon, seed 2), over 6 finished runs." in text
     assert "## What the CPU scale can and cannot show" in text
+
+
+def test_a_new_report_removes_the_figures_it_no_longer_shows(tmp_path):
+    figures = tmp_path / "docs" / "figures"
+    figures.mkdir(parents=True)
+    (figures / "repro_old_study.png").write_bytes(b"old")
+    (figures / "other.png").write_bytes(b"not the report's")
+    summary = {"runs": {}}
+    for stem, acc in (("sce", 0.50), ("moco", 0.47), ("ressl", 0.49), ("random_init", 0.3)):
+        summary["runs"] |= run_entry(stem, 0, {"knn200/top1": acc})
+    text = write_report(summary, tmp_path / "docs" / "reproduction.md", figures).read_text()
+    assert "](figures/repro_baselines.png)" in text
+    assert sorted(p.name for p in figures.iterdir()) == ["other.png", "repro_baselines.png"]

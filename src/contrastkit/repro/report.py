@@ -9,6 +9,7 @@ measured values per seed, verdict), a table of its runs per tag and its figures
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
@@ -522,10 +523,15 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
 
 def write_report(summary: dict, doc: Path, figures_dir: Path) -> Path:
     """Write the report of ``summary`` to ``doc`` (atomically) and its figures to
-    ``figures_dir``, linked relative to ``doc``; return ``doc``."""
+    ``figures_dir``, linked relative to ``doc``; return ``doc``. The ``repro_*.png`` figures
+    of an earlier report that this one no longer shows are removed from ``figures_dir``."""
     text = render_report(summary, figures_dir, doc.parent)
     fd, tmp = temp_file_beside(doc)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     os.replace(tmp, doc)
+    shown = set(re.findall(r"\]\((?:[^)]*/)?(repro_[^)/]+\.png)\)", text))
+    for stale in figures_dir.glob("repro_*.png"):
+        if stale.name not in shown:
+            stale.unlink()
     return doc
