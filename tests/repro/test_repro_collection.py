@@ -32,6 +32,16 @@ def test_pretrain_finished(tmp_path):
     assert not pretrain_finished(ckpt, 4)
     _fake_ckpt(ckpt, 3, False)  # stopped by max_time inside the last epoch
     assert not pretrain_finished(ckpt, 3)
+    # written at the end of the last epoch's validation (the monitor's epochs): the epoch has
+    # started and its batches are done, but it is not counted processed yet
+    state = {"epoch_progress": {"current": {"started": 30, "processed": 29}},
+             "epoch_loop.batch_progress": {"is_last_batch": True,
+                                           "current": {"ready": 39, "completed": 39}}}
+    torch.save({"loops": {"fit_loop": state}}, ckpt)
+    assert pretrain_finished(ckpt, 30) and not pretrain_finished(ckpt, 31)
+    state["epoch_loop.batch_progress"]["current"]["completed"] = 38
+    torch.save({"loops": {"fit_loop": state}}, ckpt)
+    assert not pretrain_finished(ckpt, 30)
 
 
 def test_single_seed_accuracy_shows_its_bootstrap_interval(tmp_path):

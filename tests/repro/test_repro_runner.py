@@ -210,7 +210,8 @@ def test_run_lock_waits_for_another_process(tmp_path):
 
 
 TINY = """\
-# A tiny run for the interruption test: digits, small conv net, 12 epochs of 4 steps.
+# A tiny run for the interruption test: digits, small conv net, 12 epochs of 4 steps, the
+# kNN monitor every 4 epochs (so the last checkpoint is written at a validation's end).
 model:
   method:
     class_path: contrastkit.methods.SimCLR
@@ -220,8 +221,10 @@ model:
       temperature: 0.2
   views: {size: 16, normalize: digits}
   optimizer: {warmup_epochs: 0}
-data: {dataset: digits, batch_size: 64, subset: 256, val_split: null}
-trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1}
+  online_eval: {linear: false}
+data: {dataset: digits, batch_size: 64, subset: 256, val_split: test}
+trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1,
+          check_val_every_n_epoch: 4}
 """
 
 LANE = """\

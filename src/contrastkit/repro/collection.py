@@ -34,16 +34,26 @@ def config_epochs(config: str) -> int:
 
 
 def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
-    """Whether ``ckpt`` was written at the end of the last epoch (Lightning loop state)."""
+    """Whether ``ckpt`` was written after the last batch of epoch ``max_epochs`` (Lightning
+    loop state). Lightning writes it at the training epoch's end (the epoch is then counted
+    ``processed``) or, in an epoch that runs the validation monitor, at the validation's end,
+    before the epoch is counted processed: then the epoch has ``started`` and all its batches
+    are ``completed``."""
     if not ckpt.is_file():
         return False
     import torch
 
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
     loop = (state.get("loops") or {}).get("fit_loop") or {}
-    processed = (((loop.get("epoch_progress") or {}).get("current") or {}).get("processed", 0))
-    last_batch = (loop.get("epoch_loop.batch_progress") or {}).get("is_last_batch", False)
-    return int(processed) >= max_epochs and bool(last_batch)
+    epochs = (loop.get("epoch_progress") or {}).get("current") or {}
+    batches = loop.get("epoch_loop.batch_progress") or {}
+    in_epoch = batches.get("current") or {}
+    if not batches.get("is_last_batch", False):
+        return False
+    if int(epochs.get("processed", 0)) >= max_epochs:
+        return True
+    return (int(epochs.get("started", 0)) >= max_epochs
+            and int(in_epoch.get("completed", 0)) >= int(in_epoch.get("ready", 1)))
 
 
 def read_losses(metrics_csv: Path) -> dict[str, float]:
