@@ -123,3 +123,24 @@ def test_single_accuracy_rejects_bad_input():
         bootstrap_accuracy(np.zeros(3, dtype=int), np.zeros(3, dtype=int), n_resamples=0)
     with pytest.raises(ValueError, match="empty"):
         bootstrap_accuracy(np.zeros(0, dtype=int), np.zeros(0, dtype=int))
+
+
+def test_predictions_are_written_compressed_and_read_back(tmp_path):
+    """``predictions.npz`` is a deflated zip (a study records thousands of them) and reads back
+    exactly, int64."""
+    import json
+    import zipfile
+
+    import numpy as np
+
+    from contrastkit.eval.report import PREDICTIONS, RESULTS_JSON, load_run, write_predictions
+
+    rng = np.random.default_rng(0)
+    pred, labels = rng.integers(0, 10, 10_000), rng.integers(0, 10, 10_000)
+    path = write_predictions(tmp_path / PREDICTIONS, pred, labels)
+    with zipfile.ZipFile(path) as archive:
+        assert {i.compress_type for i in archive.infolist()} == {zipfile.ZIP_DEFLATED}
+    (tmp_path / RESULTS_JSON).write_text(json.dumps({"metrics": {}}))
+    _, arrays = load_run(tmp_path)
+    assert arrays["pred"].dtype == np.int64 and (arrays["pred"] == pred).all()
+    assert (arrays["labels"] == labels).all()

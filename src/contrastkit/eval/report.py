@@ -6,7 +6,8 @@ An evaluation folder written by ``contrastkit eval`` holds:
 * ``results.json``: ``{"command", "argv", "checkpoint": {"path", "sha256", "backbone"},
   "data": {...}, "protocol", "config": {...}, "metrics": {...}, "figures": [...], ...}``;
 * ``results.md``: the same numbers as a Markdown table;
-* ``predictions.npz``: ``pred`` and ``labels`` (int64, one per test sample), read back by
+* ``predictions.npz``: ``pred`` and ``labels`` (int64, one per test sample; zip-compressed:
+  10,000 predictions of 10 classes take about 7 KB instead of 160), read back by
   ``contrastkit compare`` for the paired bootstrap.
 """
 
@@ -78,7 +79,7 @@ def write_predictions(path: str | os.PathLike, pred: object, labels: object,
         arrays[key] = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else \
             np.asarray(value)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     return write_bytes_atomic(path, buffer.getvalue())
 
 
