@@ -29,6 +29,7 @@ One module per job:
 * :mod:`~contrastkit.repro.verdicts`: the verdict rules;
 * :mod:`~contrastkit.repro.plan`: the planned cost of Part A (an estimate);
 * :mod:`~contrastkit.repro.report`: the Markdown report;
+* :mod:`~contrastkit.repro.scale`: its sections on the planned and measured cost and the scale;
 * :mod:`~contrastkit.repro.figures`: its figures;
 * :mod:`~contrastkit.repro.cli`: the ``contrastkit repro`` command line.
 """
