@@ -59,6 +59,9 @@ def test_costs_sum_every_command_and_the_pretraining_invocations(tmp_path):
     assert costs["cost/wall_seconds"] == pytest.approx(2235.0)
     assert costs["cost/pretrain_cpu_seconds"] == pytest.approx(2000.0)
     assert costs["pretrain/wall_minutes"] == pytest.approx(2160.0 / 60)
+    with open(tmp_path / out / "cost.jsonl", "a") as handle:  # a crash mid-write
+        handle.write('\n{"step": "knn1", "cpu_sec')
+    assert read_costs(tmp_path / out) == costs
     line = json.loads((tmp_path / out / "cost.jsonl").read_text().splitlines()[0])
     assert line == {"step": "pretrain", "cpu_seconds": 1500.0, "wall_seconds": 1600.0,
                     "exit_status": 0, "started": "2026-11-26T12:00:00+00:00"}

@@ -72,12 +72,13 @@ def append_cost(log: Path, step: str, cpu_seconds: float, wall_seconds: float,
 def read_costs(folder: Path) -> dict[str, float]:
     """Sums of ``folder/cost.jsonl``: ``cost/cpu_seconds`` and ``cost/wall_seconds`` of every
     command, ``cost/pretrain_cpu_seconds`` and ``pretrain/wall_minutes`` of the pretraining
-    commands (over all invocations of a resumed run); empty without a log."""
+    commands (over all invocations of a resumed run); empty without a log. A line cut short
+    by a crash is left out."""
     try:
         lines = (folder / COST_LOG).read_text().splitlines()
     except OSError:
         return {}
-    entries = [json.loads(line) for line in lines if line.strip()]
+    entries = [entry for entry in map(_cost_entry, lines) if entry is not None]
     if not entries:
         return {}
     pretrain = [e for e in entries if e["step"] == "pretrain"]
@@ -87,6 +88,16 @@ def read_costs(folder: Path) -> dict[str, float]:
         out["cost/pretrain_cpu_seconds"] = sum(e["cpu_seconds"] for e in pretrain)
         out["pretrain/wall_minutes"] = sum(e["wall_seconds"] for e in pretrain) / 60.0
     return out
+
+
+def _cost_entry(line: str) -> dict | None:
+    """One ``cost.jsonl`` line; None for a blank line or one cut short (a crash mid-write)."""
+    try:
+        entry = json.loads(line)
+        float(entry["cpu_seconds"]), float(entry["wall_seconds"]), str(entry["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return entry
 
 
 def _files(folder: Path) -> list[Path]:
