@@ -87,13 +87,14 @@ def test_dry_run_sincere_commands(monkeypatch, tmp_path):
     assert _option(knn1, "--root") == ARCHIVE
     assert _option(knn1, "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1"
     assert commands[3][1] == "analyze"
-    # SINCERE, SupCon and the random-init baseline (1-NN and 5-NN, no analyze)
+    # SINCERE, SupCon and the random-init baseline (every study's kNN protocols, no analyze)
     assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
         "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
         "configs/repro/cpu/random_init.yaml"]
     init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
             "last.ckpt" in c]
-    assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"]]
+    assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"],
+                                      ["eval", "knn", "--k", "200"]]
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare] == [
         ["runs/repro/cpu/sincere/seed0/eval/knn1", "runs/repro/cpu/supcon/seed0/eval/knn1"],
@@ -110,7 +111,7 @@ def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     assert _option(analyze[0], "--temperatures") == "0.1"
     assert _option(analyze[0], "--dystress") == "0.07"
     knn = [c for c in commands if c[1:3] == ["eval", "knn"]]
-    assert len(knn) == 4 and all(_option(c, "--k") == "200" for c in knn)
+    assert [_option(c, "--k") for c in knn] == ["200"] * 3 + ["1", "5", "200"]  # random init last
 
 
 def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
