@@ -79,6 +79,27 @@ def test_resume_is_exact(tmp_path):
     torch.testing.assert_close(b["rng_states"]["torch"], a["rng_states"]["torch"])
 
 
+def test_every_epoch_is_checkpointed_when_validation_is_sparse(tmp_path):
+    """With validation every 2 epochs, a stop after epoch 1 (no validation) still finds
+    epoch 1 in last.ckpt, and the resumed run ends where an uninterrupted one does."""
+    kw = {"queue_size": 48}
+    sparse = ("--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "2")
+    _run(tmp_path, "straight", *sparse, **kw)
+    args = [*TINY, *method_args("SCE", **kw), "--output", str(tmp_path / "split"), *sparse]
+    cli, _ = build(args)
+    cli.trainer.callbacks.append(StopAfterEpochs(1))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 4
+    pretrain([*args, "--resume", "last"])
+    a = _state(tmp_path / "straight" / "checkpoints" / "last.ckpt")
+    b = _state(tmp_path / "split" / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == 12
+    for key, value in a["state_dict"].items():
+        torch.testing.assert_close(b["state_dict"][key], value, rtol=1e-5, atol=1e-6, msg=key)
+    # the epoch that validated kept best.ckpt beside last.ckpt
+    assert (tmp_path / "split" / "checkpoints" / "best.ckpt").is_file()
+
+
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(tmp_path):
     args = [*TINY, *method_args("SimCLR"), "--output", str(tmp_path / "nan"),
             "--trainer.max_epochs", "3"]

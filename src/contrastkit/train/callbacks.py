@@ -291,11 +291,24 @@ class BestCheckpoint(ModelCheckpoint):
         self._last_checkpoint_saved = filepath
 
 
+class EveryEpochCheckpoint(ModelCheckpoint):
+    """Write ``last.ckpt`` at every epoch end, validation or not.
+
+    Lightning's own choice saves at the training epoch's end only when validation runs every
+    epoch; with ``check_val_every_n_epoch: 5`` it saves every 5 epochs, and a stop loses up to
+    5 epochs. Here an epoch that validates is saved at the validation's end (as before, after
+    its last batch), any other at the training epoch's end: one full write per epoch.
+    """
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not self._should_skip_saving_checkpoint(trainer):  # skips a step saved already
+            self._save_topk_checkpoint(trainer, self._monitor_candidates(trainer))
+
+
 def last_checkpoint(dirpath: str) -> ModelCheckpoint:
-    """Checkpoint at every epoch end into ``last.ckpt`` (what ``--resume last`` reads): one full
-    write per epoch."""
-    return ModelCheckpoint(dirpath=dirpath, save_top_k=1, monitor=None, save_last=False,
-                           filename="last", enable_version_counter=False)
+    """Checkpoint at every epoch end into ``last.ckpt`` (what ``--resume last`` reads)."""
+    return EveryEpochCheckpoint(dirpath=dirpath, save_top_k=1, monitor=None, save_last=False,
+                                filename="last", enable_version_counter=False)
 
 
 class ReleaseAfterFit(L.Callback):
