@@ -25,7 +25,8 @@ def test_a_part_without_runs_says_why():
     assert "No run of this part exists yet" not in part_a
 
 
-def test_verdict_table_of_a_finished_study(tmp_path):
+def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
+    monkeypatch.setattr(layout, "REPO", tmp_path)  # no run files: not those of the checkout
     summary = fake_sincere_summary()
     figures = tmp_path / "docs" / "figures"
     text = write_report(summary, tmp_path / "docs" / "reproduction.md", figures).read_text()
@@ -108,6 +109,15 @@ def test_sincere_loss_curves_figure(monkeypatch, tmp_path):
     made = make_figures(STUDIES["sincere"], fake_sincere_summary(), tmp_path / "figures")
     assert "repro_sincere_loss.png" in [name for name, _ in made]
     assert (tmp_path / "figures" / "repro_sincere_loss.png").stat().st_size > 0
+
+
+def test_sincere_loss_curves_leave_out_the_one_step_baseline(monkeypatch, tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    pre = tmp_path / "runs" / "repro" / "cpu" / "random_init" / "seed0" / "pretrain"
+    pre.mkdir(parents=True)
+    (pre / "metrics.csv").write_text("epoch,step,train/loss\n0,0,6.3\n")
+    made = make_figures(STUDIES["sincere"], fake_sincere_summary(), tmp_path / "figures")
+    assert "repro_sincere_loss.png" not in [name for name, _ in made]
 
 
 def test_temperature_figure_from_the_simclr_grid(tmp_path):

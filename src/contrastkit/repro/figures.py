@@ -94,6 +94,8 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
 
         curves = {}
         for v in study.variants:
+            if v.name == "random_init":  # one step: no curve
+                continue
             metrics_csv = layout.REPO / RUNS / tag / v.stem / "seed0" / "pretrain" / "metrics.csv"
             if metrics_csv.is_file():
                 curves[v.label] = read_metrics_csv(metrics_csv, "train/loss")
