@@ -106,9 +106,24 @@ def test_claims_below_the_minimum_detectable_effect_are_not_testable():
             "moco", seed, {"knn200/top1": 0.54 - 0.001 * seed})
         comps |= comparison_entry("sce", "moco", "knn200", seed, 0.04, 0.08, 0.06)
     verdict = judge(moco, baselines, {"runs": runs, "comparisons": comps})
-    assert verdict.verdict == "not testable at this scale (paper effect +2.7 < MDE 3.4 points)"
+    untestable = "not testable at this scale (paper effect +2.7 < MDE 3.4 points)"
+    assert judge(moco, baselines, {}).verdict == untestable  # decided before the runs
     assert verdict.values == pytest.approx([6.0, 6.1, 6.2])  # measured, and reported
-    assert judge(moco, baselines, {}).verdict == verdict.verdict  # decided before the runs
+    # what the study shows at its own scale is stated beside it: mean 6.1, sd 0.1, 3 seeds
+    half = stats.t.ppf(0.975, 2) * 0.1 / math.sqrt(3)
+    assert verdict.verdict == (
+        f"{untestable}; at this scale the measured mean +6.1 points has its 95% t-interval "
+        f"[{6.1 - half:+.3g}, {6.1 + half:+.3g}] above 0, the claimed direction")
+    # the opposite direction in every seed
+    opposite = {"runs": {**runs, **run_entry("sce", 1, {"knn200/top1": 0.40})}
+                | run_entry("sce", 0, {"knn200/top1": 0.41})
+                | run_entry("sce", 2, {"knn200/top1": 0.42}), "comparisons": comps}
+    assert judge(moco, baselines, opposite).verdict.endswith("below 0, the opposite direction")
+    # signs that differ between seeds, or a missing seed: the verdict alone
+    mixed = {"runs": runs | run_entry("sce", 1, {"knn200/top1": 0.50}), "comparisons": comps}
+    assert judge(moco, baselines, mixed).verdict == untestable
+    two_seeds = {k: v for k, v in runs.items() if not k.endswith("seed2")}
+    assert judge(moco, baselines, {"runs": two_seeds, "comparisons": comps}).verdict == untestable
     # SCE's lambda / tau_m claims are not run at all
     sce = STUDIES["sce_lambda_tau"]
     assert not sce.variants

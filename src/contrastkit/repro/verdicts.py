@@ -6,7 +6,8 @@ seed the study plans (``Study.seeds``) has them:
 
 * *not testable at this scale* when, before any run, the paper's effect is below the minimum
   detectable effect of the planned seeds (:func:`planned_mde`; for a ``not_worse`` claim: when
-  its margin is), whatever the runs later measure;
+  its margin is), whatever the runs later measure; once every planned seed has run, a
+  t-interval that excludes 0 is stated beside it, as what the study shows at its own scale;
 * *collapsed* when a run the claim reads collapsed in pretraining (:func:`collapsed`), with the
   evidence (last-epoch positive similarity, first and last epochs' loss);
 * *reproduced* (``better``, ``sign``) when the 95% t-interval of the mean paired value lies
@@ -167,7 +168,8 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
             elif study.part == "gpu":
                 verdict.verdict = _decide_single_seed(claim, values, intervals)
             elif reason:
-                verdict.verdict = f"not testable at this scale ({reason})"
+                verdict.verdict = (f"not testable at this scale ({reason})"
+                                   + _untestable_measured(claim, verdict, study))
             elif stuck:
                 verdict.verdict = f"collapsed ({'; '.join(stuck[k] for k in sorted(stuck))})"
             elif not set(study.seeds) <= set(used):
@@ -179,6 +181,24 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
     if reason:
         return Verdict(f"not testable at this scale ({reason})", [], [], [])
     return Verdict("not yet run", [], [], [])
+
+
+def _untestable_measured(claim: Claim, v: Verdict, study: Study) -> str:
+    """What every planned seed of an untestable claim measured, when its t-interval excludes
+    0: the study may still show a direction at its own scale, which is not the paper's claim
+    tested (the paper's effect could not have been detected) but is worth reading."""
+    if (claim.kind not in ("better", "sign") or v.t_interval is None
+            or not set(study.seeds) <= set(v.seeds)):
+        return ""
+    low, high = v.t_interval
+    if low > 0 and v.positive == len(v.values):
+        side = "above 0, the claimed direction"
+    elif high < 0 and v.positive == 0:
+        side = "below 0, the opposite direction"
+    else:
+        return ""
+    return (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
+            f"t-interval [{low:+.3g}, {high:+.3g}] {side}")
 
 
 def _decide_paired(claim: Claim, v: Verdict) -> str:
