@@ -35,7 +35,8 @@ PART_PENDING = {
     "gpu": "It needs a GPU, and none has been lent to the sessions that built this study "
            "so far. On a GPU machine, `contrastkit repro gpu --max-steps 1` trains one "
            "chunk of at most 10 minutes (or one evaluation) per call and resumes exactly "
-           "from the last epoch; repeat it until every run is done, then `contrastkit repro report`.",
+           "from the last epoch; repeat it until every run is done, then "
+           "`contrastkit repro report`.",
 }
 
 
