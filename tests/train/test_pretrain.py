@@ -50,22 +50,28 @@ def test_every_method_trains_one_epoch(tmp_path, method, kw):
 
 
 
-def test_resume_is_exact(tmp_path):
-    """3 epochs straight == 1 epoch, interruption, resume: weights, EMA target, queue,
-    optimiser and scheduler state all agree."""
+def _straight_and_resumed(tmp_path: Path, *extra: str) -> tuple[dict, dict]:
+    """Tiny SCE runs of 3 epochs: one straight, one stopped after epoch 1 (its last.ckpt then
+    at step 4) and resumed; their final last.ckpt states."""
     kw = {"queue_size": 48}
-    _run(tmp_path, "straight", "--trainer.max_epochs", "3", **kw)
+    _run(tmp_path, "straight", "--trainer.max_epochs", "3", *extra, **kw)
     args = [*TINY, *method_args("SCE", **kw), "--output", str(tmp_path / "split"),
-            "--trainer.max_epochs", "3"]
+            "--trainer.max_epochs", "3", *extra]
     cli, _ = build(args)
     cli.trainer.callbacks.append(StopAfterEpochs(1))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 4
     pretrain([*args, "--resume", "last"])
-
     a = _state(tmp_path / "straight" / "checkpoints" / "last.ckpt")
     b = _state(tmp_path / "split" / "checkpoints" / "last.ckpt")
     assert a["global_step"] == b["global_step"] == 12
+    return a, b
+
+
+def test_resume_is_exact(tmp_path):
+    """3 epochs straight == 1 epoch, interruption, resume: weights, EMA target, queue,
+    optimiser and scheduler state all agree."""
+    a, b = _straight_and_resumed(tmp_path)
     assert any(k.startswith("method.target.") for k in a["state_dict"])
     assert "method.queue.keys" in a["state_dict"]
     for key, value in a["state_dict"].items():
@@ -82,18 +88,7 @@ def test_resume_is_exact(tmp_path):
 def test_every_epoch_is_checkpointed_when_validation_is_sparse(tmp_path):
     """With validation every 2 epochs, a stop after epoch 1 (no validation) still finds
     epoch 1 in last.ckpt, and the resumed run ends where an uninterrupted one does."""
-    kw = {"queue_size": 48}
-    sparse = ("--trainer.max_epochs", "3", "--trainer.check_val_every_n_epoch", "2")
-    _run(tmp_path, "straight", *sparse, **kw)
-    args = [*TINY, *method_args("SCE", **kw), "--output", str(tmp_path / "split"), *sparse]
-    cli, _ = build(args)
-    cli.trainer.callbacks.append(StopAfterEpochs(1))
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    assert _state(tmp_path / "split" / "checkpoints" / "last.ckpt")["global_step"] == 4
-    pretrain([*args, "--resume", "last"])
-    a = _state(tmp_path / "straight" / "checkpoints" / "last.ckpt")
-    b = _state(tmp_path / "split" / "checkpoints" / "last.ckpt")
-    assert a["global_step"] == b["global_step"] == 12
+    a, b = _straight_and_resumed(tmp_path, "--trainer.check_val_every_n_epoch", "2")
     for key, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][key], value, rtol=1e-5, atol=1e-6, msg=key)
     # the epoch that validated kept best.ckpt beside last.ckpt
