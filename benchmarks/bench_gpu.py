@@ -11,8 +11,9 @@ CIFAR-10 JPEG archive, ResNet-18, batch 256, bf16):
   same method copied, its own SGD, views made beforehand, no Lightning) timed in alternating
   blocks in one process, each loop block inside one epoch (never across its end), so the
   loop-overhead ratio sees the same load; the epoch-end cost (checkpoint, callbacks) between
-  epochs 1 and 2 on its own; seconds per epoch including its end (model-only blocks
-  excluded); peak GPU memory; the loss after 2 epochs;
+  epochs 1 and 2 on its own; seconds per epoch: epoch 2 plus that epoch end (the steady
+  state; model-only blocks excluded), and epoch 1 on its own (``first_epoch_s``: warm-up
+  included); peak GPU memory; the loss after 2 epochs;
 * estimated kernel launches per step (``launch_count.py``).
 
 On a CPU it runs the same measurements at a small size (digits, batch 32, ResNet-18 of
@@ -73,6 +74,7 @@ class Interleaved(L.Callback):
         self.aside = 0.0  # seconds spent in model-only blocks
         self.aside_at_start: list[float] = []
         self.last_batch_end: float | None = None
+        self.aside_at_last_batch: list[float] = []
         self.epoch_end_s: list[float] = []
         self.block_start: float | None = None
         self.block_steps = 0
@@ -105,6 +107,7 @@ class Interleaved(L.Callback):
         if batch_idx == trainer.num_training_batches - 1:
             _sync(device)
             self.last_batch_end = time.perf_counter()
+            self.aside_at_last_batch.append(self.aside)
 
     def _model_block(self, module, batch) -> None:
         start = time.perf_counter()
@@ -142,9 +145,16 @@ def loop_figures(args: list[str], block: int, warmup: int) -> dict[str, Any]:
             torch.cuda.reset_peak_memory_stats()
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
         loss = cli.trainer.callback_metrics.get("train/loss")
-        on_cuda = cli.model.device.type == "cuda"
+        # not cli.model.device: the trainer's teardown has moved the module back to the CPU
+        on_cuda = cli.trainer.strategy.root_device.type == "cuda"
     starts, aside = timer.epoch_starts, timer.aside_at_start
-    epoch_s = (starts[1] - starts[0]) - (aside[1] - aside[0]) if len(starts) > 1 else None
+    first_s = (starts[1] - starts[0]) - (aside[1] - aside[0]) if len(starts) > 1 else None
+    # The steady epoch is epoch 2 (epoch 1 also pays cuDNN autotuning, allocator growth and the
+    # workers' start) plus the epoch end measured between epochs 1 and 2.
+    epoch_s = None
+    if len(starts) > 1 and len(timer.aside_at_last_batch) > 1 and timer.epoch_end_s:
+        epoch_s = (timer.last_batch_end - starts[1]
+                   - (timer.aside_at_last_batch[1] - aside[1]) + timer.epoch_end_s[0])
     loop, model = _median(timer.loop_ms), _median(timer.model_ms)
     ratios = [a / b for a, b in zip(timer.loop_ms, timer.model_ms, strict=False)]
     return {
@@ -152,7 +162,7 @@ def loop_figures(args: list[str], block: int, warmup: int) -> dict[str, Any]:
         "loop_overhead": (_median(ratios) - 1.0) if ratios else None,
         "loop_over_model_per_block": ratios,
         "epoch_end_s": timer.epoch_end_s[0] if timer.epoch_end_s else None,
-        "seconds_per_epoch": epoch_s,
+        "seconds_per_epoch": epoch_s, "first_epoch_s": first_s,
         "peak_gpu_memory_gib": (torch.cuda.max_memory_allocated() / 2**30
                                 if on_cuda else None),
         "loss_after_2_epochs": float(loss) if loss is not None else None,
