@@ -44,7 +44,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from contrastkit.models.factory import BackboneSpec, build_backbone
+from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone
+from contrastkit.models.heads import MLPHead
 from contrastkit.models.torchvision_layout import load_torchvision_state_dict
 
 _PREFIX = "method.backbone."
@@ -237,6 +238,68 @@ def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
         backbone = build_backbone(spec)
         load_torchvision_state_dict(backbone, state)  # type: ignore[arg-type]
     return backbone.eval(), spec
+
+
+def load_projector(path: str | os.PathLike) -> tuple[MLPHead, HeadSpec]:
+    """Build the projector g stored in a pretraining checkpoint and load its weights (eval mode).
+
+    The checkpoint does not record the projector's :class:`HeadSpec`; it is read off the
+    ``method.projector.layers.*`` weights: the linear layers are the 2-D ``layers.{i}.weight``
+    tensors (input size, hidden size, output size from their shapes), a batch norm is a
+    ``layers.{i}.running_mean``; a batch norm after the last linear layer means
+    ``batch_norm="all"``, one only before it ``"hidden"``, none ``"none"``. The weights must then
+    fit that head exactly.
+
+    Returns:
+        ``(projector, spec)``.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: naming the file, when it holds no projector (an exported backbone, a
+            torchvision state_dict, a method without one) or weights that fit no MLP head.
+    """
+    data = _read(path)
+    state = data.get("state_dict") if isinstance(data, dict) else None
+    prefix = "method.projector."
+    weights = {k[len(prefix):]: v for k, v in (state or {}).items() if k.startswith(prefix)}
+    if not weights:
+        raise ValueError(f"checkpoint {path} holds no projector (no {prefix}* weights): only a "
+                         "contrastkit pretraining checkpoint of a method with a projector has one")
+    try:
+        return projector_from_weights(weights)
+    except (ValueError, RuntimeError) as err:
+        raise ValueError(f"checkpoint {path}: {str(err).splitlines()[0]}") from None
+
+
+def projector_from_weights(weights: dict[str, torch.Tensor]) -> tuple[MLPHead, HeadSpec]:
+    """An :class:`MLPHead` built from the shapes of its own ``state_dict`` and loaded with it
+    (eval mode); see :func:`load_projector`.
+
+    Raises:
+        ValueError: when the weights are not those of an :class:`MLPHead`.
+    """
+    def index(key: str) -> int | None:
+        parts = key.split(".")
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+    linear = sorted((index(k), v.shape) for k, v in weights.items()
+                    if k.endswith(".weight") and v.ndim == 2 and index(k) is not None)
+    norms = [index(k) for k in weights if k.endswith(".running_mean") and index(k) is not None]
+    if not linear:
+        raise ValueError("projector weights hold no linear layer (layers.N.weight)")
+    last = linear[-1][0]
+    batch_norm = "all" if any(i > last for i in norms) else ("hidden" if norms else "none")
+    out_dim, in_dim = int(linear[-1][1][0]), int(linear[0][1][1])
+    hidden = int(linear[0][1][0]) if len(linear) > 1 else out_dim
+    spec = HeadSpec(hidden_dim=hidden, out_dim=out_dim, num_layers=len(linear),
+                    batch_norm=batch_norm)  # type: ignore[arg-type]
+    head = MLPHead(in_dim, hidden, out_dim, len(linear), spec.batch_norm,
+                   last_bias=f"layers.{last}.bias" in weights)
+    missing, unexpected = head.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"projector weights fit no MLP head (read as {spec}, input {in_dim}; "
+                         f"missing {missing[:5]}, unexpected {unexpected[:5]})")
+    return head.eval(), spec
 
 
 def is_text_record(entry: dict) -> bool:

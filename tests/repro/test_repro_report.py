@@ -59,7 +59,8 @@ def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
     assert cells[1:4] == [2, 2, 8]  # reproduced, not reproduced, not testable
     # run table: the random-init row and each run's paired gain over it
     assert "| run | epochs | target-noise margin |" in text
-    assert "| 5-NN top-1 % | pretrain min | 1-NN vs random init (points) |" in text
+    assert "| 5-NN top-1 % | backbone: margin |" in text
+    assert "| backbone: 5-NN % | pretrain min | 1-NN vs random init (points) |" in text
     gains = [100 * (0.80 + 0.001 * s - 0.30 - 0.01 * s) for s in (0, 1, 2)]  # 50.0, 49.1, 48.2
     low, high = stats.t.interval(0.95, 2, loc=49.1, scale=stats.sem(gains))
     sincere = _row(text, "| SINCERE | 30 |")
@@ -183,7 +184,7 @@ def test_measured_cost_and_gains_over_random_init():
             "cost/cpu_seconds": 3000.0 + 600 * seed, "cost/pretrain_cpu_seconds": 2400.0,
             "cost/wall_seconds": 3600.0, "pretrain/wall_minutes": 50.0 + seed}
     summary["runs"]["cpu/sincere/seed2"]["status"] = "partial"
-    summary["comparisons"]["cpu/sincere__vs__supcon/knn1/seed0"]["cpu_seconds"] = 360.0
+    summary["comparisons"]["cpu/sincere__vs__supcon/knn1_projector/seed0"]["cpu_seconds"] = 360.0
     text = render_report(summary)
     total = (3000 + 3600 + 4200 + 360) / 3600
     assert (f"2 of 30 runs finished and evaluated; {total:.2f} CPU-hours so far, every command "

@@ -86,7 +86,14 @@ def test_dry_run_sincere_commands(monkeypatch, tmp_path):
     assert _option(knn1, "--data") == "image_archive"
     assert _option(knn1, "--root") == ARCHIVE
     assert _option(knn1, "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1"
-    assert commands[3][1] == "analyze"
+    assert commands[3][1] == "analyze" and "--space" not in commands[3]
+    # the claims' evaluations on the projector's output (SINCERE section 4.1)
+    projector = commands[4:7]
+    assert [c[1] for c in projector] == ["eval", "eval", "analyze"]
+    assert all(_option(c, "--space") == "projector" for c in projector)
+    assert _option(projector[0], "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1_projector"
+    assert _option(projector[2], "--output") == (
+        "runs/repro/cpu/sincere/seed0/eval/analyze_projector")
     # SINCERE, SupCon and the random-init baseline (every study's kNN protocols, no analyze)
     assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
         "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
@@ -94,11 +101,14 @@ def test_dry_run_sincere_commands(monkeypatch, tmp_path):
     init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
             "last.ckpt" in c]
     assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"],
-                                      ["eval", "knn", "--k", "200"]]
+                                      ["eval", "knn", "--k", "200"], ["eval", "knn", "--k", "1"],
+                                      ["eval", "knn", "--k", "5"]]
+    assert ["--space" in c and _option(c, "--space") for c in init] == [False] * 3 + [
+        "projector"] * 2
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare] == [
-        ["runs/repro/cpu/sincere/seed0/eval/knn1", "runs/repro/cpu/supcon/seed0/eval/knn1"],
-        ["runs/repro/cpu/sincere/seed0/eval/knn5", "runs/repro/cpu/supcon/seed0/eval/knn5"]]
+        [f"runs/repro/cpu/{name}/seed0/eval/knn{k}_projector" for name in ("sincere", "supcon")]
+        for k in (1, 5)]
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
@@ -111,7 +121,8 @@ def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     assert _option(analyze[0], "--temperatures") == "0.1"
     assert _option(analyze[0], "--dystress") == "0.07"
     knn = [c for c in commands if c[1:3] == ["eval", "knn"]]
-    assert [_option(c, "--k") for c in knn] == ["200"] * 3 + ["1", "5", "200"]  # random init last
+    # random init last: 1-, 5-, 200-NN on the backbone, 1-, 5-NN on the projector's output
+    assert [_option(c, "--k") for c in knn] == ["200"] * 3 + ["1", "5", "200", "1", "5"]
 
 
 def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
@@ -124,7 +135,8 @@ def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
     assert len(configs) == len(set(configs)) == 10
     init = "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/last.ckpt"
     evals = [" ".join(c[1:5]) for c in commands if c[1] == "eval" and init in c]
-    assert sorted(evals) == ["eval knn --k 1", "eval knn --k 200", "eval knn --k 5"]
+    assert sorted(evals) == ["eval knn --k 1", "eval knn --k 1", "eval knn --k 200",
+                             "eval knn --k 5", "eval knn --k 5"]
 
 
 def test_dry_run_resumes_an_existing_checkpoint(monkeypatch, tmp_path):

@@ -34,8 +34,8 @@ def _margin_verdict(gaps, study=SINCERE):
     """Verdict of the target-noise margin claim for the given per-seed gaps (seeds 0, 1, ...)."""
     runs = {}
     for seed, gap in enumerate(gaps):
-        runs |= run_entry("sincere", seed, {"analyze/target_noise_margin": gap})
-        runs |= run_entry("supcon", seed, {"analyze/target_noise_margin": 0.0})
+        runs |= run_entry("sincere", seed, {"analyze_projector/target_noise_margin": gap})
+        runs |= run_entry("supcon", seed, {"analyze_projector/target_noise_margin": 0.0})
     return judge(_claim(study, "sincere-margin"), study, {"runs": runs, "comparisons": {}})
 
 

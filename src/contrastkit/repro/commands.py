@@ -22,6 +22,10 @@ EVALS: dict[str, list[str]] = {
     "linear": ["eval", "linear"],
     "linear_d1": ["eval", "linear", "--protocol", "sce_d1"],
     "analyze": ["analyze"],
+    # on the pretraining projector's output (``--space projector``), where SINCERE measures
+    "knn1_projector": ["eval", "knn", "--k", "1", "--space", "projector"],
+    "knn5_projector": ["eval", "knn", "--k", "5", "--space", "projector"],
+    "analyze_projector": ["analyze", "--space", "projector"],
 }
 
 
@@ -100,7 +104,7 @@ def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
            "--output", str(eval_dir(out, protocol)), "--cache-dir", FEATURE_CACHE,
            "--device", device, "--seed", str(seed), "--quiet",
            "--overwrite"]  # run only when results.json is missing: replace what is there
-    if protocol == "analyze":
+    if protocol.startswith("analyze"):
         cmd += list(variant.analyze_args)
     return cmd
 

@@ -94,8 +94,8 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
 
         curves = {}
         for v in study.variants:
-            if v.name == "random_init":  # one step: no curve
-                continue
+            if v.name == "random_init" or f"{tag}/{v.stem}/seed0" not in summary.get("runs", {}):
+                continue  # random init: one step, no curve; a run the summary lacks: none
             metrics_csv = layout.REPO / RUNS / tag / v.stem / "seed0" / "pretrain" / "metrics.csv"
             if metrics_csv.is_file():
                 curves[v.label] = read_metrics_csv(metrics_csv, "train/loss")
@@ -110,8 +110,8 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  f"{study.title}: training loss (seed 0, `runs/repro/{tag}`; SINCERE Table 4 "
                  "compares the first and last epochs' values).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
-                                  [("supcon", "analyze/similarity_histograms.png"),
-                                   ("sincere", "analyze/similarity_histograms.png")],
+                                  [("supcon", "analyze_projector/similarity_histograms.png"),
+                                   ("sincere", "analyze_projector/similarity_histograms.png")],
                                   "nearest target / noise similarity histograms (SINCERE Fig. 2)")
     elif study.name in ("baselines", "dystress", "gpu_table6", "gpu_table3"):
         metric = "linear_d1/top1" if study.name == "gpu_table6" else "knn200/top1"

@@ -67,11 +67,15 @@ def _step_seconds(stem: str, table: dict[str, float]) -> float:
 
 
 def _eval_seconds(protocols: set[str]) -> float:
-    """CPU-seconds of one run's evaluations: features once for its kNN evaluations."""
-    knn = sum(p.startswith("knn") for p in protocols)
-    analyze = EVAL_SECONDS["analyze"] if "analyze" in protocols else 0.0
-    return (EVAL_SECONDS["knn_first"] + (knn - 1) * EVAL_SECONDS["knn_cached"]
-            if knn else 0.0) + analyze
+    """CPU-seconds of one run's evaluations: features once per embedding space (backbone,
+    projector: a ``_projector`` protocol) for its kNN evaluations, then each ``analyze``."""
+    seconds = EVAL_SECONDS["analyze"] * sum(p.startswith("analyze") for p in protocols)
+    for projector in (False, True):
+        knn = sum(p.startswith("knn") and p.endswith("_projector") == projector
+                  for p in protocols)
+        if knn:
+            seconds += EVAL_SECONDS["knn_first"] + (knn - 1) * EVAL_SECONDS["knn_cached"]
+    return seconds
 
 
 def planned_cost(studies: Sequence[Study],

@@ -69,10 +69,14 @@ def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits:
 
 #: Per-study table columns: (header, metric, scale, digits).
 COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
-    "sincere": [("target-noise margin", "analyze/target_noise_margin", 1, 3),
+    "sincere": [("target-noise margin", "analyze_projector/target_noise_margin", 1, 3),
                 ("initial loss", "pretrain/initial_loss", 1, 2),
                 ("final loss", "pretrain/final_loss", 1, 2),
-                ("1-NN top-1 %", "knn1/top1", 100, 2), ("5-NN top-1 %", "knn5/top1", 100, 2)],
+                ("1-NN top-1 %", "knn1_projector/top1", 100, 2),
+                ("5-NN top-1 %", "knn5_projector/top1", 100, 2),
+                ("backbone: margin", "analyze/target_noise_margin", 1, 3),
+                ("backbone: 1-NN %", "knn1/top1", 100, 2),
+                ("backbone: 5-NN %", "knn5/top1", 100, 2)],
     "temperature": [("200-NN top-1 %", "knn200/top1", 100, 2),
                     ("uniformity", "analyze/uniformity", 1, 3),
                     ("tolerance", "analyze/tolerance", 1, 3),

@@ -22,7 +22,7 @@ from torch import nn
 
 from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
 from contrastkit.eval.cli.setup import Setup
-from contrastkit.models.factory import BackboneSpec, build_backbone
+from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 
 #: Protocols that take ``--baselines``.
 PROTOCOLS = ("knn", "linear", "lowshot")
@@ -38,6 +38,9 @@ def baseline_setups(s: Setup) -> dict[str, Setup]:
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         random_backbone = build_backbone(BackboneSpec(**s.spec)).eval()
+        if s.projector is not None:  # --space projector: a random projector of the same spec
+            head = build_head(HeadSpec(**s.projector), random_backbone.out_dim)
+            random_backbone = nn.Sequential(random_backbone, head).eval()
     return {
         RAW_PIXELS: replace(s, backbone=nn.Flatten(), spec={"name": "raw_pixels"},
                             sha256=f"raw-pixels-{s.size}"),

@@ -289,6 +289,9 @@ def run_finetune(s: Setup, out: Path | None) -> Outcome:
     a = s.args
     if not is_video(s):
         raise ValueError(f"finetune applies to video datasets, not --data {a.data}")
+    if s.projector is not None:
+        raise ValueError("--space projector: finetune trains the backbone itself; the "
+                         "projector's embeddings are evaluated by knn, linear, retrieval, lowshot")
     changes = {k: v for k, v in (("epochs", a.epochs), ("lr", a.lr),
                                  ("batch_size", a.finetune_batch_size),
                                  ("dropout", a.dropout)) if v is not None}

@@ -17,7 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from contrastkit.checkpoints import file_hash, is_text_record, load_backbone, read_metadata
+from contrastkit.checkpoints import (
+    file_hash,
+    is_text_record,
+    load_backbone,
+    load_projector,
+    read_metadata,
+)
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
@@ -49,6 +55,10 @@ def common_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("checkpoint and data")
     g.add_argument("--checkpoint", required=True,
                    help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
+    g.add_argument("--space", choices=("backbone", "projector"), default="backbone",
+                   help="embeddings evaluated: the backbone's features, or the pretraining "
+                   "projector's output on them (the space the loss sees, where SINCERE measures "
+                   "its kNN accuracy and target-noise margin)")
     g.add_argument("--data", required=True, help="dataset name (digits needs no --root)")
     g.add_argument("--root", default=None,
                    help="dataset folder or archive (default: none, for datasets that need no "
@@ -137,13 +147,20 @@ class Setup:
     test_fraction: float | None = None
     split_seed: int = 0
     skipped: list[str] = field(default_factory=list)
+    projector: dict | None = None  # the projector's HeadSpec with --space projector
+
+    @property
+    def space(self) -> str:
+        """``backbone`` or ``projector``: whose output the evaluation reads."""
+        return "backbone" if self.projector is None else "projector"
 
     def record(self) -> dict:
         """``checkpoint`` and ``data`` sections of ``results.json``."""
         a = self.args
         return {
             "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
-                           "backbone": self.spec},
+                           "backbone": self.spec, "space": self.space,
+                           "projector": self.projector},
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
                      "test_split": a.test_split, "test_fraction": self.test_fraction,
                      "split_seed": self.split_seed if self.test_fraction else None,
@@ -236,6 +253,9 @@ def setup(args: argparse.Namespace) -> Setup:
     entry = read_metadata(path)
     check_fits_data(path, entry, args.data)
     backbone, spec = _load_checkpoint(path)
+    projector = None
+    if getattr(args, "space", "backbone") == "projector":
+        backbone, projector = _with_projector(path, backbone)
     run = run_defaults(path, entry)
     size = args.size or int(run.size or 32)
     small = args.small if args.small is not None else (run.eval_resize or "small") == "small"
@@ -249,7 +269,18 @@ def setup(args: argparse.Namespace) -> Setup:
     return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
                  run, load_size=data_option("load_size"),
                  test_fraction=data_option("test_fraction"),
-                 split_seed=int(data_option("split_seed") or 0))
+                 split_seed=int(data_option("split_seed") or 0), projector=projector)
+
+
+def _with_projector(path: Path, backbone: nn.Module) -> tuple[nn.Module, dict]:
+    """``projector(backbone(x))`` of the checkpoint (eval mode) and the projector's spec."""
+    try:
+        head, spec = load_projector(path)
+    except ValueError as err:
+        raise ValueError(f"--space projector: {err}") from None
+    encoder = nn.Sequential(backbone, head).eval()
+    encoder.out_dim = head.out_dim  # type: ignore[assignment]
+    return encoder, asdict(spec)
 
 
 def open_split(s: Setup, split: str) -> object:
@@ -360,6 +391,7 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
     key = feature_cache_key(
         checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
         fingerprint=fingerprint, transform=transform, image_size=s.args.image_size,
+        space=s.space,
         classes=getattr(s.args, "classes", None), load_size=s.load_size,
         test_fraction=s.test_fraction, split_seed=s.split_seed,
     )

@@ -1,0 +1,108 @@
+"""`--space projector`: evaluating the pretraining projector's output (SINCERE section 4.1
+measures its kNN accuracy and target-noise margin in the loss's embedding space)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from contrastkit.checkpoints import load_projector, projector_from_weights
+from contrastkit.cli import main
+from contrastkit.models.heads import MLPHead
+
+pytest.importorskip("sklearn")
+
+TINY_PRETRAIN = [
+    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
+    "--data.monitor_bank_size", "128", "--model.views.size", "8",
+    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
+    "--trainer.enable_progress_bar", "false",
+    "--model.method", "contrastkit.methods.SimCLR",
+    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
+    "--model.method.projector", '{"hidden_dim": 12, "out_dim": 8, "batch_norm": "all"}',
+]
+
+
+@pytest.mark.parametrize("layers,batch_norm", [(1, "none"), (1, "all"), (2, "none"),
+                                               (2, "hidden"), (2, "all"), (3, "hidden")])
+def test_projector_is_rebuilt_from_its_weights(layers: int, batch_norm: str) -> None:
+    torch.manual_seed(0)
+    head = MLPHead(6, 5, 4, layers, batch_norm)  # type: ignore[arg-type]
+    for module in head.modules():  # statistics that are not the defaults
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.running_mean.uniform_(-1, 1)
+            module.running_var.uniform_(0.5, 2)
+    head.eval()
+    rebuilt, spec = projector_from_weights(head.state_dict())
+    assert (spec.num_layers, spec.batch_norm, spec.out_dim) == (layers, batch_norm, 4)
+    x = torch.randn(7, 6)
+    torch.testing.assert_close(rebuilt(x), head(x), rtol=0, atol=0)
+
+
+def test_weights_of_no_head_are_refused() -> None:
+    with pytest.raises(ValueError, match="no linear layer"):
+        projector_from_weights({"layers.0.running_mean": torch.zeros(3)})
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    from contrastkit.train.cli import pretrain
+
+    work = tmp_path_factory.mktemp("space")
+    pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
+    return work / "run" / "checkpoints" / "last.ckpt"
+
+
+def test_knn_in_projector_space_reads_the_projector_output(checkpoint: Path, tmp_path) -> None:
+    cache = tmp_path / "cache"
+    for space in ("backbone", "projector"):
+        assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits",
+                     "--k", "1", "--space", space, "--cache-dir", str(cache), "--quiet",
+                     "--output", str(tmp_path / space)]) == 0
+    record = json.loads((tmp_path / "projector" / "results.json").read_text())["checkpoint"]
+    assert record["space"] == "projector"
+    assert record["projector"] == {"hidden_dim": 12, "out_dim": 8, "num_layers": 2,
+                                   "batch_norm": "all"}
+    backbone_record = json.loads((tmp_path / "backbone" / "results.json").read_text())
+    assert backbone_record["checkpoint"]["space"] == "backbone"
+    # one cache entry per split and space: the projector's features are g(backbone features)
+    entries = [load_file(str(p)) for p in sorted(cache.glob("*.safetensors"))]
+    by_dim: dict[int, list[torch.Tensor]] = {}
+    for entry in entries:
+        by_dim.setdefault(entry["features"].shape[1], []).append(entry["features"])
+    assert sorted(by_dim) == [8, 16] and len(by_dim[8]) == len(by_dim[16]) == 2
+    head, _ = load_projector(checkpoint)
+    with torch.no_grad():
+        projected = sorted((head(f) for f in by_dim[16]), key=len)
+    for got, want in zip(sorted(by_dim[8], key=len), projected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_projector_space_of_a_file_without_one_is_refused(checkpoint: Path, tmp_path,
+                                                          capsys) -> None:
+    from contrastkit.export import export_backbone
+
+    exported = tmp_path / "backbone.safetensors"
+    export_backbone(checkpoint, exported)
+    code = main(["eval", "knn", "--checkpoint", str(exported), "--data", "digits",
+                 "--space", "projector", "--no-cache", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1
+    assert "--space projector" in err[0] and "holds no projector" in err[0]
+
+
+def test_random_init_baseline_in_projector_space_has_a_random_projector(checkpoint: Path,
+                                                                        tmp_path) -> None:
+    cache = tmp_path / "cache"
+    assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits", "--k", "1",
+                 "--space", "projector", "--baselines", "--cache-dir", str(cache), "--quiet",
+                 "--output", str(tmp_path / "out")]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(results["baselines"]) >= {"random init", "raw pixels"}
+    dims = sorted(load_file(str(p))["features"].shape[1] for p in cache.glob("*.safetensors"))
+    # pretrained and random-init projector outputs (train, test), raw pixels (8x8x3, train, test)
+    assert dims == [8, 8, 8, 8, 192, 192]
