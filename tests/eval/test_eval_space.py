@@ -69,6 +69,8 @@ def test_knn_in_projector_space_reads_the_projector_output(checkpoint: Path, tmp
                                    "batch_norm": "all"}
     backbone_record = json.loads((tmp_path / "backbone" / "results.json").read_text())
     assert backbone_record["checkpoint"]["space"] == "backbone"
+    assert "| space " in (tmp_path / "projector" / "results.md").read_text()
+    assert "| space " not in (tmp_path / "backbone" / "results.md").read_text()
     # one cache entry per split and space: the projector's features are g(backbone features)
     entries = [load_file(str(p)) for p in sorted(cache.glob("*.safetensors"))]
     by_dim: dict[int, list[torch.Tensor]] = {}

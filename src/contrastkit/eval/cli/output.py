@@ -19,8 +19,13 @@ from contrastkit.outputs import SKIPPED_FILES, check_output_folder, write_skippe
 
 
 def data_context(s: Setup) -> dict:
-    """Report lines on how the splits were made and what was skipped (when it applies)."""
+    """Report lines on the embedding space, how the splits were made and what was skipped
+    (when they apply)."""
     context: dict = {}
+    if s.projector is not None:
+        p = s.projector
+        context["space"] = (f"projector output ({p['out_dim']}-d; {p['num_layers']} layers, "
+                            f"hidden {p['hidden_dim']}, batch norm {p['batch_norm']})")
     if s.args.train_split == s.args.test_split:
         context["not held out"] = (f"--train-split and --test-split are both "
                                    f"{s.args.test_split}: the test images are in the bank")
