@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import child_runs
-from contrastkit.repro import layout
+from contrastkit.repro import layout, runner
 from contrastkit.repro.collection import pretrain_finished, read_losses
 from contrastkit.repro.commands import (
     chunk_arguments,
@@ -29,7 +29,7 @@ from contrastkit.repro.commands import (
 )
 from contrastkit.repro.layout import ARCHIVE
 from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
-from contrastkit.repro.studies import STUDIES
+from contrastkit.repro.studies import STUDIES, Study, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -220,6 +220,40 @@ def test_run_lock_waits_for_another_process(tmp_path):
     with run_lock(folder, Runner(log=lines.append)):  # free: taken at once, nothing logged
         pass
     assert len(lines) == 1
+
+
+def test_a_lane_takes_the_next_free_run_and_waits_for_the_held_one_last(monkeypatch,
+                                                                        tmp_path):
+    """Two lanes on the same study: a run the other lane holds is left for later, the next free
+    one taken at once; the held one is waited for after all others, then finished."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    calls: list[str] = []
+    monkeypatch.setattr(runner, "_train_and_eval",
+                        lambda part, variant, seed, run, **kw: calls.append(variant.stem) or True)
+    monkeypatch.setattr(runner, "record", lambda folder: None)
+    monkeypatch.setattr(runner, "restore", lambda tag: [])
+    monkeypatch.setattr(runner, "collect", dict)
+    monkeypatch.setattr(runner, "write_summary", lambda summary, path: None)
+    study = Study("pair", "cpu", "pair", (0,), tuple(
+        Variant(name, name, f"configs/{name}.yaml", ()) for name in ("a", "b", "c")))
+    held, released = tmp_path / "runs/repro/cpu/a/seed0", tmp_path / "released"
+    held.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, time\n"
+         f"handle = open({str(held / '.lock')!r}, 'a')\n"
+         "fcntl.flock(handle, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
+         f"open({str(released)!r}, 'w').close()\nfcntl.flock(handle, fcntl.LOCK_UN)\n"
+         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        assert run_studies("cpu", [study], None, Runner(log=lines.append))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert calls == ["b", "c", "a"] and released.is_file()
+    assert lines == [f"# {held}: another process is running it; taking the next run",
+                     f"# {held}: another process is running it; waiting"]
 
 
 TINY = """\

@@ -7,9 +7,10 @@ evaluations (each skipped when its ``results.json`` exists), then ``contrastkit 
 the study's pairs, and collects everything into ``runs/repro/summary.json``. A run shared by
 several studies (the random-initialisation baseline, the SimCLR runs) is trained once and
 evaluated with every protocol any of them needs. Two processes ("lanes", e.g. two
-``contrastkit repro cpu --study ...`` calls with one thread each) may share runs: each run is
-trained and evaluated under an exclusive lock on ``<run>/.lock`` (:func:`run_lock`), so the
-second lane waits for the first and then finds the run finished. A
+``contrastkit repro cpu --study ...`` calls with one thread each) may share runs, even run the
+same studies: each run is trained and evaluated under an exclusive lock on ``<run>/.lock``
+(:func:`run_lock`); a lane that reaches a run the other holds takes the next free one, and
+waits for the runs it left only at the end (then finding them finished). A
 :class:`Runner` executes (or, dry, only prints) each command from the checkout, with an
 optional budget of steps (pretraining chunks and evaluations) so that one call fits a short
 window, and logs each command's CPU and wall time to its folder's ``cost.jsonl``.
@@ -142,62 +143,91 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     """Pretrain, evaluate and compare every run of ``studies``; True when all finished.
 
     The recorded runs and comparisons of this part (and ``epochs`` tag) are restored first,
-    each run is recorded once finished and evaluated, each comparison once made."""
+    each run is recorded once finished and evaluated, each comparison once made. A run another
+    lane holds (its lock is taken) is left for later: this lane takes the next free run, and
+    once it has been through all of them it waits for the runs it left, in order (finishing
+    whatever the other lane did not), then makes their comparisons."""
     if not run.dry_run:
         for folder in restore(run_tag(part, epochs)):
             run.log(f"# {folder}: restored from its record")
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
+    left: list[tuple[Study, int, Variant]] = []  # held by another lane when reached
+
+    def train(variant: Variant, seed: int, wait: bool) -> bool | None:
+        """Train and evaluate one run under its lock; None when another lane holds it and
+        ``wait`` is False."""
+        key = (variant.stem, seed, variant.evals)
+        if key in done_runs:
+            return True
+        folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
+        with run_lock(folder, run, wait=wait) as held:  # a second lane may share the run
+            if not held:
+                return None
+            done = _train_and_eval(part, variant, seed, run, epochs=epochs,
+                                   chunk_seconds=chunk_seconds, device=device, trained=trained)
+            if done and not run.dry_run:
+                record(run_dir(part, variant.stem, seed, epochs))
+        if done:
+            done_runs.add(key)
+        return done
+
     for study in studies:
         for seed in (seeds if seeds else study.seeds):
             for variant in study.variants:
-                key = (variant.stem, seed, variant.evals)
-                if key in done_runs:
-                    continue
-                folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
-                with run_lock(folder, run):  # a second lane may share the run: record in it
-                    done = _train_and_eval(part, variant, seed, run, epochs=epochs,
-                                           chunk_seconds=chunk_seconds, device=device,
-                                           trained=trained)
-                    if done and not run.dry_run:
-                        record(run_dir(part, variant.stem, seed, epochs))
-                all_done &= done
-                if done:
-                    done_runs.add(key)
-            for a, b, protocol in study.all_pairs():
-                va, vb = study.variant(a), study.variant(b)
-                da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
-                db = eval_dir(run_dir(part, vb.stem, seed, epochs), protocol)
-                out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
-                ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
-                                        and (layout.REPO / db / "results.json").is_file())
-                if ready and not (layout.REPO / out / "comparison.json").is_file():
-                    code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
-                    if code == 0 and not run.dry_run:
-                        record(out)
+                done = train(variant, seed, wait=False)
+                if done is None:
+                    left.append((study, seed, variant))
+                else:
+                    all_done &= done
+            _compare(part, study, seed, run, epochs)
+    for study, seed, variant in left:
+        all_done &= bool(train(variant, seed, wait=True))
+        _compare(part, study, seed, run, epochs)
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
 
 
+def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None) -> None:
+    """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
+    and that are not made yet; each recorded once made."""
+    for a, b, protocol in study.all_pairs():
+        va, vb = study.variant(a), study.variant(b)
+        da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
+        db = eval_dir(run_dir(part, vb.stem, seed, epochs), protocol)
+        out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
+        ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
+                                and (layout.REPO / db / "results.json").is_file())
+        if ready and not (layout.REPO / out / "comparison.json").is_file():
+            code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
+            if code == 0 and not run.dry_run:
+                record(out)
+
+
 @contextlib.contextmanager
-def run_lock(folder: Path, run: Runner) -> Iterator[None]:
+def run_lock(folder: Path, run: Runner, wait: bool = True) -> Iterator[bool]:
     """Hold an exclusive lock on ``folder/.lock`` (``fcntl.flock``) while a run is trained and
-    evaluated; wait, saying so, while another process holds it. The kernel releases the lock
+    evaluated, and yield True. While another process holds it: with ``wait``, wait for it,
+    saying so; without, say so and yield False (nothing held). The kernel releases the lock
     when its holder exits, however it exits. A dry run takes no lock and writes nothing."""
     if run.dry_run:
-        yield
+        yield True
         return
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                run.log(f"# {folder}: another process is running it; taking the next run")
+                yield False
+                return
             run.log(f"# {folder}: another process is running it; waiting")
             fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
