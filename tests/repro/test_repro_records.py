@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +131,34 @@ def test_a_run_under_way_is_not_replaced_by_its_record(monkeypatch, tmp_path):
     (working / "pretrain" / "checkpoints" / "last.ckpt").unlink()  # nothing trained: restored
     assert restore() == [out]
     assert finished(working / "pretrain", 30)
+
+
+def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_path):
+    """A checkout that restored a run earlier gets the evaluations another lane recorded for
+    it later; a run trained here (with its checkpoint) is left as it is."""
+    first, fresh = tmp_path / "first", tmp_path / "fresh"
+    monkeypatch.setattr(layout, "REPO", first)
+    out = _finished_run(first)
+    record(out)
+    (fresh / RECORDS).parent.mkdir(parents=True)
+    shutil.copytree(first / RECORDS, fresh / RECORDS)
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore() == [out]
+    added = Path("eval") / "knn1_projector" / "results.json"
+    (first / out / added).parent.mkdir(parents=True)
+    (first / out / added).write_text('{"metrics": {"top1": 0.5}}')
+    monkeypatch.setattr(layout, "REPO", first)
+    record(out)
+    shutil.rmtree(fresh / RECORDS)
+    shutil.copytree(first / RECORDS, fresh / RECORDS)
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore() == [out]
+    assert json.loads((fresh / out / added).read_text()) == {"metrics": {"top1": 0.5}}
+    assert restore() == []  # nothing missing any more
+    monkeypatch.setattr(layout, "REPO", first)  # trained here: its record is not copied back
+    (first / out / added).unlink()
+    assert restore() == []
+    assert not (first / out / added).exists()
 
 
 def test_records_live_beside_the_report():

@@ -137,19 +137,25 @@ def record(folder: Path) -> Path:
     return target
 
 
-def _restorable(recorded: Path, working: Path) -> bool:
-    """A recorded run goes back where the working copy has trained nothing (no checkpoint, no
-    finished mark: a run under way stays as it is); a comparison where none was made."""
+def _restorable(recorded: Path, working: Path) -> list[Path]:
+    """The files of a record to copy back: those of a recorded run that the working copy lacks
+    where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
+    it is; a run restored earlier gets the evaluations recorded since); those of a comparison
+    where none was made."""
     if (recorded / "pretrain" / FINISHED).is_file():
         pre = working / "pretrain"
-        return not ((pre / "checkpoints" / "last.ckpt").is_file() or (pre / FINISHED).is_file())
-    return not (working / "comparison.json").is_file()
+        if (pre / "checkpoints" / "last.ckpt").is_file():
+            return []
+        if not (pre / FINISHED).is_file():  # nothing trained here: the whole record
+            return _files(recorded)
+        return [f for f in _files(recorded) if not (working / f).is_file()]
+    return [] if (working / "comparison.json").is_file() else _files(recorded)
 
 
 def restore(tag: str | None = None) -> list[Path]:
-    """Copy every recorded folder (of run tag ``tag``, e.g. ``cpu``; all tags by default) that
-    the working copy lacks back under ``runs/repro``; return the folders restored (relative to
-    the checkout)."""
+    """Copy every recorded folder (of run tag ``tag``, e.g. ``cpu``; all tags by default), or
+    the files of it that the working copy lacks, back under ``runs/repro`` (see
+    :func:`_restorable`); return the folders restored (relative to the checkout)."""
     base = layout.REPO / RECORDS
     pattern = f"{tag or '*'}/"
     units = [p.parent.parent for p in base.glob(pattern + f"*/seed*/pretrain/{FINISHED}")]
@@ -158,9 +164,10 @@ def restore(tag: str | None = None) -> list[Path]:
     for recorded in sorted(units):
         rel = recorded.relative_to(base)
         working = layout.REPO / RUNS / rel
-        if not _restorable(recorded, working):
+        files = _restorable(recorded, working)
+        if not files:
             continue
-        for f in _files(recorded):
+        for f in files:
             (working / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(recorded / f, working / f)
         restored.append(RUNS / rel)
