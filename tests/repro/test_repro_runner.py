@@ -197,17 +197,23 @@ def test_unknown_study_is_rejected():
         selected(["gpu_table6"], "cpu")
 
 
-def test_run_lock_waits_for_another_process(tmp_path):
-    """A second lane waits for the lock a first lane holds on a shared run, and takes it only
-    once that lane is gone."""
-    folder, released = tmp_path / "run", tmp_path / "released"
-    folder.mkdir()
-    holder = subprocess.Popen(
+def _hold_lock(folder: Path, released: Path) -> subprocess.Popen:
+    """Another process ("lane") that takes ``folder/.lock``, prints ``locked``, holds it 1.5 s,
+    creates ``released`` and lets go (then idles until killed)."""
+    return subprocess.Popen(
         [sys.executable, "-c", "import fcntl, time\n"
          f"handle = open({str(folder / '.lock')!r}, 'a')\n"
          "fcntl.flock(handle, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
          f"open({str(released)!r}, 'w').close()\nfcntl.flock(handle, fcntl.LOCK_UN)\n"
          "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+
+
+def test_run_lock_waits_for_another_process(tmp_path):
+    """A second lane waits for the lock a first lane holds on a shared run, and takes it only
+    once that lane is gone."""
+    folder, released = tmp_path / "run", tmp_path / "released"
+    folder.mkdir()
+    holder = _hold_lock(folder, released)
     try:
         assert holder.stdout.readline() == "locked\n"
         lines = []
@@ -238,12 +244,7 @@ def test_a_lane_takes_the_next_free_run_and_waits_for_the_held_one_last(monkeypa
         Variant(name, name, f"configs/{name}.yaml", ()) for name in ("a", "b", "c")))
     held, released = tmp_path / "runs/repro/cpu/a/seed0", tmp_path / "released"
     held.mkdir(parents=True)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, time\n"
-         f"handle = open({str(held / '.lock')!r}, 'a')\n"
-         "fcntl.flock(handle, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(1.5)\n"
-         f"open({str(released)!r}, 'w').close()\nfcntl.flock(handle, fcntl.LOCK_UN)\n"
-         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(held, released)
     lines: list[str] = []
     try:
         assert holder.stdout.readline() == "locked\n"
