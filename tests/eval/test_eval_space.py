@@ -108,3 +108,21 @@ def test_random_init_baseline_in_projector_space_has_a_random_projector(checkpoi
     dims = sorted(load_file(str(p))["features"].shape[1] for p in cache.glob("*.safetensors"))
     # pretrained and random-init projector outputs (train, test), raw pixels (8x8x3, train, test)
     assert dims == [8, 8, 8, 8, 192, 192]
+
+
+def test_analyze_in_projector_space_measures_the_projector_output(checkpoint: Path, tmp_path,
+                                                                  capsys) -> None:
+    metrics = {}
+    for space in ("backbone", "projector"):
+        out = tmp_path / space
+        assert main(["analyze", "--checkpoint", str(checkpoint), "--data", "digits",
+                     "--space", space, "--no-cache", "--output", str(out)]) == 0
+        results = json.loads((out / "results.json").read_text())
+        assert results["checkpoint"]["space"] == space
+        metrics[space] = results["metrics"]
+    stdout = capsys.readouterr().out
+    # the reading under each table names where its uniformity and alignment were measured
+    assert "(this backbone's features;" in stdout and "(the projector's output;" in stdout
+    # the two spaces are different features: 16-d backbone output, 8-d projector output
+    assert metrics["projector"]["uniformity"] != metrics["backbone"]["uniformity"]
+    assert (tmp_path / "projector" / "similarity_histograms.png").is_file()

@@ -57,6 +57,11 @@ def test_reading_places_uniformity_and_flags_a_negative_margin():
     assert any("1.900 is above the 1.44 to 1.63" in line for line in lines)
     negative = reading({**METRICS, "target_noise_margin": -0.05})
     assert any(line.startswith("target_noise_margin -0.050: NEGATIVE") for line in negative)
+    # the reading names where the features were measured (``--space``)
+    assert any("(this backbone's features;" in line for line in lines)
+    projector = reading(METRICS, "projector")
+    assert any("(the projector's output;" in line for line in projector)
+    assert not any("backbone's features" in line for line in projector)
 
 
 def test_figure_captions_give_the_reported_ranges(tmp_path, monkeypatch):

@@ -94,17 +94,17 @@ def test_dry_run_sincere_commands(monkeypatch, tmp_path):
     assert _option(projector[0], "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1_projector"
     assert _option(projector[2], "--output") == (
         "runs/repro/cpu/sincere/seed0/eval/analyze_projector")
-    # SINCERE, SupCon and the random-init baseline (every study's kNN protocols, no analyze)
+    # SINCERE, SupCon and the random-init baseline (every protocol of every study's runs)
     assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
         "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
         "configs/repro/cpu/random_init.yaml"]
     init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
             "last.ckpt" in c]
-    assert [c[1:5] for c in init] == [["eval", "knn", "--k", "1"], ["eval", "knn", "--k", "5"],
-                                      ["eval", "knn", "--k", "200"], ["eval", "knn", "--k", "1"],
-                                      ["eval", "knn", "--k", "5"]]
-    assert ["--space" in c and _option(c, "--space") for c in init] == [False] * 3 + [
-        "projector"] * 2
+    knn = [["eval", "knn", "--k", k] for k in ("1", "5", "200", "1", "5")]
+    assert [c[1:5] if c[1] == "eval" else c[1:2] for c in init] == [
+        *knn[:3], ["analyze"], *knn[3:], ["analyze"]]
+    assert ["--space" in c and _option(c, "--space") for c in init] == [False] * 4 + [
+        "projector"] * 3
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare] == [
         [f"runs/repro/cpu/{name}/seed0/eval/knn{k}_projector" for name in ("sincere", "supcon")]
@@ -115,7 +115,11 @@ def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["temperature"], seeds=[0])
     analyze = [c for c in commands if c[1] == "analyze"]
-    assert len(analyze) == 3
+    # t = 0.1, 0.2, 0.5, then the random-init baseline's on the backbone and the projector
+    assert len(analyze) == 5
+    assert [_option(c, "--space") if "--space" in c else None for c in analyze] == [
+        None] * 4 + ["projector"]
+    assert all("random_init" in _option(c, "--checkpoint") for c in analyze[3:])
     assert all(_option(c, "--data") == "image_archive" and
                _option(c, "--root") == "../shared/data/cifar10-jpg.tar.gz" for c in analyze)
     assert _option(analyze[0], "--temperatures") == "0.1"

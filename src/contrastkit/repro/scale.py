@@ -5,7 +5,7 @@ made before the runs, :mod:`contrastkit.repro.plan`), its measured cost (the run
 
 from __future__ import annotations
 
-from contrastkit.repro.plan import SHARED_STEP_SECONDS, lane_seconds, planned_cost
+from contrastkit.repro.plan import EVAL_SECONDS, SHARED_STEP_SECONDS, lane_seconds, planned_cost
 from contrastkit.repro.stats import SEED_SD, mde
 from contrastkit.repro.studies import CPU_SEEDS, STUDIES
 
@@ -40,7 +40,10 @@ def plan_lines() -> list[str]:
     lines = [
         "**Planned before the runs** (`contrastkit.repro.plan`): runs x 1,170 steps x",
         "CPU-seconds per step, plus each evaluation's CPU-seconds; the measured cost follows",
-        "the plan.",
+        "the plan. One addition since: the random-init baseline's `analyze` on the backbone",
+        "and on the projector's output (3 seeds, "
+        f"{6 * EVAL_SECONDS['analyze'] / 3600:.2f} CPU-hours, in the table), added once its",
+        "runs were recorded so that every table's baseline row has every column.",
         "",
         *STEP_COST_NOTE,
         "",

@@ -134,11 +134,14 @@ NOT_WORSE_MARGIN = 3.5
 
 
 #: The random-initialisation baseline, shared by every Part A study (one run per seed) and
-#: evaluated with the protocols of all their accuracy claims, so that the run, trained and
-#: evaluated by whichever lane reaches it first, serves every study. A recorded run keeps no
-#: checkpoint, so a protocol added later could not be evaluated without training it again.
+#: evaluated with every protocol of their trained runs (accuracies and ``analyze``, on the
+#: backbone and on the projector's output), so that the run, trained and evaluated by whichever
+#: lane reaches it first, serves every study and each table's baseline row has every column.
+#: A recorded run keeps no checkpoint, so a protocol added later could not be evaluated
+#: without training it again.
 RANDOM_INIT = Variant("random_init", "random init (not trained)", _cpu("random_init"),
-                      ("knn1", "knn5", "knn200", "knn1_projector", "knn5_projector"))
+                      ("knn1", "knn5", "knn200", "analyze", "knn1_projector", "knn5_projector",
+                       "analyze_projector"))
 
 
 def _sincere_study() -> Study:

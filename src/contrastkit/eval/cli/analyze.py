@@ -180,19 +180,22 @@ def _analysis_figures(out: Path, a: argparse.Namespace, metrics: dict, separatio
     return names
 
 
-def _against_table13(metrics: dict, name: str) -> str:
-    """Where ``metrics[name]`` lies against the models of DySTreSS Table 13 (all data sets)."""
+def _against_table13(metrics: dict, name: str, space: str) -> str:
+    """Where ``metrics[name]`` lies against the models of DySTreSS Table 13 (all data sets),
+    measured in ``space`` (``backbone`` or ``projector``)."""
     ranges = [reference_range(name, dataset) for dataset in DYSTRESS_TABLE13]
     low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
     value = metrics[name]
     where = "within" if low <= value <= high else ("below" if value < low else "above")
-    return (f"{value:.3f} is {where} the {low:.2f} to {high:.2f} of DySTreSS Table 13 (this "
-            "backbone's features; the paper does not say which layer it measured)")
+    measured = "the projector's output" if space == "projector" else "this backbone's features"
+    return (f"{value:.3f} is {where} the {low:.2f} to {high:.2f} of DySTreSS Table 13 "
+            f"({measured}; the paper does not say which layer it measured)")
 
 
-def reading(metrics: dict) -> list[str]:
+def reading(metrics: dict, space: str = "backbone") -> list[str]:
     """What the diagnostics say, one line each: the direction that is better, and a flagged
-    negative target-noise margin (Feeney & Hughes 2023, Fig. 2)."""
+    negative target-noise margin (Feeney & Hughes 2023, Fig. 2); ``space``: where the
+    features were measured (``--space``)."""
     margin = metrics["target_noise_margin"]
     lines = [
         f"target_noise_margin {margin:+.3f}: "
@@ -200,9 +203,9 @@ def reading(metrics: dict) -> list[str]:
            "their own: the classes do not separate" if margin <= 0 else
            "positive, same-class training images are nearer (larger is better)"),
         "alignment (Manna et al. 2023, eq. 17): >= 0, lower means the two views of an image "
-        "embed closer; " + _against_table13(metrics, "alignment"),
+        "embed closer; " + _against_table13(metrics, "alignment", space),
         "uniformity (Manna et al. 2023, eq. 16, t = 2): <= 0, lower means the embeddings spread "
-        "more evenly on the sphere; " + _against_table13(metrics, "uniformity"),
+        "more evenly on the sphere; " + _against_table13(metrics, "uniformity", space),
         "hardness_weights.png and temperature_functions.png show the loss's weighting for "
         "--temperatures: they do not depend on the checkpoint",
     ]
@@ -231,7 +234,7 @@ def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
         text = report.metrics_markdown("contrastkit analyze", metrics, context, cells)
         text += "\nPaper references (numbers as printed in the papers):\n"
         text += "".join(f"{source}\n" for source in sources)
-        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics)) + "\n"
+        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics, args.space)) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)
     print(text)
