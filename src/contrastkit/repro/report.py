@@ -54,6 +54,13 @@ def _mean_std(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
     return f"{mean:.{digits}f} ± {var ** 0.5:.{digits}f} ({len(vals)} seeds)"
 
 
+def _all_seeds_done(summary: dict, study: Study, tag: str, stem: str) -> bool:
+    """Every planned seed of the run ``stem`` is finished and evaluated (``status`` done)."""
+    done = {r.get("seed") for r in summary.get("runs", {}).values()
+            if r.get("tag") == tag and r.get("stem") == stem and r.get("status") == "done"}
+    return set(study.seeds) <= done
+
+
 def _signed(value: float) -> str:
     """``+1.234`` style, with 3 significant digits for values below 0.01 (never ``+0.000``)."""
     return f"{value:+.3f}" if value == 0 or abs(value) >= 0.01 else f"{value:+.3g}"
@@ -364,6 +371,8 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
             epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
                            if r.get("tag") == tag and r.get("stem") == variant.stem), None)
             cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
+            if _all_seeds_done(summary, study, tag, variant.stem):  # a metric it does not have
+                cells = ["–" if c == "not yet run" else c for c in cells]
             if versus:
                 cells.append("–" if variant.name == "random_init" else _versus_random_init(
                     study, summary, tag, accuracy[1], variant.stem))
