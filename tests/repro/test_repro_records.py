@@ -147,6 +147,7 @@ def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_pat
     added = Path("eval") / "knn1_projector" / "results.json"
     (first / out / added).parent.mkdir(parents=True)
     (first / out / added).write_text('{"metrics": {"top1": 0.5}}')
+    append_cost(first / out / "cost.jsonl", "knn1_projector", 90.0, 95.0, 0, START)
     monkeypatch.setattr(layout, "REPO", first)
     record(out)
     shutil.rmtree(fresh / RECORDS)
@@ -154,6 +155,9 @@ def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_pat
     monkeypatch.setattr(layout, "REPO", fresh)
     assert restore() == [out]
     assert json.loads((fresh / out / added).read_text()) == {"metrics": {"top1": 0.5}}
+    # and its cost log, which grew with that evaluation: the run's cost counts it
+    assert (fresh / out / "cost.jsonl").read_text() == (first / out / "cost.jsonl").read_text()
+    assert "knn1_projector" in (fresh / out / "cost.jsonl").read_text()
     assert restore() == []  # nothing missing any more
     monkeypatch.setattr(layout, "REPO", first)  # trained here: its record is not copied back
     (first / out / added).unlink()

@@ -200,8 +200,27 @@ def test_measured_cost_and_gains_over_random_init():
     assert "| SINCERE | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
     assert "| SupCon | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |" in text
     assert "| SCE | knn200 | not yet run |" in text
-    assert "Smallest gain so far: +47.0 points (SupCon, seed 2), over 6 finished runs." in text
+    assert ("Smallest gain so far: +47.0 points (SupCon, seed 2), over 6 of the 27 trained "
+            "runs.") in text
     assert "## What the CPU scale can and cannot show" in text
+
+
+def test_a_finished_study_reports_its_whole_cost_and_smallest_gain():
+    """Every planned Part A run finished: the cost is the total, the smallest gain final."""
+    stems = {v.stem: v for st in STUDIES.values() if st.part == "cpu" for v in st.variants}
+    summary = {"runs": {}, "comparisons": {}}
+    for stem, v in stems.items():
+        metric = "knn200/top1" if "knn200" in v.evals else "knn1/top1"
+        for seed in (0, 1, 2):
+            acc = 0.3 if stem == "random_init" else 0.5 + 0.01 * seed
+            summary["runs"] |= run_entry(stem, seed, {
+                metric: acc, "knn1/top1": acc, "cost/cpu_seconds": 60.0,
+                "cost/wall_seconds": 60.0})
+    text = render_report(summary)
+    assert "30 of 30 runs finished and evaluated; 0.50 CPU-hours in all, every command " \
+           "included (0.0 CPU-minutes of comparisons among them)" in text
+    assert "so far" not in text[:text.index("## Part B")]
+    assert "Smallest gain: +20.0 points (" in text and "over 27 of the 27 trained runs." in text
 
 
 def test_a_new_report_removes_the_figures_it_no_longer_shows(tmp_path):

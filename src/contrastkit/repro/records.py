@@ -140,15 +140,18 @@ def record(folder: Path) -> Path:
 def _restorable(recorded: Path, working: Path) -> list[Path]:
     """The files of a record to copy back: those of a recorded run that the working copy lacks
     where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
-    it is; a run restored earlier gets the evaluations recorded since); those of a comparison
-    where none was made."""
+    it is; a run restored earlier gets the evaluations recorded since, and its cost log, which
+    grew with them); those of a comparison where none was made."""
     if (recorded / "pretrain" / FINISHED).is_file():
         pre = working / "pretrain"
         if (pre / "checkpoints" / "last.ckpt").is_file():
             return []
         if not (pre / FINISHED).is_file():  # nothing trained here: the whole record
             return _files(recorded)
-        return [f for f in _files(recorded) if not (working / f).is_file()]
+        cost = Path(COST_LOG)
+        grown = (working / cost).is_file() and (recorded / cost).is_file() and (
+            (working / cost).read_bytes() != (recorded / cost).read_bytes())
+        return [f for f in _files(recorded) if not (working / f).is_file() or (grown and f == cost)]
     return [] if (working / "comparison.json").is_file() else _files(recorded)
 
 

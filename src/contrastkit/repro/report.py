@@ -266,6 +266,7 @@ def _past_random_init(summary: dict) -> list[str]:
     (points; the study's 200-NN, or 1-NN where it has none), and the smallest gain."""
     runs = summary.get("runs", {})
     rows, gains = [], []
+    planned = 0  # trained runs of the plan
     seen: set[str] = set()
     for study in (s for s in STUDIES.values() if s.part == "cpu"):
         for v in study.variants:
@@ -276,6 +277,7 @@ def _past_random_init(summary: dict) -> list[str]:
             metric = f"{protocol}/top1"
             cells = []
             for seed in study.seeds:
+                planned += 1
                 run = runs.get(f"cpu/{v.stem}/seed{seed}") or {}
                 base = runs.get(f"cpu/random_init/seed{seed}") or {}
                 if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
@@ -289,8 +291,9 @@ def _past_random_init(summary: dict) -> list[str]:
              "| run | protocol | gain over random init, per seed |", "|---|---|---|", *rows, ""]
     if gains:
         low = min(gains)
-        lines += [f"Smallest gain so far: {low[0]:+.1f} points ({low[1]}, seed {low[2]}), over "
-                  f"{len(gains)} finished runs.", ""]
+        so_far = " so far" if len(gains) < planned else ""
+        lines += [f"Smallest gain{so_far}: {low[0]:+.1f} points ({low[1]}, seed {low[2]}), "
+                  f"over {len(gains)} of the {planned} trained runs.", ""]
     return lines
 
 

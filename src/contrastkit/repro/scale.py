@@ -80,11 +80,15 @@ def measured_cost_lines(summary: dict) -> list[str]:
                       summary.get("comparisons", {}).items() if key.startswith("cpu/"))
     cpu = sum(r["metrics"]["cost/cpu_seconds"] for r in costed) + compare_cpu
     wall = sum(r["metrics"]["cost/wall_seconds"] for r in costed)
+    compared = f"{compare_cpu / 60:.1f} CPU-minutes of comparisons"
+    included = (f"{cpu / 3600:.2f} CPU-hours in all, every command included ({compared} "
+                "among them)" if len(done) == len(planned) else
+                f"{cpu / 3600:.2f} CPU-hours so far, every command included (those of runs not "
+                f"finished yet and {compared})")
     lines = [
         f"**Measured** (each command's `cost.jsonl` line: CPU time of its process tree, its "
         f"wall time; one torch thread per lane): {len(done)} of {len(planned)} runs finished "
-        f"and evaluated; {cpu / 3600:.2f} CPU-hours so far, every command included (those of "
-        f"runs not finished yet and {compare_cpu / 60:.1f} CPU-minutes of comparisons); the "
+        f"and evaluated; {included}; the "
         f"commands' wall time sums to {wall / 3600:.2f} hours (two lanes side by side: about "
         "half of that elapsed). Per finished run:",
         "",
