@@ -79,11 +79,14 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                 if base is not None:
                     ax.axhline(base, color="grey", linestyle="--", label="random init")
                 ax.set_xscale("log")
+                ax.set_xticks([float(t) for t in TEMPERATURES], labels=list(TEMPERATURES))
+                ax.minorticks_off()
                 ax.set_xlabel("temperature")
                 ax.set_ylabel(ylabel)
                 ax.legend(fontsize=7)
             save(fig, "repro_temperature.png",
-                 "Study 2: 200-NN accuracy, uniformity and tolerance against the temperature "
+                 "Study 2: 200-NN accuracy, uniformity and tolerance (the backbone's "
+                 "features) against the temperature "
                  f"(`runs/repro/{tag}`, seed mean; dashed: the random-init baseline).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
                                   [(f"simclr_t{t}", "analyze/local_separation.png")

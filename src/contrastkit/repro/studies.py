@@ -226,6 +226,18 @@ def _separation(name: str) -> Callable[[Callable[[str, str], float]], float]:
                         - get(name, "analyze/nearest_negative_similarity_mean"))
 
 
+#: A side check, not part of the verdicts: the temperature claims on the projector's output.
+TEMPERATURE_PROJECTOR_CHECK = (
+    "A side check on the projector's output (the embedding the loss sees: `contrastkit analyze "
+    "--space projector` on the seed 1 and 2 checkpoints of t = 0.1 and 0.5, 2026-11-27; the "
+    "seed 0 checkpoints were lost with an earlier machine) goes the paper's way in all three, "
+    "where the backbone's features (the verdicts below) go the other way in two: uniformity "
+    "-3.67, -3.67 at t = 0.1 against -3.00, -2.99 at t = 0.5 (t = 0.1 more uniform); tolerance "
+    "0.084, 0.085 against 0.160, 0.170 (t = 0.5 more tolerant); local separation wider at "
+    "t = 0.1 by 0.10, 0.09. Two seeds give no t-interval; the projector's analyses of all "
+    "three seeds are the next step.")
+
+
 def _temperature_study() -> Study:
     lo, hi = "simclr_t0.1", "simclr_t0.5"
     variants = (*(_simclr(t) for t in TEMPERATURES), RANDOM_INIT)
@@ -251,7 +263,10 @@ def _temperature_study() -> Study:
     note = (f"Ordinary loss (NT-Xent) at t = {', '.join(TEMPERATURES)}: the SimCLR runs of "
             "the DySTreSS study. The paper's supplement gives CIFAR-10 linear top-1 "
             + ", ".join(f"{WANG_LIU[t]:.2f} (t={t})" for t in TEMPERATURES)
-            + "; the claims below are the directions of its trade-off.")
+            + "; the claims below are the directions of its trade-off. They read the "
+            "backbone's features (`analyze`), the layer this study was planned on; the main "
+            "paper, which defines uniformity and tolerance, is not among the supplied texts, so "
+            "the layer it measured is not known here. " + TEMPERATURE_PROJECTOR_CHECK)
     return Study("temperature", "cpu", "2. Temperature: uniformity-tolerance trade-off",
                  CPU_SEEDS, variants, claims, note=note)
 
