@@ -234,8 +234,8 @@ TEMPERATURE_PROJECTOR_CHECK = (
     "where the backbone's features (the verdicts below) go the other way in two: uniformity "
     "-3.67, -3.67 at t = 0.1 against -3.00, -2.99 at t = 0.5 (t = 0.1 more uniform); tolerance "
     "0.084, 0.085 against 0.160, 0.170 (t = 0.5 more tolerant); local separation wider at "
-    "t = 0.1 by 0.10, 0.09. Two seeds give no t-interval; the projector's analyses of all "
-    "three seeds are the next step.")
+    "t = 0.1 by 0.10, 0.09. Two seeds are fewer than the study's rule needs (three); the "
+    "projector's analyses of all three seeds are the next step.")
 
 
 def _temperature_study() -> Study:
