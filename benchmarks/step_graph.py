@@ -9,12 +9,19 @@ captured step is built on the first), then, from one saved state:
 * N steps of the graph-safe step as plain code, under a ``TorchDispatchMode`` that records
   every operator reading a device value on the host (``_local_scalar_dense`` behind
   ``.item()``/``bool()``, ``nonzero``, boolean-mask indexing, ...): ``host_syncs``; on CUDA
-  also under ``torch.cuda.set_sync_debug_mode("error")``;
-* the state restored, N steps of the same step ``torch.compile``-d with ``fullgraph=True``
-  (views, forward, loss, backward, SGD, EMA, queue write): ``graphs`` (graphs compiled),
-  ``graph_breaks``; the largest relative difference to the plain run (``max|a - b| / max|a|``
-  per tensor) in the losses, the online weights, the EMA weights and the queue:
-  ``max_rel_diff``; the compile time;
+  also under ``torch.cuda.set_sync_debug_mode("error")``; the same mode estimates the CUDA
+  kernels of one step (``launch_count``'s rules): what a CUDA graph of the step replays
+  (``graph_kernels_per_step``; outside the graph a captured step launches three copies, the
+  batch and the shuffle-BN permutation, and the graph);
+* N steps of the same step ``torch.compile``-d with ``fullgraph=True`` (views, forward,
+  loss, backward, SGD, EMA, queue write), each from the state the plain step ``i`` started
+  from: ``graphs`` (graphs compiled), ``graph_breaks``; the largest relative difference to
+  the plain step in the loss (``|a - b| / |a|``), the online weights, the EMA weights and the
+  queue after it (each group as one vector, ``||a - b|| / ||a||``): ``max_rel_diff``; the
+  compile time (the first call's);
+* the N compiled steps in a row from the first state (``trajectory_rel_diff``): an untrained
+  contrastive step multiplies any difference, rounding included, by about 5 per step (1e-7 on
+  the weights became 3e-4 after 6 plain steps), so this figure grows with N;
 * the ms per step of the eager path (``loss.backward()``, the torch optimiser, the method's
   after-step hook: what ``model.performance.step eager`` runs, without Lightning), of the
   graph-safe step and of the compiled one, measured in interleaved rounds in one process; on
@@ -22,7 +29,7 @@ captured step is built on the first), then, from one saved state:
   the compiled one captured (``compiled_captured_ms``), with the 200-epoch estimate (195 steps
   an epoch, steps only).
 
-On the CPU the model is narrowed (ResNet-18 of width 8, batch 16, the bundled digits): what is
+On the CPU the model is narrowed (ResNet-18 of width 8, batch 64, the bundled digits): what is
 checked there is that the step is one graph without host reads; its timings are CPU proxies.
 The last line printed is one JSON object.
 
@@ -61,16 +68,19 @@ STEPS_PER_EPOCH = 195  # CIFAR-10, batch 256, the last partial batch dropped
 
 
 class HostSyncs(TorchDispatchMode):
-    """Counts the synchronising operators (and all operators) dispatched while active."""
+    """Counts the synchronising operators, all operators and their estimated CUDA kernels
+    (``launch_count.estimated_launches``) dispatched while active."""
 
     def __init__(self) -> None:
         super().__init__()
         self.found: Counter[str] = Counter()
         self.operators = 0
+        self.kernels = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         self.operators += 1
+        self.kernels += launch_count.estimated_launches(func, args, kwargs or {})
         indices = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else []
         if name in SYNCHRONISING or (name in ("index", "index_put", "index_put_") and any(
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)):
@@ -84,7 +94,7 @@ def _sync(device: torch.device) -> None:
 
 
 def cli_args(device: str, precision: str) -> list[str]:
-    """The table6 recipe: on the CPU narrowed (digits, batch 16, width 8), on CUDA at its size
+    """The table6 recipe: on the CPU narrowed (digits, batch 64, width 8), on CUDA at its size
     (batch 256, full width; the digits stand in for CIFAR-10: the step does not read pixels).
     The schedules are those of a 200-epoch run (the experiment stops it early)."""
     args = [*launch_count.DEFAULT_ARGS, "--model.performance.step", "captured",
@@ -93,7 +103,9 @@ def cli_args(device: str, precision: str) -> list[str]:
         return [*args, "--data.subset", "null", "--data.batch_size", "256",
                 "--model.method.backbone", '{"name": "resnet18", "cifar_stem": true}',
                 "--trainer.accelerator", "gpu", "--trainer.benchmark", "true"]
-    return args
+    # batch 64: 8 keys per shuffle-BN group (with 16, two: statistics of two samples turn
+    # rounding differences into differences of whole units within a few steps)
+    return [*args, "--data.subset", "256", "--data.batch_size", "64"]
 
 
 class State:
@@ -130,8 +142,12 @@ def snapshot(module: Any) -> dict[str, torch.Tensor]:
     return {k: v.detach().double().clone() for k, v in out.items()}
 
 
-def relative(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).abs().max() / a.abs().max().clamp_min(1e-12))
+def relative(want: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> float:
+    """``||a - b|| / ||a||`` over every tensor of a group at once (the group's scale: a tensor
+    near 0, a bias a few steps from its zero start, would blow up a per-tensor ratio)."""
+    a = torch.cat([v.reshape(-1) for v in want.values()])
+    b = torch.cat([got[k].reshape(-1) for k in want])
+    return float((a - b).norm() / a.norm().clamp_min(1e-300))
 
 
 class Experiment(L.Callback):
@@ -154,36 +170,35 @@ def run_experiment(module: Any, batch: Any, opts: argparse.Namespace) -> dict[st
     generator = torch.Generator(device=device).manual_seed(0)
     batches = [(images[torch.randperm(len(images), generator=generator, device=device)],
                 labels) for _ in range(opts.steps)]
-    state = State(module, captured)
-
-    def run(fn, checks: TorchDispatchMode | None = None) -> list[float]:
-        losses = []
-        for x, y in batches:
-            captured.prepare(x, y)
-            if checks is not None:
-                with checks:
-                    out = fn()
-            else:
-                out = fn()
-            captured.finish()
-            losses.append(float(out["loss"]))
-        return losses
-
     if captured.key_shuffle is not None:  # the statistics compiled (see timings for native)
         captured.key_shuffle.use_kernel("formula")
+
     def plain_step() -> dict[str, torch.Tensor]:
         captured.compiled_forward = None
         return captured._step()
 
-    syncs = HostSyncs()
-    if device.type == "cuda":
-        torch.cuda.set_sync_debug_mode("error")
-    plain = run(plain_step, syncs)
-    if device.type == "cuda":
-        torch.cuda.set_sync_debug_mode(0)
-    want = snapshot(module)
-    state.restore()
+    def one(fn, x: torch.Tensor, y: torch.Tensor,
+            checks: TorchDispatchMode | None = None) -> float:
+        captured.prepare(x, y)
+        if checks is None:
+            out = fn()
+        else:  # the step itself, not the reading of its loss below
+            if device.type == "cuda":
+                torch.cuda.set_sync_debug_mode("error")
+            with checks:
+                out = fn()
+            if device.type == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+        captured.finish()
+        return float(out["loss"])
 
+    # the plain steps, with the state before each and the weights after each
+    syncs = HostSyncs()
+    before, after, plain = [State(module, captured)], [], []
+    for x, y in batches:
+        plain.append(one(plain_step, x, y, syncs))
+        after.append(snapshot(module))
+        before.append(State(module, captured))
     graphs: list[int] = []
 
     def counting(gm, example_inputs):
@@ -206,14 +221,21 @@ def run_experiment(module: Any, batch: Any, opts: argparse.Namespace) -> dict[st
             captured.compiled_forward = forward
             return captured._step()
 
-    begin = time.perf_counter()
-    first = run(compiled)  # the first call traces and compiles
-    compile_s = time.perf_counter() - begin
-    got = snapshot(module)
-    diffs = {"loss": max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(plain, first,
-                                                                        strict=True))}
-    for group in ("weights", "ema", "queue"):
-        diffs[group] = max(relative(want[k], got[k]) for k in want if k.startswith(group))
+    # each compiled step from the state the plain one started from: the step's own difference
+    per_step: list[dict[str, float]] = []
+    compile_s = 0.0
+    for i, (x, y) in enumerate(batches):
+        before[i].restore()
+        begin = time.perf_counter()
+        loss = one(compiled, x, y)
+        compile_s = compile_s or time.perf_counter() - begin  # the first call compiles
+        per_step.append(differences(plain[i], loss, after[i], snapshot(module)))
+    # the compiled steps in a row from the first state: the trajectory
+    before[0].restore()
+    chained = [one(compiled, x, y) for x, y in batches]
+    trajectory = differences(plain[-1], chained[-1], after[-1], snapshot(module))
+    trajectory["loss"] = max(abs(a - b) / abs(a) for a, b in zip(plain, chained, strict=True))
+    diffs = {k: max(d[k] for d in per_step) for k in per_step[0]}
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -222,12 +244,23 @@ def run_experiment(module: Any, batch: Any, opts: argparse.Namespace) -> dict[st
         "graph_breaks": int(sum(counters["graph_break"].values())),
         "graphs": len(graphs), "graph_nodes": graphs,
         "host_syncs": int(sum(syncs.found.values())), "host_sync_ops": dict(syncs.found),
-        "operators_seen": syncs.operators, "steps": len(plain),
-        "max_rel_diff": max(diffs.values()), "rel_diff": diffs, "compile_s": compile_s,
-        "losses_plain": plain, "losses_compiled": first,
+        "operators_per_step": syncs.operators / len(plain),
+        "graph_kernels_per_step": syncs.kernels / len(plain), "steps": len(plain),
+        "max_rel_diff": max(diffs.values()), "rel_diff": diffs,
+        "rel_diff_per_step": per_step, "trajectory_rel_diff": trajectory,
+        "compile_s": compile_s, "losses_plain": plain, "losses_compiled_chained": chained,
     }
     result.update(timings(module, captured, plain_step, compiled, batches, opts, device))
     return result
+
+
+def differences(loss_a: float, loss_b: float, a: dict[str, torch.Tensor],
+                b: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Relative differences of a loss and of the weight groups of two snapshots."""
+    out = {"loss": abs(loss_a - loss_b) / abs(loss_a)}
+    for group in ("weights", "ema", "queue"):
+        out[group] = relative({k: v for k, v in a.items() if k.startswith(group)}, b)
+    return out
 
 
 def eager_step(module: Any, captured: Any, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -334,9 +367,10 @@ def _graphed(captured: Any, fn: Any, batch: tuple[torch.Tensor, torch.Tensor]) -
 def markdown(result: dict[str, Any]) -> str:
     rows = ["| figure | value |", "|---|---:|"]
     for key in ("device", "torch", "backend", "precision", "compiled_scope", "batch", "graphs",
-                "graph_breaks", "host_syncs", "steps", "max_rel_diff", "compile_s", "eager_ms",
-                "graph_safe_ms", "graph_safe_native_ms", "compiled_ms", "captured_ms",
-                "captured_native_ms", "compiled_captured_ms", "estimated_200_epochs_s"):
+                "graph_breaks", "host_syncs", "graph_kernels_per_step", "steps", "max_rel_diff",
+                "compile_s", "eager_ms", "graph_safe_ms", "graph_safe_native_ms", "compiled_ms",
+                "captured_ms", "captured_native_ms", "compiled_captured_ms",
+                "estimated_200_epochs_s"):
         if key in result:
             value = result[key]
             rows.append(f"| {key} | {value:.4g} |" if isinstance(value, float)
@@ -372,6 +406,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(markdown(result))
     summary = {k: result[k] for k in ("graph_breaks", "graphs", "host_syncs", "steps",
                                       "max_rel_diff", "compile_s")}
+    summary["trajectory_max_rel_diff"] = max(result["trajectory_rel_diff"].values())
     summary.update({k: result[k] for k in ("eager_ms", "graph_safe_ms", "compiled_ms",
                                            "captured_ms", "compiled_captured_ms",
                                            "estimated_200_epochs_s") if k in result})

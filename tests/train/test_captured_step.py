@@ -24,6 +24,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+import torch._dynamo
 from pretrain_args import TINY, StopAfterEpochs, method_args
 from test_hot_path import SETTINGS, Inventory
 
@@ -168,3 +169,89 @@ def test_what_a_captured_step_cannot_compute_is_one_line(tmp_path, extra, messag
         build([*TINY, *args, "--output", str(tmp_path / "run")])
     assert "\n" not in str(caught.value) and "step eager" in str(caught.value)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+class TraceOnce(L.Callback):
+    """After 2 steps: the captured step traced whole by ``torch.compile`` (``fullgraph=True``,
+    dynamo's own ``eager`` backend: the graph's operators run as traced, no code generated),
+    against 2 plain steps from the same state."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+        self.plain: list[float] = []
+        self.traced: list[float] = []
+        self.states: list[dict] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step != 2:
+            return
+        trainer.should_stop = True
+        captured = pl_module._captured
+        saved = {k: v.clone() for k, v in pl_module.state_dict().items()}
+        buffers = [b.clone() for b in _momentum_buffers(captured)]
+        counter, rng = captured.step.clone(), pl_module.augmentation_rng.generator.get_state()
+
+        def backend(gm, example_inputs):
+            self.graphs += 1
+            return gm.forward
+
+        traced = torch.compile(captured._step, fullgraph=True, backend=backend)
+        for fn, losses in ((captured._step, self.plain), (traced, self.traced)):
+            for _ in range(2):
+                captured.prepare(*batch)
+                losses.append(float(fn()["loss"]))
+                captured.finish()
+            self.states.append({k: v.clone() for k, v in pl_module.state_dict().items()})
+            pl_module.load_state_dict(saved)
+            for buffer, value in zip(_momentum_buffers(captured), buffers, strict=True):
+                buffer.copy_(value)
+            captured.step.copy_(counter)
+            pl_module.augmentation_rng.generator.set_state(rng)
+
+
+def _momentum_buffers(captured) -> list:
+    state = captured.update.optimizer.state
+    return [state[p]["momentum_buffer"] for p in captured.update.params]
+
+
+def test_the_captured_step_traces_as_one_graph(tmp_path) -> None:
+    """The step that is captured (views, forward, loss, backward, SGD, EMA, queue, NaN flag)
+    is one graph without break for ``torch.compile(fullgraph=True)`` (a break would be a host
+    read or Python state a CUDA graph could not replay), and the traced steps give the plain
+    steps' losses and weights (to float32 rounding: the traced backward is dynamo's record of
+    the autograd formulas, which may sum a gradient's parts in another order)."""
+    torch._dynamo.reset()
+    torch._dynamo.config.trace_autograd_ops = True
+    cli, _ = build([*TINY, *method_args("SCE", queue_size=64, shuffle_bn=4), *CAPTURED,
+                    "--trainer.max_epochs", "3", "--output", str(tmp_path / "run")])
+    trace = TraceOnce()
+    cli.trainer.callbacks.append(trace)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert trace.graphs == 1
+    assert trace.plain[0] == trace.traced[0]  # the first loss comes before any update
+    torch.testing.assert_close(trace.traced, trace.plain, rtol=1e-6, atol=0)
+    plain, traced = trace.states
+    for key, value in plain.items():
+        torch.testing.assert_close(traced[key], value, rtol=1e-5, atol=1e-7, msg=key)
+
+
+@pytest.mark.slow
+def test_a_two_process_captured_run_equals_the_eager_one(tmp_path) -> None:
+    """DDP, 2 gloo processes (the real command line): the captured step averages the
+    gradients as DDP does (each divided by 2, one all-reduce) and shuffles the keys over both
+    processes; both runs end with the same weights, queue and optimiser state, bit for bit."""
+    from test_ddp_pretrain import CONVNET, checkpoint, start
+    from child_runs import finish
+
+    args = [*CONVNET, "--trainer.max_epochs", "2", "--model.method.shuffle_bn", "4"]
+    runs = [start(tmp_path / "eager", *args),
+            start(tmp_path / "captured", *args, *CAPTURED)]  # side by side: start-ups dominate
+    for run in runs:
+        finish(run)
+    a, b = checkpoint(tmp_path / "eager"), checkpoint(tmp_path / "captured")
+    assert a["global_step"] == b["global_step"] > 0
+    assert [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k],
+                                                          b["state_dict"][k])] == []
+    for index, entry in a["optimizer_states"][0]["state"].items():
+        assert torch.equal(entry["momentum_buffer"],
+                           b["optimizer_states"][0]["state"][index]["momentum_buffer"])

@@ -142,7 +142,8 @@ class SplitBatchNorm(UncountedBatchNorm):
     def _native_blocks(self, input: Tensor, k: int) -> Tensor:
         """Sub-batch ``j`` = rows ``j*m ... (j+1)*m - 1``, each normalised by the native
         batch-norm kernel (``aten.native_batch_norm``: statistics in float32 for bf16/fp16
-        input, written in the input's dtype and layout), straight into its rows of the output."""
+        input, written in the input's dtype and layout), straight into its rows of the output
+        (no autograd: ShuffleBN encodes the keys without gradient)."""
         m = input.shape[0] // k
         out = torch.empty_like(input)
         stats = input.new_empty((2, k, input.shape[1]), dtype=_wide(input.dtype))
