@@ -241,6 +241,7 @@ def test_a_two_process_captured_run_equals_the_eager_one(tmp_path) -> None:
     gradients as DDP does (each divided by 2, one all-reduce) and shuffles the keys over both
     processes; both runs end with the same weights, queue and optimiser state, bit for bit."""
     from test_ddp_pretrain import CONVNET, checkpoint, start
+
     from child_runs import finish
 
     args = [*CONVNET, "--trainer.max_epochs", "2", "--model.method.shuffle_bn", "4"]
