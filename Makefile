@@ -21,18 +21,18 @@ DATA ?= digits
 ROOT ?=
 ARGS ?=
 demo: $(STAMP)
-	$(PY) -m contrastkit.demos.pretrain --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
+	$(PY) -m examples.demos.pretrain --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
 		--trainer.enable_progress_bar false $(ARGS)
 
 demo-losses: $(STAMP)
-	$(PY) -m contrastkit.demos.losses
+	$(PY) -m examples.demos.losses
 
 # two pytest workers: on 2 cores the suite takes 6.4 min instead of 8.9 (CONTRIBUTING.md)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples studies
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
@@ -41,13 +41,13 @@ bench: $(STAMP)
 # each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
 # stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
 repro-cpu: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study dystress temperature & lane=$$!; \
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study baselines sincere sce_lambda_tau; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study dystress temperature & lane=$$!; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study baselines sincere sce_lambda_tau; \
 	second=$$?; wait $$lane && test $$second -eq 0
-	$(VENV)/bin/contrastkit repro report
+	$(PY) -m studies.repro report
 
 repro-report: $(STAMP)
-	$(VENV)/bin/contrastkit repro report
+	$(PY) -m studies.repro report
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,7 +1,7 @@
 """Imports run one way (CONTRIBUTING.md, "Layout"): data -> models/losses -> methods -> train;
-eval reads checkpoints and tensors; the applications (``contrastkit.demos``, ``contrastkit.repro``
-and the command dispatcher ``contrastkit.cli``) sit above both. Inside data/, the sub-packages
-(augment, images, video) sit below the modules of data/ itself.
+eval reads checkpoints and tensors; the command lines (``contrastkit.cli``) sit above both, and
+nothing in the package imports the applications beside it (``studies``, ``examples``). Inside
+data/, the sub-packages (augment, images, video) sit below the modules of data/ itself.
 
 Every module under ``src/contrastkit`` is parsed with :mod:`ast`; every ``import`` and
 ``from ... import`` in it counts, at module level or inside a function, absolute or relative.
@@ -19,9 +19,11 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "contrastkit"
 
 #: Packages that are layers; every other top-level module is "shared" (cli.py: "cli").
-LAYERS = ("data", "models", "losses", "methods", "train", "eval", "demos", "repro")
+LAYERS = ("data", "models", "losses", "methods", "train", "eval")
 #: What uses training and evaluation together: nothing below imports it.
-APPLICATIONS = frozenset({"demos", "repro", "cli"})
+APPLICATIONS = frozenset({"cli"})
+#: Applications beside the package, in the source checkout: the package never imports them.
+OUTSIDE = ("studies", "examples")
 
 #: (importing layer, layers it must not import, why)
 FORBIDDEN: list[tuple[str, frozenset[str], str]] = [
@@ -102,6 +104,16 @@ def test_imports_run_one_way():
     assert not found, "layering violations:\n" + "\n".join(found)
 
 
+def test_the_package_imports_nothing_from_the_checkout():
+    """``studies`` and ``examples`` live beside the package: an installed copy has neither."""
+    known = modules()
+    found = [f"{path.relative_to(SRC.parent)}:{line}: {module} imports {target}"
+             for module, path in known.items()
+             for line, target in imported_modules(module, path, set(known))
+             if target.split(".")[0] in OUTSIDE]
+    assert not found, "\n".join(found)
+
+
 @pytest.mark.parametrize(("importer", "imported"), [("eval", "train"), ("train", "eval")])
 def test_eval_and_train_do_not_import_each_other(importer, imported):
     """The rules the issue names first, on their own so that a failure reads plainly."""
@@ -170,6 +182,6 @@ def test_data_parts_of_modules():
 
 def test_layers_of_modules():
     assert layer("contrastkit.eval.knn") == "eval" and layer("contrastkit.train") == "train"
-    assert layer("contrastkit.repro.runner") == "repro" and layer("contrastkit.demos") == "demos"
+    assert layer("studies.repro.runner") is None and layer("examples.demos") is None
     assert layer("contrastkit.cli") == "cli" and layer("contrastkit.checkpoints") == "shared"
     assert layer("contrastkit") is None and layer("torch.nn") is None

@@ -4,8 +4,9 @@ no name in ``src/`` that only its tests use, and every module named in CONTRIBUT
 The imports are read as ``tests/test_layering.py`` reads them (every ``import``, at module level
 or inside a function). A name "has a user" when something outside ``tests/`` names it: code in
 ``src/`` other than its own definition (a reference, an attribute, an import, an identifier in
-a string such as a ``class_path``), ``examples/``, ``benchmarks/``, ``configs/`` (the YAML files
-and their README, which lists what a config may name), ``Makefile`` or ``pyproject.toml``.
+a string such as a ``class_path``), ``examples/`` (the demos included), ``studies/``,
+``benchmarks/``, ``configs/`` (the YAML files and their README, which lists what a config may
+name), ``Makefile`` or ``pyproject.toml``.
 A package's ``__all__`` (``contrastkit.losses``, ...) is the public API and counts as a user of
 what it lists; a method that overrides one of a base class from outside
 contrastkit (``forward``, Lightning hooks, ...) is called by that framework.
@@ -137,8 +138,8 @@ def used_names() -> set[str]:
     used: set[str] = set()
     for path in sorted(PACKAGE.rglob("*.py")):
         used |= names_used_in(ast.parse(path.read_text()), package=path.name == "__init__.py")
-    for folder, pattern in (("examples", "*.py"), ("benchmarks", "*.py"), ("configs", "*.yaml"),
-                            ("configs", "*.md")):
+    for folder, pattern in (("examples", "*.py"), ("studies", "*.py"), ("benchmarks", "*.py"),
+                            ("configs", "*.yaml"), ("configs", "*.md")):
         for path in sorted((ROOT / folder).rglob(pattern)):
             used.update(_IDENTIFIER.findall(path.read_text()))
     for name in ("Makefile", "pyproject.toml"):

@@ -1,4 +1,4 @@
-"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | export | repro | data``."""
+"""``contrastkit`` command line: ``pretrain | eval | analyze | compare | embed | export | data``."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ commands:
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
              torchvision's layout): contrastkit export --checkpoint CKPT --output FILE;
              --format detectron2 --output FILE.pkl for detectron2 (docs/transfer.md)
-  repro      the reproduction study of docs/reproduction.md, from a source checkout:
-             contrastkit repro {cpu,gpu,report,list} (--help for each)
   data       write an image folder once into a store or tar shards (docs/data.md):
              contrastkit data pack SRC DEST [--shards] [--max-side N]
 
@@ -121,10 +119,6 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from contrastkit.data.pack import main as pack_main
 
         return run_command("contrastkit data pack", lambda: pack_main(rest[1:]))
-    if command == "repro":
-        from contrastkit.repro.cli import main as repro_main
-
-        return repro_main(rest)
     if command == "embed":
         from contrastkit.eval.cli.embed import embed_command
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from contrastkit.data.images import datasets as D
-from contrastkit.demos import pretrain as demo
-from contrastkit.demos import protocol as P
+from examples.demos import pretrain as demo
+from examples.demos import protocol as P
 from contrastkit.eval import linear_probe, sample_per_class
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on a shared 2-core CPU

@@ -1,4 +1,4 @@
-"""contrastkit.repro.cli through the ``contrastkit`` command: ``repro list``, a dry run, a
+"""studies.repro.cli through the ``contrastkit`` command: ``repro list``, a dry run, a
 report from a summary file, and one-line errors (outside a source checkout, a bad
 ``--summary``)."""
 
@@ -9,8 +9,8 @@ import json
 from repro_summaries import fake_sincere_summary
 
 from contrastkit.cli import main
-from contrastkit.repro import layout
-from contrastkit.repro.studies import STUDIES
+from studies.repro import layout
+from studies.repro.studies import STUDIES
 
 
 def test_repro_list_names_every_study(capsys):
@@ -50,8 +50,8 @@ def test_repro_outside_a_checkout_is_a_one_line_error(monkeypatch, tmp_path, cap
     monkeypatch.setattr(layout, "REPO", tmp_path)
     assert main(["repro", "report"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"contrastkit repro: error: {tmp_path / 'configs' / 'repro'} not "
-                          "found: contrastkit repro runs from a source checkout")
+    assert err.startswith(f"python -m studies.repro: error: {tmp_path / 'configs' / 'repro'} not "
+                          "found: python -m studies.repro runs from a source checkout")
     assert err.count("\n") == 1
     assert not (tmp_path / "docs").exists() and not (tmp_path / "runs").exists()
 
@@ -60,11 +60,11 @@ def test_repro_report_names_a_bad_summary_file(tmp_path, capsys):
     missing, broken = tmp_path / "missing.json", tmp_path / "broken.json"
     broken.write_text("{not json")
     assert main(["repro", "report", "--summary", str(missing)]) == 2
-    assert capsys.readouterr().err == (f"contrastkit repro: error: --summary {missing}: no such "
+    assert capsys.readouterr().err == (f"python -m studies.repro: error: --summary {missing}: no such "
                                        "file\n")
     assert main(["repro", "report", "--summary", str(broken)]) == 2
     assert capsys.readouterr().err.startswith(
-        f"contrastkit repro: error: --summary {broken} is not JSON (")
+        f"python -m studies.repro: error: --summary {broken} is not JSON (")
 
 
 def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_path, capsys):
@@ -72,8 +72,8 @@ def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_pat
     them and the page shows their numbers."""
     import shutil
 
-    from contrastkit.repro.layout import RECORDS
-    from contrastkit.repro.records import mark_finished
+    from studies.repro.layout import RECORDS
+    from studies.repro.records import mark_finished
 
     shutil.copytree(layout.REPO / "configs", tmp_path / "configs")
     monkeypatch.setattr(layout, "REPO", tmp_path)

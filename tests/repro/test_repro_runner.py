@@ -1,4 +1,4 @@
-"""contrastkit.repro.commands and .runner: the public commands each study runs (dry runs:
+"""studies.repro.commands and .runner: the public commands each study runs (dry runs:
 nothing trains), chunked Part B training, the step budget, the lock two lanes share, and the
 resume of a run killed mid-way (a real tiny run)."""
 
@@ -19,17 +19,17 @@ import pytest
 import torch
 
 import child_runs
-from contrastkit.repro import layout, runner
-from contrastkit.repro.collection import pretrain_finished, read_losses
-from contrastkit.repro.commands import (
+from studies.repro import layout, runner
+from studies.repro.collection import pretrain_finished, read_losses
+from studies.repro.commands import (
     chunk_arguments,
     format_duration,
     parse_duration,
     trained_seconds,
 )
-from contrastkit.repro.layout import ARCHIVE
-from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
-from contrastkit.repro.studies import STUDIES, Study, Variant
+from studies.repro.layout import ARCHIVE
+from studies.repro.runner import Runner, run_lock, run_studies, selected
+from studies.repro.studies import STUDIES, Study, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -283,9 +283,9 @@ LANE = """\
 import sys
 from pathlib import Path
 
-from contrastkit.repro import layout
-from contrastkit.repro.runner import Runner, run_studies
-from contrastkit.repro.studies import Study, Variant
+from studies.repro import layout
+from studies.repro.runner import Runner, run_studies
+from studies.repro.studies import Study, Variant
 
 layout.REPO = Path(sys.argv[1])
 study = Study("tiny", "cpu", "tiny", (0,),
@@ -295,7 +295,7 @@ sys.exit(0 if run_studies("cpu", [study], None, Runner()) else 1)
 
 
 def _start_lane(repo: Path) -> subprocess.Popen:
-    """``contrastkit repro cpu`` of the tiny study in ``repo``, in its own process group."""
+    """``python -m studies.repro cpu`` of the tiny study in ``repo``, in its own process group."""
     (repo / "configs/repro/cpu").mkdir(parents=True)
     (repo / "configs/repro/cpu/tiny.yaml").write_text(TINY)
     (repo / "lane.py").write_text(LANE)
@@ -330,7 +330,7 @@ def _stop_after_first_checkpoints(lanes: dict[str, subprocess.Popen], ckpts: dic
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
-    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
+    """``python -m studies.repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
     process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
     call resumes that run with ``--resume last`` and finishes it, every step logged once, its
     cost logged, the finished run recorded; a checkout with only the records trains nothing.

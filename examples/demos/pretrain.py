@@ -1,11 +1,11 @@
 """The main job: pretrain SCE (Denize et al. 2023), then show what its features are worth with few
 labels.
 
-``python -m contrastkit.demos.pretrain`` (``make demo``) runs ``contrastkit pretrain`` with
+``python -m examples.demos.pretrain`` (``make demo``) runs ``contrastkit pretrain`` with
 ``configs/demo/digits_sce.yaml`` (scikit-learn's 8x8 digits, offline) into a fresh
 ``runs/demo-<data>-<time>`` folder, then evaluates the pretrained backbone, the same backbone
 randomly initialised and raw pixels with the protocol of
-:mod:`contrastkit.demos.protocol` (stated first in the output, then the numbers):
+:mod:`examples.demos.protocol` (stated first in the output, then the numbers):
 linear probes trained on 1, 5 and 10 labelled images per class (10 seeded, stratified draws)
 and on all labels, tested on the test split as given and shifted by 1/8 of the image side.
 The printed protocol and table are also written to ``demo.md`` and ``demo.json`` in the run
@@ -42,14 +42,14 @@ import torch
 
 from contrastkit.checkpoints import load_backbone
 from contrastkit.data.images import datasets
-from contrastkit.demos import protocol
+from examples.demos import protocol
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
 
 if TYPE_CHECKING:
     from contrastkit.train.cli import PretrainCLI
 
-CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "demo"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "demo"
 CONFIG = {"digits": CONFIGS / "digits_sce.yaml", "cifar10": CONFIGS / "cifar10_sce.yaml"}
 CACHE_DIR = ".cache/demo-cifar10"
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
@@ -57,7 +57,7 @@ _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m contrastkit.demos.pretrain", allow_abbrev=False,
+        prog="python -m examples.demos.pretrain", allow_abbrev=False,
         description="Pretrain SCE, then compare pretrained features, random init and raw "
         "pixels with few labels and on shifted test images. Other arguments go to "
         "`contrastkit pretrain`.")

@@ -1,4 +1,4 @@
-"""``python -m contrastkit.demos.losses`` (``make demo-losses``): every contrastive loss on
+"""``python -m examples.demos.losses`` (``make demo-losses``): every contrastive loss on
 random embeddings.
 
 Prints, for each loss of :mod:`contrastkit.losses`, its value on the same random batch and

@@ -1,9 +1,9 @@
-"""The ``contrastkit repro`` command line: ``cpu | gpu | report | list``.
+"""The ``python -m studies.repro`` command line: ``cpu | gpu | report | list``.
 
-``cpu`` and ``gpu`` run the studies of Part A and Part B (:mod:`contrastkit.repro.runner`);
+``cpu`` and ``gpu`` run the studies of Part A and Part B (:mod:`studies.repro.runner`);
 ``report`` restores the recorded runs the working copy lacks
-(:mod:`contrastkit.repro.records`), collects the runs and writes the report
-(:mod:`contrastkit.repro.report`); ``list`` prints the studies. Paths of
+(:mod:`studies.repro.records`), collects the runs and writes the report
+(:mod:`studies.repro.report`); ``list`` prints the studies. Paths of
 ``report --output/--figures`` are relative to the checkout.
 """
 
@@ -14,24 +14,24 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import contrastkit.repro
+import studies.repro
 from contrastkit.errors import run_command
-from contrastkit.repro import layout
-from contrastkit.repro.collection import collect, write_summary
-from contrastkit.repro.commands import parse_duration
-from contrastkit.repro.layout import DOC, DOC_SUMMARY, FIGURES, RUNS, SUMMARY
-from contrastkit.repro.records import restore
-from contrastkit.repro.report import write_report
-from contrastkit.repro.runner import Runner, run_studies, selected
-from contrastkit.repro.studies import STUDIES
+from studies.repro import layout
+from studies.repro.collection import collect, write_summary
+from studies.repro.commands import parse_duration
+from studies.repro.layout import DOC, DOC_SUMMARY, FIGURES, RUNS, SUMMARY
+from studies.repro.records import restore
+from studies.repro.report import write_report
+from studies.repro.runner import Runner, run_studies, selected
+from studies.repro.studies import STUDIES
 
-PROG = "contrastkit repro"
+PROG = "python -m studies.repro"
 
 
 def parser() -> argparse.ArgumentParser:
-    """The ``contrastkit repro`` argument parser."""
+    """The ``python -m studies.repro`` argument parser."""
     p = argparse.ArgumentParser(prog=PROG,
-                                description=contrastkit.repro.__doc__.split("\n")[0])
+                                description=studies.repro.__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     for name, help_text in (("cpu", "Part A: CPU studies"), ("gpu", "Part B: GPU runs")):
         s = sub.add_parser(name, help=help_text)
@@ -58,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``contrastkit repro``; an expected failure is one line and exit status 2."""
+    """Run ``python -m studies.repro``; an expected failure is one line and exit status 2."""
     args = parser().parse_args(argv)
     return run_command(PROG, lambda: _run(args))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contrastkit.repro.studies import Study
+from studies.repro.studies import Study
 
 #: Optimiser steps of one trained Part A run: 30 epochs of 39 full batches (10,000 images,
 #: batch 256, the last partial batch dropped), and of the random-init baseline (1 step).
@@ -41,7 +41,7 @@ SHARED_STEP_SECONDS: dict[str, float] = {"simclr": 3.86, "dystress": 3.86, "sce"
 #: on the shared machine (docs/reproduction.md).
 EVAL_SECONDS: dict[str, float] = {"knn_first": 60.0, "knn_cached": 9.0, "analyze": 81.0}
 
-#: The two lanes of ``contrastkit repro cpu`` the plan assumes (``--study`` lists).
+#: The two lanes of ``python -m studies.repro cpu`` the plan assumes (``--study`` lists).
 LANES = (("dystress", "temperature"), ("baselines", "sincere", "sce_lambda_tau"))
 
 

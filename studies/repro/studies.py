@@ -1,10 +1,10 @@
 """The reproduction study's definitions: each study's runs (configs), evaluations and claims.
 
 A :class:`Study` is a set of runs (:class:`Variant`: one YAML under ``configs/repro/<part>``,
-evaluated with some of the protocols of :data:`contrastkit.repro.commands.EVALS`) and the
+evaluated with some of the protocols of :data:`studies.repro.commands.EVALS`) and the
 papers' claims it tests (:class:`Claim`: the quantity measured from those runs, the paper's own
 numbers, the kind of verdict and the seed noise assumed for it, see
-:mod:`contrastkit.repro.verdicts` and :mod:`contrastkit.repro.stats`). Part A (``cpu``) tests
+:mod:`studies.repro.verdicts` and :mod:`studies.repro.stats`). Part A (``cpu``) tests
 directions at CPU scale, with 3 paired seeds and a random-initialisation baseline in every
 study; Part B (``gpu``) the absolute numbers at full scale.
 
@@ -55,7 +55,7 @@ class Claim:
     ``get(variant, metric)``; it is oriented so that the paper's claim says it is positive
     (``paper_value`` is the paper's). ``value`` is None for a claim that is not run: its paper
     effect is below the minimum detectable one. ``noise`` names the assumed seed standard
-    deviation of the value (a key of :data:`contrastkit.repro.stats.SEED_SD`; None: no earlier
+    deviation of the value (a key of :data:`studies.repro.stats.SEED_SD`; None: no earlier
     estimate exists).
     """
 
@@ -128,7 +128,7 @@ def _cpu(name: str) -> str:
 CPU_SEEDS = (0, 1, 2)
 #: Margin of the "not worse" claims on accuracy (points): A is not worse than B when the 95%
 #: t-interval of A - B lies above minus this. It is at least the planned minimum detectable
-#: effect of an accuracy difference over 3 seeds (:mod:`contrastkit.repro.stats`), the smallest
+#: effect of an accuracy difference over 3 seeds (:mod:`studies.repro.stats`), the smallest
 #: margin 3 seeds can test.
 NOT_WORSE_MARGIN = 3.5
 

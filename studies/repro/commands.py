@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contrastkit.repro.layout import ARCHIVE, ARRAY_CACHE, FEATURE_CACHE, eval_dir
-from contrastkit.repro.studies import Variant
+from studies.repro.layout import ARCHIVE, ARRAY_CACHE, FEATURE_CACHE, eval_dir
+from studies.repro.studies import Variant
 
 #: ``contrastkit`` arguments of each evaluation (``analyze`` gets per-run extra arguments).
 EVALS: dict[str, list[str]] = {

@@ -7,7 +7,7 @@ studies that use the same config share its runs) and
 runs shortened with ``--epochs``. The summary of every run is ``runs/repro/summary.json``; the
 report is ``docs/reproduction.md`` with its copy of the summary and its figures beside it.
 Finished runs and comparisons are also recorded, small files only, under the same relative paths
-in ``docs/reproduction/runs/<part>[-e<epochs>]/`` (committed; :mod:`contrastkit.repro.records`).
+in ``docs/reproduction/runs/<part>[-e<epochs>]/`` (committed; :mod:`studies.repro.records`).
 
 Every other module reads :data:`REPO` as ``layout.REPO`` at call time, so one assignment (a
 test's ``monkeypatch``) moves the whole study.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 #: The source checkout this package lies in (``src/contrastkit/repro/`` is three levels down):
 #: the study's configs, runs and report live there, and its commands run from there.
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = "../shared/data/cifar10-jpg.tar.gz"
 ARRAY_CACHE = ".cache/cifar10-jpg"
 FEATURE_CACHE = ".cache/repro/features"
@@ -41,7 +41,7 @@ def require_checkout() -> Path:
     """
     if not (REPO / CONFIGS).is_dir():
         raise FileNotFoundError(
-            f"{REPO / CONFIGS} not found: contrastkit repro runs from a source checkout of "
+            f"{REPO / CONFIGS} not found: python -m studies.repro runs from a source checkout of "
             "contrastkit (install it with `pip install -e .` from the repository)")
     return REPO
 

@@ -4,8 +4,8 @@ The run folders under ``runs/repro`` are a working copy: checkpoints, the runs u
 everything else a machine loses when it goes. When a run has finished (pretraining to its last
 epoch and every evaluation) or a comparison has been made, the runner copies its small files,
 everything but ``checkpoints/`` and the lock, to the same relative path under
-:data:`~contrastkit.repro.layout.RECORDS` (``docs/reproduction/runs``, committed with the
-report). ``contrastkit repro cpu|gpu|report`` first restores every recorded folder that the
+:data:`~studies.repro.layout.RECORDS` (``docs/reproduction/runs``, committed with the
+report). ``python -m studies.repro cpu|gpu|report`` first restores every recorded folder that the
 working copy lacks, so a study spans sessions and machines: a recorded run is not trained
 again, and its numbers and figures stay in the report.
 
@@ -15,7 +15,7 @@ Two files the runner writes make a folder self-describing without its checkpoint
   once the checkpoint's loop state says so (:func:`mark_finished`, read by :func:`finished`);
 * ``cost.jsonl``: one line per command run for the folder (``step``, ``cpu_seconds`` of the
   command's process tree, ``wall_seconds``, ``exit_status``, ``started``), appended by
-  :class:`~contrastkit.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`).
+  :class:`~studies.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`).
 
 Checkpoints (about 11 MB per run) are not recorded: a recorded run is evaluated with a protocol
 added after it finished only by training it again (delete its folder and its record).
@@ -36,8 +36,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from contrastkit.repro import layout
-from contrastkit.repro.layout import RECORDS, RUNS
+from studies.repro import layout
+from studies.repro.layout import RECORDS, RUNS
 
 FINISHED = "finished.json"
 COST_LOG = "cost.jsonl"

@@ -3,7 +3,7 @@
 :func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
 reached its last epoch (its finished mark, or the checkpoint's loop state), the first and last
 epochs' training loss and the online monitor's learning curve from ``metrics.csv``, the CPU and
-wall time of its commands (``cost.jsonl``, :mod:`contrastkit.repro.records`), every
+wall time of its commands (``cost.jsonl``, :mod:`studies.repro.records`), every
 evaluation's ``results.json`` (with a bootstrap interval of its top-1 when it saved
 predictions) and every ``comparison.json``.
 :func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
-from contrastkit.repro import layout, records
-from contrastkit.repro.layout import RUNS, eval_dir
-from contrastkit.repro.studies import STUDIES, Variant
+from studies.repro import layout, records
+from studies.repro.layout import RUNS, eval_dir
+from studies.repro.studies import STUDIES, Variant
 
 
 def config_epochs(config: str) -> int:
@@ -59,7 +59,7 @@ def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
 def read_losses(metrics_csv: Path) -> dict[str, float]:
     """Mean ``train/loss`` of the first and of the last logged epoch (Feeney & Hughes 2023,
     Table 4), and the last epoch's mean ``train/positive_similarity`` when logged (see
-    :func:`contrastkit.repro.verdicts.collapsed`)."""
+    :func:`studies.repro.verdicts.collapsed`)."""
     import csv
 
     by_epoch: dict[int, list[float]] = {}

@@ -7,7 +7,7 @@ evaluations (each skipped when its ``results.json`` exists), then ``contrastkit 
 the study's pairs, and collects everything into ``runs/repro/summary.json``. A run shared by
 several studies (the random-initialisation baseline, the SimCLR runs) is trained once and
 evaluated with every protocol any of them needs. Two processes ("lanes", e.g. two
-``contrastkit repro cpu --study ...`` calls with one thread each) may share runs, even run the
+``python -m studies.repro cpu --study ...`` calls with one thread each) may share runs, even run the
 same studies: each run is trained and evaluated under an exclusive lock on ``<run>/.lock``
 (:func:`run_lock`); a lane that reaches a run the other holds takes the next free one, and
 waits for the runs it left only at the end (then finding them finished). A
@@ -15,7 +15,7 @@ waits for the runs it left only at the end (then finding them finished). A
 optional budget of steps (pretraining chunks and evaluations) so that one call fits a short
 window, and logs each command's CPU and wall time to its folder's ``cost.jsonl``.
 
-Across machines (:mod:`contrastkit.repro.records`): :func:`run_studies` first restores the
+Across machines (:mod:`studies.repro.records`): :func:`run_studies` first restores the
 recorded runs and comparisons the working copy lacks, and records each run once it is finished
 and evaluated, and each comparison once it is made.
 """
@@ -36,17 +36,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from contrastkit.repro import layout
-from contrastkit.repro.collection import collect, config_epochs, pretrain_finished, write_summary
-from contrastkit.repro.commands import (
+from studies.repro import layout
+from studies.repro.collection import collect, config_epochs, pretrain_finished, write_summary
+from studies.repro.commands import (
     chunk_arguments,
     compare_command,
     eval_command,
     pretrain_command,
     trained_seconds,
 )
-from contrastkit.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
-from contrastkit.repro.records import (
+from studies.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from studies.repro.records import (
     COST_LOG,
     append_cost,
     finished,
@@ -54,7 +54,7 @@ from contrastkit.repro.records import (
     record,
     restore,
 )
-from contrastkit.repro.studies import STUDIES, Study, Variant
+from studies.repro.studies import STUDIES, Study, Variant
 
 
 class Runner:
@@ -78,7 +78,7 @@ class Runner:
 
     def __call__(self, cmd: list[str], cost_log: Path | None = None, step: str = "") -> int:
         """Run ``cmd``; with ``cost_log`` (relative to the checkout), append its CPU and wall
-        time as ``step`` (:func:`contrastkit.repro.records.append_cost`).
+        time as ``step`` (:func:`studies.repro.records.append_cost`).
 
         A SIGTERM or SIGINT that reaches the runner while the command runs (a lane stopped by
         signalling its process group, or Ctrl-C) waits for the command, which got it too and

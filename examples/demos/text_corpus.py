@@ -11,7 +11,7 @@ an STS set: its Spearman only says how far the encoder ranks a sentence's near-c
 unrelated sentence; its alignment (over the score-5 pairs) and uniformity (over all its
 sentences) are the metrics of Wang & Isola 2020 on held-out text.
 
-Usage: ``python -m contrastkit.demos.text_corpus OUT_DIR [--train 3000] [--held-out 500]``.
+Usage: ``python -m examples.demos.text_corpus OUT_DIR [--train 3000] [--held-out 500]``.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _write(path: Path, text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write ``train.txt`` and ``heldout_pairs.tsv`` into the output folder."""
-    parser = argparse.ArgumentParser(prog="python -m contrastkit.demos.text_corpus",
+    parser = argparse.ArgumentParser(prog="python -m examples.demos.text_corpus",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("output", help="folder for train.txt and heldout_pairs.tsv")
     parser.add_argument("--train", type=int, default=3000, help="training sentences")

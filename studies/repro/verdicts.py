@@ -12,7 +12,7 @@ seed the study plans (``Study.seeds``) has them:
   evidence (last-epoch positive similarity, first and last epochs' loss);
 * *reproduced* (``better``, ``sign``) when the 95% t-interval of the mean paired value lies
   above 0 and every seed's value is positive (sign consistency); (``not_worse``) when the
-  interval lies above minus the margin (:data:`contrastkit.repro.studies.NOT_WORSE_MARGIN`);
+  interval lies above minus the margin (:data:`studies.repro.studies.NOT_WORSE_MARGIN`);
 * *not reproduced* otherwise, with the reason;
 * *not yet run* while fewer seeds than planned have every number the claim needs, or when only
   runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`).
@@ -32,9 +32,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from contrastkit.repro.collection import run_tags
-from contrastkit.repro.stats import SEED_SD, mde, t_interval
-from contrastkit.repro.studies import NOT_WORSE_MARGIN, Claim, Study
+from studies.repro.collection import run_tags
+from studies.repro.stats import SEED_SD, mde, t_interval
+from studies.repro.studies import NOT_WORSE_MARGIN, Claim, Study
 
 ABSOLUTE_TOLERANCE = 1.0  # points: Part B absolute numbers
 SIGN_STANDARD_ERRORS = 2.0  # Part B: a sign claim's seed mean must exceed this many std errors
@@ -74,7 +74,7 @@ def collapse_evidence(label: str, metrics: dict[str, float]) -> str:
 
 def planned_mde(claim: Claim, study: Study) -> float | None:
     """Minimum detectable effect of ``claim`` over the study's seeds, from the assumed seed
-    noise of its value (:data:`contrastkit.repro.stats.SEED_SD`); None without an assumption
+    noise of its value (:data:`studies.repro.stats.SEED_SD`); None without an assumption
     or with fewer than 2 seeds."""
     if claim.noise is None or len(study.seeds) < 2:
         return None

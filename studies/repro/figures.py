@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
-from contrastkit.repro import layout
-from contrastkit.repro.collection import run_tags, seed_values
-from contrastkit.repro.layout import RUNS
-from contrastkit.repro.studies import TEMPERATURES, Study
+from studies.repro import layout
+from studies.repro.collection import run_tags, seed_values
+from studies.repro.layout import RUNS
+from studies.repro.studies import TEMPERATURES, Study
 
 
 def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[str, str]]:

@@ -1,15 +1,15 @@
 """The sections of the reproduction report on the study's scale: its planned cost (an estimate
-made before the runs, :mod:`contrastkit.repro.plan`), its measured cost (the runs'
-``cost.jsonl``, :mod:`contrastkit.repro.records`) and what Part A's scale can and cannot show.
+made before the runs, :mod:`studies.repro.plan`), its measured cost (the runs'
+``cost.jsonl``, :mod:`studies.repro.records`) and what Part A's scale can and cannot show.
 """
 
 from __future__ import annotations
 
-from contrastkit.repro.plan import EVAL_SECONDS, SHARED_STEP_SECONDS, lane_seconds, planned_cost
-from contrastkit.repro.stats import SEED_SD, mde
-from contrastkit.repro.studies import CPU_SEEDS, STUDIES
+from studies.repro.plan import EVAL_SECONDS, SHARED_STEP_SECONDS, lane_seconds, planned_cost
+from studies.repro.stats import SEED_SD, mde
+from studies.repro.studies import CPU_SEEDS, STUDIES
 
-#: How the per-step costs of the plan were measured (see contrastkit.repro.plan).
+#: How the per-step costs of the plan were measured (see studies.repro.plan).
 STEP_COST_NOTE = (
     "CPU-seconds per step (one torch thread, batch 256, 32 px, ResNet-18 width 16 with the",
     "CIFAR stem, augmentation included): the table of issue 25, measured on this project's",
@@ -38,7 +38,7 @@ def plan_lines() -> list[str]:
     total = sum(c.seconds for c in costs)
     shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
     lines = [
-        "**Planned before the runs** (`contrastkit.repro.plan`): runs x 1,170 steps x",
+        "**Planned before the runs** (`studies.repro.plan`): runs x 1,170 steps x",
         "CPU-seconds per step, plus each evaluation's CPU-seconds; the measured cost follows",
         "the plan. One addition since: the random-init baseline's `analyze` on the backbone",
         "and on the projector's output (3 seeds, "
@@ -55,7 +55,7 @@ def plan_lines() -> list[str]:
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `contrastkit repro cpu` "
+        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `python -m studies.repro cpu` "
         "shown above, "
         + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
         + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "
