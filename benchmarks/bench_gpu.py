@@ -41,9 +41,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 import launch_count
+from contrastkit.cli.pretrain import build
 from contrastkit.hot_path import hot_path
 from contrastkit.losses import sce
-from contrastkit.train.cli import build
 from timing import median_ms
 from train_step import MethodStep
 

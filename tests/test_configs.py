@@ -1,6 +1,6 @@
 """Every YAML under configs/ goes through the real ``contrastkit pretrain`` parser.
 
-Each config is parsed by :class:`contrastkit.train.cli.PretrainCLI` (so an unknown key or a
+Each config is parsed by :class:`contrastkit.cli.pretrain.PretrainCLI` (so an unknown key or a
 wrong type fails exactly as it would for a user) and its model and data module are then
 instantiated (the full networks are built; data module construction opens no file). The
 trainer is not built: several configs ask for 8 GPUs. The data -> ``model.num_classes`` link
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import contrastkit.train.cli as cli_module
+import contrastkit.cli.pretrain as cli_module
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
 

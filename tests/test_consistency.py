@@ -29,7 +29,7 @@ TINY_PRETRAIN = [
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("consistency") / "run"
     pretrain([*TINY_PRETRAIN, "--output", str(out)])

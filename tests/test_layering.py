@@ -129,8 +129,8 @@ def test_eval_and_train_do_not_import_each_other(importer, imported):
      "contrastkit.train.datamodule"),
     ("from . import knn", "contrastkit.eval", True, "contrastkit.eval.knn"),
     ("from .knn import knn_predict", "contrastkit.eval.linear", False, "contrastkit.eval.knn"),
-    ("def f():\n    import contrastkit.train.cli\n", "contrastkit.eval.x", False,
-     "contrastkit.train.cli"),
+    ("def f():\n    import contrastkit.cli.pretrain\n", "contrastkit.eval.x", False,
+     "contrastkit.cli.pretrain"),
     ("from contrastkit import eval as e", "contrastkit.train.module", False,
      "contrastkit.eval"),
 ])

@@ -1,5 +1,7 @@
-"""House rules on the source tree (CONTRIBUTING.md): no import cycle between files, small files,
-no name in ``src/`` that only its tests use, and every module named in CONTRIBUTING's layout.
+"""House rules on the source tree (CONTRIBUTING.md): no import cycle between files, no file over
+a hard size limit (files are split by meaning, "a file holds one job", not by line count: the
+limit only catches a file that has grown several jobs), no name in ``src/`` that only its tests
+use, and every module named in CONTRIBUTING's layout.
 
 The imports are read as ``tests/test_layering.py`` reads them (every ``import``, at module level
 or inside a function). A name "has a user" when something outside ``tests/`` names it: code in
@@ -22,7 +24,9 @@ import re
 from test_layering import PACKAGE, SRC, imported_modules, modules
 
 ROOT = SRC.parent
-MAX_LINES = 450
+#: The hard limit: a file over it holds more than one job (CONTRIBUTING.md, "a file holds one
+#: job"); below it, a file is split only where its jobs part.
+MAX_LINES = 800
 #: Source files allowed over MAX_LINES, with the reason (none today).
 LONG_FILES: dict[str, str] = {}
 #: Methods a framework calls by name, without a base class that defines them, and who calls them.

@@ -42,12 +42,12 @@ import torch
 
 from contrastkit.checkpoints import load_backbone
 from contrastkit.data.images import datasets
-from examples.demos import protocol
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
+from examples.demos import protocol
 
 if TYPE_CHECKING:
-    from contrastkit.train.cli import PretrainCLI
+    from contrastkit.cli.pretrain import PretrainCLI
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "demo"
 CONFIG = {"digits": CONFIGS / "digits_sce.yaml", "cifar10": CONFIGS / "cifar10_sce.yaml"}
@@ -149,7 +149,7 @@ def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo (see the module docstring)."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     config = CONFIG[args.data]

@@ -55,7 +55,8 @@ def plan_lines() -> list[str]:
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `python -m studies.repro cpu` "
+        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of "
+        "`python -m studies.repro cpu` "
         "shown above, "
         + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
         + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "

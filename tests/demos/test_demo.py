@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from contrastkit.data.images import datasets as D
+from contrastkit.eval import linear_probe, sample_per_class
 from examples.demos import pretrain as demo
 from examples.demos import protocol as P
-from contrastkit.eval import linear_probe, sample_per_class
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on a shared 2-core CPU
 CIFAR_JPG = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"
@@ -291,7 +291,7 @@ def test_demo_cifar10_from_a_jpeg_archive(tmp_path: Path, capsys) -> None:
 def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> None:
     import lightning as L
 
-    from contrastkit.train.cli import build
+    from contrastkit.cli.pretrain import build
 
     class StopAfterOneEpoch(L.Callback):
         def on_train_epoch_end(self, trainer, pl_module) -> None:

@@ -36,7 +36,7 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def checkpoint(work) -> Path:
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
     return work / "run" / "checkpoints" / "last.ckpt"
@@ -104,7 +104,7 @@ def test_eval_knn_takes_the_monitors_k_and_names_the_split_best_ckpt_was_chosen_
         work, capsys):
     """One set of evaluation defaults (issue 19, item 3): without --k, eval knn uses the run's
     kNN monitor's k and temperature; best.ckpt evaluated on the monitor's split says so."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     run = work / "k20"
     pretrain([*TINY_PRETRAIN, "--model.online_eval.knn_k", "20",

@@ -13,9 +13,10 @@ from torch import nn
 
 from contrastkit.checkpoints import file_hash
 from contrastkit.cli import main
+from contrastkit.cli.common import eval_request
+from contrastkit.cli.eval import eval_parser
 from contrastkit.data.images.datasets import Digits
-from contrastkit.eval import cli as eval_cli
-from contrastkit.eval.cli import setup as eval_setup
+from contrastkit.eval import setup as eval_setup
 from contrastkit.models.resnet import resnet18, resnet50
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 
@@ -42,7 +43,7 @@ def work(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def checkpoint(work) -> Path:
     """A real one-epoch SimCLR checkpoint of a tiny convnet on digits."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
     path = work / "run" / "checkpoints" / "last.ckpt"
@@ -165,11 +166,10 @@ def test_eval_retrieval_on_torchvision_state_dict(torchvision_files, work, capsy
 
 
 def test_safetensors_state_dict_loads_the_same_backbone(torchvision_files, work):
-    args = eval_cli.eval_parser().parse_args(
-        ["knn", *_common(torchvision_files["safetensors"], work)])
-    from_st = eval_setup.setup(args)
+    args = eval_parser().parse_args(["knn", *_common(torchvision_files["safetensors"], work)])
+    from_st = eval_setup.setup(eval_request(args))
     args.checkpoint = str(torchvision_files["pth"])
-    from_pth = eval_setup.setup(args)
+    from_pth = eval_setup.setup(eval_request(args))
     assert from_st.spec == from_pth.spec and from_st.size == 32 and from_st.small
     assert from_st.sha256 != from_pth.sha256  # the cache key sees two different files
     x = torch.rand(2, 3, 16, 16)

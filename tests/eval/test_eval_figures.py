@@ -31,7 +31,7 @@ TINY_PRETRAIN = [
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("figures") / "run"
     pretrain([*TINY_PRETRAIN, "--output", str(out)])

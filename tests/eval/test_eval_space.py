@@ -50,7 +50,7 @@ def test_weights_of_no_head_are_refused() -> None:
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     work = tmp_path_factory.mktemp("space")
     pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])

@@ -119,7 +119,7 @@ def test_sce_pretraining_then_video_retrieval_beats_chance(tmp_path, capsys):
     that the pretrain -> checkpoint -> 30-view eval pipeline keeps the motion information,
     not that 20 SCE steps improve on random features.
     """
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     root = _motion_videos(tmp_path / "motion", 8, seed=0)
     run = tmp_path / "run"

@@ -10,8 +10,8 @@ import pytest
 import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
 
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.train.callbacks import check_output_dir
-from contrastkit.train.cli import build, pretrain
 from contrastkit.train.module import NonFiniteLossError
 from queue_inspect import staged_rows
 

@@ -15,8 +15,8 @@ import pytest
 from pretrain_args import TINY, method_args
 
 from contrastkit.cli import main
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.outputs import file_mode
-from contrastkit.train.cli import build, pretrain
 from own_images import make_own_folder
 
 

@@ -118,7 +118,7 @@ def test_bad_video_options_are_rejected():
 
 def test_pretrain_cli_trains_sce_on_clip_pairs(tmp_path):
     """`contrastkit pretrain` on synthetic videos: SCE (symmetric, queue) on R3D-18 width 8."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path / "run"
     cli = pretrain([

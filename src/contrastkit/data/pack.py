@@ -19,7 +19,6 @@ to a temporary name and renamed when complete; ``DEST`` must be absent or empty.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -37,7 +36,7 @@ from .images._decode import decode_scaled, pillow
 from .images._folder import open_image_folder
 from .shards import FORMAT, INDEX_JSON, INDEX_TABLE
 
-__all__ = ["main", "pack_folder", "source_splits"]
+__all__ = ["pack_folder", "source_splits"]
 
 SPLITS = ("train", "val", "test")
 
@@ -196,30 +195,3 @@ def pack_folder(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         else:
             counts[name] = _pack_store(folder, dest / name, max_side, quality, workers)
     return counts
-
-
-def main(argv: list[str]) -> int:
-    """``contrastkit data pack SRC DEST [--shards] [--max-side N] ...``."""
-    parser = argparse.ArgumentParser(
-        prog="contrastkit data pack",
-        description="Write an image folder once into a store (same layout, images bounded to "
-        "--max-side and re-encoded) or into tar shards (--shards) for --data.dataset shards.")
-    parser.add_argument("src", help="image folder (train/val/test sub-folders, or one split)")
-    parser.add_argument("dest", help="new or empty output folder")
-    parser.add_argument("--shards", action="store_true", help="write tar shards")
-    parser.add_argument("--max-side", type=int, default=None,
-                        help="resize images whose longer side exceeds N pixels (default: keep)")
-    parser.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded "
-                        "images (default 90)")
-    parser.add_argument("--shard-size", type=int, default=1000, help="images per shard")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the shard order")
-    parser.add_argument("--workers", type=int, default=1, help="processes that decode and "
-                        "re-encode (default 1)")
-    args = parser.parse_args(argv)
-    counts = pack_folder(args.src, args.dest, max_side=args.max_side, quality=args.quality,
-                         shards=args.shards, shard_size=args.shard_size, seed=args.seed,
-                         workers=args.workers)
-    kind = "shards" if args.shards else "store"
-    print(f"wrote {kind} {args.dest}: " + ", ".join(f"{k} {v} images" for k, v in
-                                                    counts.items()))
-    return 0

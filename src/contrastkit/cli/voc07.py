@@ -24,15 +24,16 @@ import numpy as np
 import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
+from contrastkit.cli.common import DefaultsHelpFormatter
 from contrastkit.data import augment
 from contrastkit.data.voc07 import DIFFICULT, PRESENT, VOC07Images, read_voc07
 from contrastkit.data.wrappers import ResizedSquare
 from contrastkit.errors import run_command
 from contrastkit.eval import report
-from contrastkit.eval.cli.output import header
-from contrastkit.eval.cli.run_defaults import run_defaults
-from contrastkit.eval.cli.setup import DEFAULT_CACHE, DefaultsHelpFormatter
 from contrastkit.eval.features import extract_features, feature_cache_key
+from contrastkit.eval.results import header
+from contrastkit.eval.run_defaults import run_defaults
+from contrastkit.eval.setup import DEFAULT_CACHE
 from contrastkit.eval.voc_svm import VOC07_SVM, SVMProtocol, sample_low_shot, voc07_svm
 from contrastkit.outputs import check_output_folder, staged_folder
 

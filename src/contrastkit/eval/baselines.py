@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
-from contrastkit.eval.cli.setup import Setup
+from contrastkit.eval.setup import Setup
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 
 #: Protocols that take ``--baselines``.
@@ -34,7 +34,7 @@ RANDOM_INIT = "random init"
 def baseline_setups(s: Setup) -> dict[str, Setup]:
     """The setup of each baseline: ``s`` with another feature extractor (and a cache key of
     its own), the opened datasets shared."""
-    seed = int(s.args.seed)
+    seed = int(s.request.seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         random_backbone = build_backbone(BackboneSpec(**s.spec)).eval()
@@ -73,7 +73,7 @@ def run_baselines(s: Setup, runner: Callable[[Setup, Path | None], object],
         outcome = runner(setup, None)
         diff, low, high = bootstrap_accuracy_difference(
             pretrained.pred, outcome.pred, pretrained.labels,  # type: ignore[attr-defined]
-            n_resamples=1000, confidence=0.95, seed=int(s.args.seed))
+            n_resamples=1000, confidence=0.95, seed=int(s.request.seed))
         results[name] = {"metrics": outcome.metrics, "difference": diff,  # type: ignore[attr-defined]
                          "ci_low": low, "ci_high": high, "confidence": 0.95,
                          "verdict": significance_verdict(low, high)}

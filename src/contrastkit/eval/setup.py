@@ -1,6 +1,6 @@
-"""The setup shared by ``contrastkit eval`` and ``contrastkit analyze``: their common options,
-the checkpoint and the defaults its run gives them (:mod:`.run_defaults`), the datasets of the
-splits and their cached features.
+"""What every evaluation of a checkpoint starts from: the request (:class:`EvalRequest`: which
+checkpoint, which data, how), the checkpoint with the defaults its run gives it
+(:mod:`.run_defaults`), the datasets of the splits and their cached features.
 
 The data come from the dataset registry (:mod:`contrastkit.data.registry`), the same one
 pretraining reads; nothing here depends on the training engine.
@@ -8,11 +8,11 @@ pretraining reads; nothing here depends on the training engine.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -28,103 +28,78 @@ from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
 from contrastkit.data.video.views import VideoEvalView
-from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
 from contrastkit.eval.features import extract_features, feature_cache_key
+from contrastkit.eval.run_defaults import RunDefaults, run_defaults
 
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
 
 
-# --- options ----------------------------------------------------------------------------------
-class DefaultsHelpFormatter(argparse.HelpFormatter):
-    """Help that shows each option's default: ``(default: X)`` is appended unless the help
-    already says its default (``default`` in the text), the option is required or its default
-    is None (those options word their default in their help); flags read ``(default: off)``."""
+# --- the request -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EvalRequest:
+    """What to evaluate and how: the options every ``contrastkit eval`` protocol and
+    ``contrastkit analyze`` share, under the same names (``--train-split`` is ``train_split``;
+    ``contrastkit eval knn --help`` describes each). None: the pretraining run's setting
+    (:mod:`.run_defaults`), else the built-in default.
 
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if ("default" in text.lower() or action.required or action.default is None
-                or action.default is argparse.SUPPRESS or not action.option_strings):
-            return action.help
-        value = "off" if action.default is False and action.nargs == 0 else "%(default)s"
-        return f"{text} (default: {value})".lstrip()
+    Attributes:
+        checkpoint: contrastkit ``.ckpt``, or a torchvision-layout ResNet ``.pth`` /
+            ``.safetensors``.
+        data: dataset name of the registry (``digits`` needs no ``root``).
+        root: dataset folder or archive.
+        space: ``backbone`` (its features) or ``projector`` (the pretraining projector's
+            output on them).
+        train_split, test_split: bank / training split and query / test split.
+        classes: keep only these classes, relabelled ``0..k-1`` in this order.
+        size, small, normalize: evaluation image size, small-dataset transform (resize to
+            ``size``; False: resize to ``size * 256 / 224`` and centre-crop), normalisation
+            name (``"none"``: none).
+        image_size, data_cache_dir: resize of file images decoded into the uint8 cache folder.
+        load_size, test_fraction, split_seed: shorter-side resize and centre crop when loading;
+            a held-out stratified test share of a folder without ``test/`` and its seed.
+        skip_corrupt: skip unreadable image or video files (listed in the results).
+        annotations, fold, frames, duration, short_side, crop_size, eval_clips: video datasets'
+            split files, official split, frames per clip, clip seconds, decoded short side,
+            side of the 3 spatial crops, temporal clips per video.
+        output, overwrite: folder of ``results.json`` / ``results.md`` / predictions and
+            figures (None: nothing is written), and whether an earlier evaluation there is
+            replaced.
+        cache_dir, no_cache: feature cache folder; True: neither read nor write it.
+        batch_size, device, seed, quiet: images per forward pass, device name, seed of probes,
+            views and bootstrap, no progress bar.
+    """
 
-
-def common_parser() -> argparse.ArgumentParser:
-    """The options of every ``eval`` protocol and of ``analyze``: checkpoint, data, run."""
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("checkpoint and data")
-    g.add_argument("--checkpoint", required=True,
-                   help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
-    g.add_argument("--space", choices=("backbone", "projector"), default="backbone",
-                   help="embeddings evaluated: the backbone's features, or the pretraining "
-                   "projector's output on them (the space the loss sees, where SINCERE measures "
-                   "its kNN accuracy and target-noise margin)")
-    g.add_argument("--data", required=True, help="dataset name (digits needs no --root)")
-    g.add_argument("--root", default=None,
-                   help="dataset folder or archive (default: none, for datasets that need no "
-                   "folder, such as digits)")
-    g.add_argument("--train-split", default="train", help="bank / training split")
-    g.add_argument("--test-split", default="test", help="query / test split")
-    g.add_argument("--classes", nargs="+", default=None, metavar="NAME",
-                   help="keep only these classes, relabelled 0..k-1 in this order "
-                        "(e.g. --classes cat dog for CIFAR-2; default: all classes)")
-    g.add_argument("--size", type=int, default=None,
-                   help="evaluation image size (default: the pretraining run's, else 32)")
-    size = g.add_mutually_exclusive_group()
-    size.add_argument("--small", dest="small", action="store_const", const=True, default=None,
-                      help="small-dataset transform: resize to --size (default)")
-    size.add_argument("--large", dest="small", action="store_const", const=False,
-                      help="large-dataset transform: resize to size*256/224, centre crop "
-                      "(default: the pretraining run's, else --small)")
-    g.add_argument("--normalize", default=None,
-                   help="normalisation name (cifar10, imagenet, ...) or 'none' (default: the "
-                   "pretraining run's, else none)")
-    g.add_argument("--image-size", type=int, default=None,
-                   help="resize file images when decoding them into --data-cache-dir "
-                   "(default: no resize)")
-    g.add_argument("--data-cache-dir", default=None, help="uint8 image cache of file datasets "
-                   "(default: none, images are decoded each time)")
-    g.add_argument("--load-size", type=int, default=None, metavar="N",
-                   help="resize each image's shorter side to N and centre-crop it to NxN when "
-                   "loading (folders of images of different sizes; default: the pretraining "
-                   "run's data.load_size)")
-    g.add_argument("--test-fraction", type=float, default=None, metavar="F",
-                   help="--data folder without a test/ sub-folder: hold out this share of each "
-                   "class (stratified, seeded) as the test split, the rest is the train split "
-                   "(default: the pretraining run's data.test_fraction)")
-    g.add_argument("--split-seed", type=int, default=None,
-                   help="seed of --test-fraction's split (default: the run's, else 0)")
-    g.add_argument("--skip-corrupt", action="store_true",
-                   help="skip unreadable image or video files (listed in results.json and "
-                   "skipped_files.txt)")
-    v = p.add_argument_group("video datasets (ucf101, hmdb51, kinetics, video_folder)")
-    v.add_argument("--annotations", default=None,
-                   help="split files: ucfTrainTestlist / testTrainMulti_7030_splits folder, "
-                   "Kinetics CSV folder or CSV (default: none)")
-    v.add_argument("--fold", type=int, default=1, help="UCF101 / HMDB51 official split")
-    v.add_argument("--frames", type=int, default=None,
-                   help="frames per clip (default: the pretraining run's, else 8)")
-    v.add_argument("--duration", type=float, default=None,
-                   help="clip duration in seconds (default: the pretraining run's, else 2.56)")
-    v.add_argument("--short-side", type=int, default=None,
-                   help="short side of the decoded frames (default: --size, or size*256/224 "
-                   "with --large)")
-    v.add_argument("--crop-size", type=int, default=None,
-                   help="side of the 3 spatial crops (default: the short side)")
-    v.add_argument("--eval-clips", type=int, default=10, help="temporal clips per video")
-    r = p.add_argument_group("run")
-    r.add_argument("--output", default=None,
-                   help="output folder (results.json, results.md, ...); must be empty or new "
-                   "(default: none, the table is only printed)")
-    r.add_argument("--overwrite", action="store_true",
-                   help="replace the earlier evaluation in --output (only its files)")
-    r.add_argument("--cache-dir", default=str(DEFAULT_CACHE), help="feature cache folder")
-    r.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    r.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
-    r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
-    r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
-    return p
+    checkpoint: str | Path
+    data: str
+    root: str | Path | None = None
+    space: Literal["backbone", "projector"] = "backbone"
+    train_split: str = "train"
+    test_split: str = "test"
+    classes: Sequence[str] | None = None
+    size: int | None = None
+    small: bool | None = None
+    normalize: str | None = None
+    image_size: int | None = None
+    data_cache_dir: str | Path | None = None
+    load_size: int | None = None
+    test_fraction: float | None = None
+    split_seed: int | None = None
+    skip_corrupt: bool = False
+    annotations: str | None = None
+    fold: int = 1
+    frames: int | None = None
+    duration: float | None = None
+    short_side: int | None = None
+    crop_size: int | None = None
+    eval_clips: int = 10
+    output: str | Path | None = None
+    overwrite: bool = False
+    cache_dir: str | Path = DEFAULT_CACHE
+    no_cache: bool = False
+    batch_size: int = 256
+    device: str = "cpu"
+    seed: int = 0
+    quiet: bool = False
 
 
 # --- checkpoint, data and features -------------------------------------------------------------
@@ -132,7 +107,7 @@ def common_parser() -> argparse.ArgumentParser:
 class Setup:
     """Everything resolved from the common options."""
 
-    args: argparse.Namespace
+    request: EvalRequest
     backbone: nn.Module
     spec: dict
     checkpoint: Path
@@ -156,7 +131,7 @@ class Setup:
 
     def record(self) -> dict:
         """``checkpoint`` and ``data`` sections of ``results.json``."""
-        a = self.args
+        a = self.request
         return {
             "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
                            "backbone": self.spec, "space": self.space,
@@ -203,21 +178,21 @@ def _device(name: str) -> torch.device:
     return device
 
 
-def check_options(args: argparse.Namespace) -> None:
+def check_options(request: EvalRequest) -> None:
     """Checks of the common options that need no file (run before anything is read).
 
     Raises:
         ValueError: naming the option.
     """
-    if args.data not in DATASET_NAMES:
-        raise ValueError(f"--data {args.data!r} is not a known dataset; one of "
+    if request.data not in DATASET_NAMES:
+        raise ValueError(f"--data {request.data!r} is not a known dataset; one of "
                          f"{', '.join(DATASET_NAMES)} (folder for your own images)")
     for name in ("batch_size", "size", "image_size", "load_size"):
-        value = getattr(args, name)
+        value = getattr(request, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    if args.test_fraction is not None and not 0.0 < args.test_fraction < 1.0:
-        raise ValueError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+    if request.test_fraction is not None and not 0.0 < request.test_fraction < 1.0:
+        raise ValueError(f"--test-fraction must be between 0 and 1, got {request.test_fraction}")
 
 
 def check_fits_data(path: Path, entry: dict, data: str) -> None:
@@ -243,30 +218,30 @@ def check_fits_data(path: Path, entry: dict, data: str) -> None:
                          f"a dataset of {'videos' if kind == 'images' else 'images'}")
 
 
-def setup(args: argparse.Namespace) -> Setup:
+def setup(request: EvalRequest) -> Setup:
     """Load the checkpoint and resolve size / transform / device / data defaults: an option
     given on the command line, else the pretraining run's setting (:mod:`.run_defaults`),
     else the built-in default."""
-    check_options(args)
-    device = _device(args.device)
-    path = Path(args.checkpoint).expanduser().resolve()
+    check_options(request)
+    device = _device(request.device)
+    path = Path(request.checkpoint).expanduser().resolve()
     entry = read_metadata(path)
-    check_fits_data(path, entry, args.data)
+    check_fits_data(path, entry, request.data)
     backbone, spec = _load_checkpoint(path)
     projector = None
-    if getattr(args, "space", "backbone") == "projector":
+    if request.space == "projector":
         backbone, projector = _with_projector(path, backbone)
     run = run_defaults(path, entry)
-    size = args.size or int(run.size or 32)
-    small = args.small if args.small is not None else (run.eval_resize or "small") == "small"
-    normalize = args.normalize if args.normalize is not None else run.normalize
+    size = request.size or int(run.size or 32)
+    small = request.small if request.small is not None else (run.eval_resize or "small") == "small"
+    normalize = request.normalize if request.normalize is not None else run.normalize
     normalize = None if normalize in (None, "none") else normalize
 
     def data_option(name: str) -> Any:  # the command line's, else the run's on its dataset
-        given = getattr(args, name)
-        return given if given is not None else run.data_option(name, args.data)
+        given = getattr(request, name)
+        return given if given is not None else run.data_option(name, request.data)
 
-    return Setup(args, backbone, spec, path, file_hash(path), size, small, normalize, device,
+    return Setup(request, backbone, spec, path, file_hash(path), size, small, normalize, device,
                  run, load_size=data_option("load_size"),
                  test_fraction=data_option("test_fraction"),
                  split_seed=int(data_option("split_seed") or 0), projector=projector)
@@ -291,10 +266,10 @@ def open_split(s: Setup, split: str) -> object:
     """
     if split not in s.datasets and is_video(s):
         s.datasets[split] = build_video_dataset(
-            s.args.data, s.args.root, split, video_spec(s), role="eval",
-            skip_corrupt=s.args.skip_corrupt, eval_clips=s.args.eval_clips)
+            s.request.data, s.request.root, split, video_spec(s), role="eval",
+            skip_corrupt=s.request.skip_corrupt, eval_clips=s.request.eval_clips)
     if split not in s.datasets:
-        a = s.args
+        a = s.request
         if a.root is None and a.data != "digits":
             raise ValueError(f"--root is required for --data {a.data} (only digits is "
                              "built in)")
@@ -325,7 +300,7 @@ def open_split(s: Setup, split: str) -> object:
 
 def is_video(s: Setup) -> bool:
     """Whether ``--data`` names a video dataset."""
-    return registry.is_video_dataset(s.args.data)
+    return registry.is_video_dataset(s.request.data)
 
 
 def video_spec(s: Setup) -> VideoDataSpec:
@@ -336,7 +311,7 @@ def video_spec(s: Setup) -> VideoDataSpec:
     transform, ``round(size * 256 / 224)`` with the large one: 256 for 224, as in D.3) and the
     3 crops have side ``--crop-size`` (default: the short side, so they cover the frame).
     """
-    a = s.args
+    a = s.request
     run = s.run.video or {}
     for name in ("frames", "short_side", "crop_size", "eval_clips", "fold"):
         value = getattr(a, name)
@@ -379,29 +354,29 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
     """Cached eval-transform features and labels of ``split``."""
     dataset = open_split(s, split)
     fingerprint: object = None if is_video(s) else _fingerprint(dataset)
-    root = str(Path(s.args.root).expanduser().resolve()) if s.args.root else None
+    root = str(Path(s.request.root).expanduser().resolve()) if s.request.root else None
     transform: dict = {"preset": "eval", "size": s.size, "small": s.small,
                        "normalize": s.normalize}
     if is_video(s):
         transform = {"preset": "video_views", "normalize": s.normalize,
-                     "eval_clips": s.args.eval_clips, **asdict(video_spec(s))}
+                     "eval_clips": s.request.eval_clips, **asdict(video_spec(s))}
         # the videos a split lists, in order (files are identified by path and size)
         samples = getattr(dataset, "samples", [])
         fingerprint = [[str(p), p.stat().st_size, y] for p, y in samples]
     key = feature_cache_key(
-        checkpoint_sha256=s.sha256, dataset=s.args.data, root=root, split=split,
-        fingerprint=fingerprint, transform=transform, image_size=s.args.image_size,
+        checkpoint_sha256=s.sha256, dataset=s.request.data, root=root, split=split,
+        fingerprint=fingerprint, transform=transform, image_size=s.request.image_size,
         space=s.space,
-        classes=getattr(s.args, "classes", None), load_size=s.load_size,
+        classes=s.request.classes, load_size=s.load_size,
         test_fraction=s.test_fraction, split_seed=s.split_seed,
     )
-    cache = None if s.args.no_cache else s.args.cache_dir
+    cache = None if s.request.no_cache else s.request.cache_dir
     if is_video(s):
         backbone, tf = video_encoder(s), None
     else:
         backbone, tf = s.backbone, eval_transform(s)
-    return extract_features(backbone, dataset, batch_size=s.args.batch_size,  # type: ignore[arg-type]
+    return extract_features(backbone, dataset, batch_size=s.request.batch_size,  # type: ignore[arg-type]
                             transform=tf, device=s.device, cache_dir=cache,
-                            cache_key=key, progress=not s.args.quiet,
-                            desc=f"{s.args.data}:{split}")
+                            cache_key=key, progress=not s.request.quiet,
+                            desc=f"{s.request.data}:{split}")
 

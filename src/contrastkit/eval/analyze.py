@@ -1,4 +1,5 @@
-"""``contrastkit analyze``: embedding diagnostics and figures of a frozen checkpoint.
+"""Embedding diagnostics and figures of a frozen checkpoint (:func:`analyze`, the function under
+``contrastkit analyze``).
 
 Alignment and uniformity (Manna et al. 2023, eqs. 16-17, after Wang & Isola 2020), tolerance
 and local separation (Wang & Liu 2021), the target-noise margin and the KL bound of SINCERE
@@ -9,9 +10,10 @@ and local separation (Wang & Liu 2021), the target-noise margin and the KL bound
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -19,49 +21,45 @@ from torch import Tensor
 from contrastkit.data import augment
 from contrastkit.data.images.datasets import collate_images
 from contrastkit.eval import report
-from contrastkit.eval.cli.output import check_output, data_context, guard, header, write_outputs
-from contrastkit.eval.cli.setup import (
-    DefaultsHelpFormatter,
+from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
+from contrastkit.eval.results import check_output, data_context, header, write_outputs
+from contrastkit.eval.setup import (
+    EvalRequest,
     Setup,
-    common_parser,
     is_video,
     open_split,
     setup,
     split_features,
 )
-from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
 from contrastkit.outputs import staged_folder
 
 
-# --- options ------------------------------------------------------------------------------------
-def analyze_parser() -> argparse.ArgumentParser:
-    """Parser of ``contrastkit analyze ...``."""
-    parser = argparse.ArgumentParser(
-        prog="contrastkit analyze", parents=[common_parser()],
-        formatter_class=DefaultsHelpFormatter,
-        description="Embedding diagnostics and figures of a frozen backbone.")
-    parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
-                        help="augmentation preset(s) of the two views (default: the "
-                        "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
-                        help="temperatures of the hardness-weight and temperature figures")
-    parser.add_argument("--dystress", type=float, nargs="+", default=None,
-                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE] "
-                        "(default: none)")
-    parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none",
-                        help="2-D map of the test embeddings")
-    parser.add_argument("--embedding-samples", type=int, default=2000,
-                        help="test samples in the 2-D map")
-    parser.add_argument("--max-samples", type=int, default=10000,
-                        help="test samples used (a seeded random subset when larger)")
-    parser.add_argument("--neighbors", type=int, default=10, help="negatives in local separation")
-    parser.add_argument("--loss-value", type=float, default=None,
-                        help="final SINCERE loss (nats) for the KL bound (needs --num-noise; "
-                        "default: none, no bound)")
-    parser.add_argument("--num-noise", type=int, default=None,
-                        help="|N| of SINCERE Thm. 11 (default: none)")
-    return parser
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """The options of ``contrastkit analyze`` beyond the request's (same names).
 
+    Attributes:
+        views: augmentation preset(s) of the two views (None: the pretraining run's, else
+            ``simclr``).
+        temperatures: temperatures of the hardness-weight and temperature figures.
+        dystress: DySTreSS temperature ``(t_min, t_max[, shift, scale])`` drawn beside them.
+        embedding: 2-D map of the test embeddings: ``none``, ``tsne`` or ``umap``.
+        embedding_samples: test samples in the 2-D map.
+        max_samples: test samples used (a seeded random subset when larger).
+        neighbors: negatives in the local separation.
+        loss_value, num_noise: final SINCERE loss (nats) and ``|N|`` of its Thm. 11, for the
+            KL bound (both or neither).
+    """
+
+    views: Sequence[str] | None = None
+    temperatures: Sequence[float] = (0.05, 0.1, 0.2, 0.5)
+    dystress: Sequence[float] | None = None
+    embedding: Literal["none", "tsne", "umap"] = "none"
+    embedding_samples: int = 2000
+    max_samples: int = 10000
+    neighbors: int = 10
+    loss_value: float | None = None
+    num_noise: int | None = None
 
 
 # --- diagnostics --------------------------------------------------------------------------------
@@ -81,16 +79,16 @@ def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str
     backbone = s.backbone.to(s.device).eval()
     z1, z2 = [], []
     with torch.random.fork_rng(devices=[]), torch.inference_mode():
-        torch.manual_seed(s.args.seed)
-        for start in range(0, len(idx), s.args.batch_size):
-            chunk = idx[start : start + s.args.batch_size].tolist()
+        torch.manual_seed(s.request.seed)
+        for start in range(0, len(idx), s.request.batch_size):
+            chunk = idx[start : start + s.request.batch_size].tolist()
             images = collate_images([dataset[i] for i in chunk])[0].to(s.device)  # type: ignore[index]
             z1.append(backbone(make[0](images)).float().cpu())
             z2.append(backbone(make[1](images)).float().cpu())
     return torch.cat(z1), torch.cat(z2)
 
 
-def _temperature_functions(a: argparse.Namespace) -> dict[str, object]:
+def _temperature_functions(a: AnalyzeOptions) -> dict[str, object]:
     """``{label: float or callable}`` of --temperatures and --dystress."""
     temps: dict[str, object] = {f"t={t:g}": t for t in a.temperatures}
     if a.dystress is not None:
@@ -108,7 +106,7 @@ def _constant(t: float) -> Callable[[Tensor], Tensor]:
     return lambda s: torch.full_like(s, t)
 
 
-def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
+def diagnostics(s: Setup, a: AnalyzeOptions, out: Path | None) -> tuple[dict, dict, list[str]]:
     """Compute the diagnostics of ``contrastkit analyze`` and write its figures to ``out``.
 
     Returns:
@@ -116,9 +114,9 @@ def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
     """
     from contrastkit.eval import metrics as m
 
-    a = s.args
+    r = s.request
     if is_video(s):
-        raise ValueError(f"analyze supports image datasets only, not --data {a.data}")
+        raise ValueError(f"analyze supports image datasets only, not --data {r.data}")
     for t in a.temperatures:
         if not t > 0:
             raise ValueError(f"--temperatures must be > 0, got {t}")
@@ -128,11 +126,11 @@ def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
     presets = tuple(a.views or s.run.views or ("simclr",))
     if len(presets) > 2:
         raise ValueError(f"--views takes one or two presets, got {len(presets)}")
-    xtr, ytr = split_features(s, a.train_split)
-    xte_all, yte_all = split_features(s, a.test_split)
-    idx = _analysis_subset(len(yte_all), a.max_samples, a.seed)
+    xtr, ytr = split_features(s, r.train_split)
+    xte_all, yte_all = split_features(s, r.test_split)
+    idx = _analysis_subset(len(yte_all), a.max_samples, r.seed)
     xte, yte = xte_all[idx], yte_all[idx]
-    z1, z2 = _view_features(s, open_split(s, a.test_split), idx, presets)
+    z1, z2 = _view_features(s, open_split(s, r.test_split), idx, presets)
     k = min(a.neighbors, 2 * len(idx) - 2)
     separation = m.local_separation(z1, z2, k=k)
     margin, target_sims, noise_sims = m.target_noise_margin(xtr, ytr, xte, yte)
@@ -150,16 +148,16 @@ def analyze(s: Setup, out: Path | None) -> tuple[dict, dict, list[str]]:
     if a.loss_value is not None:
         metrics["sincere_kl_bound"] = float(m.sincere_kl_bound(a.loss_value, a.num_noise))
     config = {"views": list(presets), "num_samples": len(idx), "neighbors": k,
-              "temperatures": list(temps), "embedding": a.embedding, "seed": a.seed,
+              "temperatures": list(temps), "embedding": a.embedding, "seed": r.seed,
               "loss_value": a.loss_value, "num_noise": a.num_noise}
-    figures = [] if out is None else _analysis_figures(out, a, metrics, separation, target_sims,
-                                                        noise_sims, temps, xte, yte)
+    figures = [] if out is None else _analysis_figures(out, a, r.seed, metrics, separation,
+                                                        target_sims, noise_sims, temps, xte, yte)
     return metrics, config, figures
 
 
-def _analysis_figures(out: Path, a: argparse.Namespace, metrics: dict, separation: dict,
-                      target_sims: Tensor, noise_sims: Tensor, temps: dict, xte: Tensor,
-                      yte: Tensor) -> list[str]:
+def _analysis_figures(out: Path, a: AnalyzeOptions, seed: int, metrics: dict,
+                      separation: dict, target_sims: Tensor, noise_sims: Tensor, temps: dict,
+                      xte: Tensor, yte: Tensor) -> list[str]:
     from contrastkit.eval import plots
 
     plots.plot_uniformity_alignment(metrics["uniformity"], metrics["alignment"],
@@ -175,7 +173,7 @@ def _analysis_figures(out: Path, a: argparse.Namespace, metrics: dict, separatio
     if a.embedding != "none":
         n = min(len(yte), a.embedding_samples)
         name = f"embedding_{a.embedding}.png"
-        plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=a.seed)
+        plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=seed)
         names.append(name)
     return names
 
@@ -212,31 +210,42 @@ def reading(metrics: dict, space: str = "backbone") -> list[str]:
     return lines
 
 
-# --- command ------------------------------------------------------------------------------------
-def analyze_command(argv: Sequence[str]) -> int:
-    """``contrastkit analyze ...``; returns the exit status."""
-    args = analyze_parser().parse_args(list(argv))
-    return guard("contrastkit analyze", lambda: _analyze(args, argv))
+# --- one call -----------------------------------------------------------------------------------
+@dataclass
+class Analysis:
+    """The outcome of :func:`analyze`: ``results`` (``results.json``) and ``markdown`` (the
+    report ``contrastkit analyze`` prints)."""
+
+    results: dict
+    markdown: str
+
+    @property
+    def metrics(self) -> dict:
+        """The diagnostics (alignment, uniformity, tolerance, target-noise margin, ...)."""
+        return self.results["metrics"]
 
 
-def _analyze(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    out, earlier = check_output(args)
-    s = setup(args)
+def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
+            argv: Sequence[str] | None = None) -> Analysis:
+    """The embedding diagnostics of ``request``'s checkpoint on its test split, with figures in
+    ``request.output`` when set (the function under ``contrastkit analyze``; ``argv``: the
+    command line it came from, None from Python)."""
+    options = AnalyzeOptions() if options is None else options
+    out, earlier = check_output(request.output, request.overwrite)
+    s = setup(request)
     with staged_folder(out, earlier) as stage:
-        metrics, config, figures = analyze(s, stage)
+        metrics, config, figures = diagnostics(s, options, stage)
         results = {**header("analyze", argv), **s.record(), "config": config,
                    "metrics": metrics, "figures": figures}
-        context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": args.data,
-                   "split": args.test_split, "views": " ".join(config["views"]),
-                   **data_context(s)}
+        context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16],
+                   "data": request.data, "split": request.test_split,
+                   "views": " ".join(config["views"]), **data_context(s)}
         cells, sources = reference_notes(metrics)
         results["paper_references"] = {"values": cells, "sources": sources}
         text = report.metrics_markdown("contrastkit analyze", metrics, context, cells)
         text += "\nPaper references (numbers as printed in the papers):\n"
         text += "".join(f"{source}\n" for source in sources)
-        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics, args.space)) + "\n"
+        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics, request.space)) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)
-    print(text)
-    return 0
-
+    return Analysis(results, text)

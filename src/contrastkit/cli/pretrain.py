@@ -25,7 +25,10 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
-from contrastkit.errors import RunInterrupted, plain_warnings
+from contrastkit.cli.config_errors import config_error_line
+from contrastkit.cli.short_help import short_help
+from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
+from contrastkit.errors import RunInterrupted, plain_warnings, run_command
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
     SKIPPED_FILES,
@@ -45,7 +48,6 @@ from contrastkit.train.callbacks import (
     SignalStop,
     last_checkpoint,
 )
-from contrastkit.train.config_errors import config_error_line
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
@@ -58,7 +60,6 @@ from contrastkit.train.resume import (
     remove_partial_files,
     truncate_metrics,
 )
-from contrastkit.train.short_help import short_help
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
@@ -427,3 +428,20 @@ def _remove_failed_start(output_dir: Path) -> None:
     """Remove the files of a fresh run that ended before writing any checkpoint."""
     if not any((output_dir / "checkpoints").glob("*.ckpt")):
         clear_outputs([e for e in output_dir.iterdir() if e.name in RUN_OUTPUTS])
+
+
+def pretrain_command(argv: list[str]) -> int:
+    """``contrastkit pretrain ...``; an expected failure is one line (with the option that
+    fixes it) and exit status 2."""
+    hints = {
+        UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
+        "are listed in the run folder's skipped_files.txt)",
+        MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
+        "shorter side to N and centre-crop it when loading",
+    }
+
+    def body() -> int:
+        pretrain(argv)
+        return 0
+
+    return run_command("contrastkit pretrain", body, hints)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
+from contrastkit.cli.common import DefaultsHelpFormatter
 from contrastkit.data import augment, registry
 from contrastkit.data.transfer_sets import (
     TRANSFER_SETS,
@@ -32,14 +33,13 @@ from contrastkit.data.transfer_sets import (
 from contrastkit.data.wrappers import ResizedSquare
 from contrastkit.errors import run_command
 from contrastkit.eval import report
-from contrastkit.eval.cli.output import header
-from contrastkit.eval.cli.run_defaults import run_defaults
-from contrastkit.eval.cli.setup import DefaultsHelpFormatter
 from contrastkit.eval.finetune_images import (
     DYSTRESS_A2,
     DYSTRESS_CLASS_WEIGHTS,
     finetune_images,
 )
+from contrastkit.eval.results import header
+from contrastkit.eval.run_defaults import run_defaults
 from contrastkit.outputs import check_output_folder, staged_folder
 
 STATE = "finetune_state.pt"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastkit.cli.common import DefaultsHelpFormatter, guard
 from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
-from contrastkit.eval.cli.output import guard, header
-from contrastkit.eval.cli.setup import DefaultsHelpFormatter
+from contrastkit.eval.results import header
 
 
 # --- options ------------------------------------------------------------------------------------

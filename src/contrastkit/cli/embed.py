@@ -16,16 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
 from contrastkit.data import registry
-from contrastkit.eval.cli.output import guard, write_outputs
-from contrastkit.eval.cli.setup import (
-    DefaultsHelpFormatter,
-    common_parser,
-    eval_transform,
-    is_video,
-    setup,
-)
 from contrastkit.eval.features import extract_features
+from contrastkit.eval.results import write_outputs
+from contrastkit.eval.setup import eval_transform, is_video, setup
 from contrastkit.outputs import staged_folder
 
 #: What ``embed`` writes into ``--output`` (``--overwrite`` removes these only).
@@ -69,14 +64,14 @@ def embed_command(argv: Sequence[str]) -> int:
 
 
 def _embed(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from contrastkit.eval.cli.output import header
+    from contrastkit.eval.results import header
 
     if args.output is None:
         raise ValueError("--output DIR is required (embeddings.npy, files.txt, "
                          "embedding_tsne.png)")
     out = Path(args.output)
     earlier = _earlier(out, args.overwrite)
-    s = setup(args)
+    s = setup(eval_request(args))
     if is_video(s):
         raise ValueError(f"embed applies to image datasets, not --data {args.data}")
     whole = args.split is None and args.data == "folder"

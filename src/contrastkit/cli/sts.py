@@ -20,10 +20,10 @@ from pathlib import Path
 import torch
 
 from contrastkit.checkpoints import read_metadata
+from contrastkit.cli.common import DefaultsHelpFormatter, guard
 from contrastkit.data.sts import TASKS, read_pairs_file, read_task
 from contrastkit.eval import report
-from contrastkit.eval.cli.output import check_output, guard, header
-from contrastkit.eval.cli.setup import DefaultsHelpFormatter
+from contrastkit.eval.results import check_output, header
 from contrastkit.eval.sts import evaluate_tasks
 from contrastkit.models.text import (
     TextEncoder,
@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if not Path(args.senteval_root).expanduser().is_dir():
             raise FileNotFoundError(f"--senteval-root: no folder at {args.senteval_root}")
         tasks = [read_task(args.senteval_root, t) for t in (args.tasks or TASKS)] + tasks
-    out, earlier = check_output(args)
+    out, earlier = check_output(args.output, args.overwrite)
     device = torch.device(args.device)
     encoder = _encoder(args).to(device)
     embed = partial(embed_sentences, encoder, batch_size=args.batch_size, device=device)
