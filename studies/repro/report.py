@@ -32,10 +32,7 @@ from studies.repro.verdicts import (
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
-    "gpu": "It needs a GPU: at the 7.0 s per steady epoch `make bench-gpu` measured for SCE "
-           "on one H100 (2026-11-27, `benchmarks/README.md`), a 200-epoch run pretrains in "
-           "about 25 minutes, evaluations apart. The one GPU session so far (15 minutes of "
-           "device time) measured speed only. On a GPU machine, "
+    "gpu": "It needs a GPU (its measured speed: `benchmarks/README.md`). On a GPU machine, "
            "`python -m studies.repro gpu --max-steps 1` trains one "
            "chunk of at most 10 minutes (or one evaluation) per call and resumes exactly "
            "from the last epoch; repeat it until every run is done, then "
