@@ -1,7 +1,7 @@
 """Imports run one way (CONTRIBUTING.md, "Layout"): data -> models/losses -> methods -> train;
 eval reads checkpoints and tensors; the command lines (``contrastkit.cli``) sit above both, and
 nothing in the package imports the applications beside it (``studies``, ``examples``). Inside
-data/, the sub-packages (augment, images, video) sit below the modules of data/ itself.
+data/, the stages import one way (``DATA_ALLOWED``).
 
 Every module under ``src/contrastkit`` is parsed with :mod:`ast`; every ``import`` and
 ``from ... import`` in it counts, at module level or inside a function, absolute or relative.
@@ -141,42 +141,54 @@ def test_imports_are_resolved(tmp_path, source, module, is_package, expected):
     assert [t for _, t in imported_modules(module, path, known)] == [expected]
 
 
-#: Inside data/: the sub-packages by job, and what each must not import ("top": the modules of
-#: data/ itself, which use them: the registry, the view generators, the wrappers, the specs).
-DATA_PARTS = ("augment", "images", "video")
-DATA_FORBIDDEN: list[tuple[str, frozenset[str]]] = [
-    ("augment", frozenset({"images", "video", "top"})),
-    ("images", frozenset({"augment", "video", "top"})),
-    ("video", frozenset({"images", "top"})),  # clip augmentations reuse the image ones
-]
+#: Inside data/, the stages of the flow dataset (sources) -> decode -> crop (loading) -> augment,
+#: and what each may import of data/ besides itself: the decoders are below the datasets that
+#: call them, the loader's crops read the datasets and decoders, the views read the crops'
+#: specs; ``specs`` (configuration records) import nothing.
+DATA_STAGES = ("sources", "decode", "loading", "augment", "specs")
+DATA_ALLOWED: dict[str, frozenset[str]] = {
+    "decode": frozenset(),
+    "sources": frozenset({"decode", "specs"}),
+    "loading": frozenset({"sources", "decode", "specs"}),
+    "augment": frozenset({"loading", "specs"}),
+    "specs": frozenset(),
+}
 
 
 def data_part(module: str) -> str | None:
-    """``augment``/``images``/``video`` for modules of those sub-packages of ``contrastkit.data``,
-    ``top`` for the other modules of ``contrastkit.data`` (the package included), else None."""
+    """The stage of a module of ``contrastkit.data`` (``top`` for the package itself), else
+    None."""
     parts = module.split(".")
     if parts[:2] != ["contrastkit", "data"]:
         return None
-    return parts[2] if len(parts) > 2 and parts[2] in DATA_PARTS else "top"
+    return parts[2] if len(parts) > 2 and parts[2] in DATA_STAGES else "top"
 
 
-def test_data_sub_packages_import_one_way():
+def test_every_data_module_is_in_a_stage():
+    stray = [m for m in modules() if data_part(m) == "top" and m != "contrastkit.data"]
+    assert not stray, f"modules of data/ outside its stages: {stray}"
+
+
+def test_data_stages_import_one_way():
     known = modules()
     found = []
     for module, path in known.items():
         source = data_part(module)
+        if source in (None, "top"):
+            continue
         for line, target in imported_modules(module, path, set(known)):
-            for importer, banned in DATA_FORBIDDEN:
-                if source == importer and data_part(target) in banned:
-                    found.append(f"{path.relative_to(SRC.parent)}:{line}: {module} imports "
-                                 f"{target}")
-    assert not found, "data/ sub-package violations:\n" + "\n".join(found)
+            dest = data_part(target)
+            if dest not in (None, source) and dest not in DATA_ALLOWED[source]:
+                found.append(f"{path.relative_to(SRC.parent)}:{line}: {module} ({source}) "
+                             f"imports {target} ({dest})")
+    assert not found, "data/ stage violations:\n" + "\n".join(found)
 
 
 def test_data_parts_of_modules():
-    assert data_part("contrastkit.data.images._cifar") == "images"
-    assert data_part("contrastkit.data.video") == "video"
-    assert data_part("contrastkit.data") == "top" and data_part("contrastkit.data.views") == "top"
+    assert data_part("contrastkit.data.sources.images._cifar") == "sources"
+    assert data_part("contrastkit.data.decode.video") == "decode"
+    assert data_part("contrastkit.data") == "top"
+    assert data_part("contrastkit.data.augment.views") == "augment"
     assert data_part("contrastkit.models.resnet") is None
 
 

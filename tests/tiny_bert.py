@@ -53,7 +53,7 @@ def make_senteval_root(root: Path, pairs_per_set: int = 6, seed: int = 0) -> Pat
     sub-set, each with one pair whose gold line is blank), STS-B test, SICK test."""
     import random
 
-    from contrastkit.data.sts import STS_SUBSETS
+    from contrastkit.data.sources.sts import STS_SUBSETS
 
     rng = random.Random(seed)
     pool = sentences(200, seed)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from contrastkit.checkpoints import load_backbone
-from contrastkit.data.images import datasets
+from contrastkit.data.sources.images import datasets
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
 from examples.demos import protocol

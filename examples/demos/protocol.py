@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Dataset
 
-from contrastkit.data.images.datasets import ArrayImages
+from contrastkit.data.sources.images.datasets import ArrayImages
 from contrastkit.eval import lowshot_linear
 from contrastkit.eval.features import extract_features
 from contrastkit.eval.report import markdown_table

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastkit.data.images import datasets as D
+from contrastkit.data.sources.images import datasets as D
 from contrastkit.eval import linear_probe, sample_per_class
 from examples.demos import pretrain as demo
 from examples.demos import protocol as P

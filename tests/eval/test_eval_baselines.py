@@ -12,7 +12,7 @@ import torch
 
 from contrastkit.cli import main
 from contrastkit.data import augment
-from contrastkit.data.images.datasets import Digits
+from contrastkit.data.sources.images.datasets import Digits
 from contrastkit.eval import bootstrap_accuracy_difference, knn_predict
 
 pytest.importorskip("sklearn")

@@ -15,7 +15,7 @@ from contrastkit.checkpoints import file_hash
 from contrastkit.cli import main
 from contrastkit.cli.common import eval_request
 from contrastkit.cli.eval import eval_parser
-from contrastkit.data.images.datasets import Digits
+from contrastkit.data.sources.images.datasets import Digits
 from contrastkit.eval import setup as eval_setup
 from contrastkit.models.resnet import resnet18, resnet50
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict

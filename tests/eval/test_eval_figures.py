@@ -94,7 +94,7 @@ def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
     assert z.shape == (len(files), 16) and len(files) == len(list(photos.rglob("*.png")))
     from contrastkit.checkpoints import load_backbone
     from contrastkit.data import augment
-    from contrastkit.data.images.datasets import decode_image
+    from contrastkit.data.decode.images import decode_image
 
     backbone, _ = load_backbone(ckpt)
     view = augment.preset("eval", 8, small=True, normalize=None)

@@ -24,9 +24,9 @@ from video_fixtures import (
 )
 
 from contrastkit.cli import main
-from contrastkit.data.registry import build_video_dataset
+from contrastkit.data.augment.views import VideoEvalView
+from contrastkit.data.sources.registry import build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.finetune import FinetuneProtocol, finetune_video
 from contrastkit.eval.video import SCE_D3, MultiViewEncoder
 from contrastkit.models.factory import BackboneSpec, build_backbone

@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 from PIL import Image
 
-from contrastkit.data.loader_crops import CropSpec
-from contrastkit.data.pack import pack_folder
+from contrastkit.data.loading.crops import CropSpec
+from contrastkit.data.loading.pack import pack_folder
 from contrastkit.train.datamodule import PretrainDataModule
 from gloo_harness import run_ranks
 

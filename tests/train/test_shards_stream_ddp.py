@@ -15,9 +15,9 @@ import torch
 import torch.distributed as dist
 from PIL import Image
 
-from contrastkit.data.loader_crops import CropSpec
-from contrastkit.data.pack import pack_folder
-from contrastkit.data.shards import ShardReader
+from contrastkit.data.loading.crops import CropSpec
+from contrastkit.data.loading.pack import pack_folder
+from contrastkit.data.sources.shards import ShardReader
 from contrastkit.train.datamodule import PretrainDataModule
 from gloo_harness import run_ranks
 

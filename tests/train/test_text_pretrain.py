@@ -97,7 +97,7 @@ def _evaluate(tmp_path, ckpt, state_dict) -> None:
 
     from contrastkit.cli import main
     from contrastkit.cli.sts import load_text_checkpoint
-    from contrastkit.data.sts import read_task
+    from contrastkit.data.sources.sts import read_task
     from contrastkit.models.text import embed_sentences
 
     root = tiny_bert.make_senteval_root(tmp_path / "downstream")

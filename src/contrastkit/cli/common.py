@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from dataclasses import fields
 
-from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
 from contrastkit.errors import run_command
 from contrastkit.eval.setup import DEFAULT_CACHE, EvalRequest
 

@@ -1,12 +1,12 @@
 """``contrastkit data pack``: write an image folder once into a store or tar shards
-(:func:`contrastkit.data.pack.pack_folder`, docs/data.md)."""
+(:func:`contrastkit.data.loading.pack.pack_folder`, docs/data.md)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from contrastkit.data.pack import pack_folder
+from contrastkit.data.loading.pack import pack_folder
 from contrastkit.errors import run_command
 
 USAGE = ("usage: contrastkit data pack SRC DEST [--shards] [--max-side N] [--quality Q] "

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
-from contrastkit.data import registry
+from contrastkit.data.sources import registry
 from contrastkit.eval.features import extract_features
 from contrastkit.eval.results import write_outputs
 from contrastkit.eval.setup import eval_transform, is_video, setup

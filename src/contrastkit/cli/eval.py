@@ -13,7 +13,7 @@ import argparse
 from collections.abc import Sequence
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
-from contrastkit.data.registry import is_video_dataset
+from contrastkit.data.sources.registry import is_video_dataset
 from contrastkit.eval.protocols import (
     FinetuneEval,
     KnnEval,

@@ -2,7 +2,7 @@
 new classifier (DySTreSS appendix A.2, :mod:`contrastkit.eval.finetune_images`).
 
 Image sets: the DySTreSS transfer sets in their distributed layouts
-(:mod:`contrastkit.data.transfer_sets`: ``flowers102``, ``mura``, ``isic2016``, ``mhist``,
+(:mod:`contrastkit.data.sources.transfer_sets`: ``flowers102``, ``mura``, ``isic2016``, ``mhist``,
 ``chaoyang``) and every image dataset of the registry (``cifar10``, ``cifar100``, ``folder`` for
 class folders, ...). Video datasets go to the clip fine-tuning of SCE D.3 (:mod:`.eval`).
 
@@ -23,14 +23,15 @@ import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
 from contrastkit.cli.common import DefaultsHelpFormatter
-from contrastkit.data import augment, registry
-from contrastkit.data.transfer_sets import (
+from contrastkit.data import augment
+from contrastkit.data.sources import registry
+from contrastkit.data.sources.transfer_sets import (
     TRANSFER_SETS,
     FileListImages,
     check_images,
     read_transfer_set,
 )
-from contrastkit.data.wrappers import ResizedSquare
+from contrastkit.data.sources.wrappers import ResizedSquare
 from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.finetune_images import (

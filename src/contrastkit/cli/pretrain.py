@@ -27,7 +27,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from contrastkit import __version__
 from contrastkit.cli.config_errors import config_error_line
 from contrastkit.cli.short_help import short_help
-from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.augment.views import loader_crop_specs
+from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
 from contrastkit.errors import RunInterrupted, plain_warnings, run_command
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
@@ -254,6 +255,8 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
     """
     method = cli.model.method
     data = cli.datamodule
+    if getattr(data, "crops", None) == "loader":  # the views' crops, cut in the loader
+        data.crop_specs = loader_crop_specs(cli.model.views_spec, method.default_views)
     data.setup("fit")
     if getattr(method, "needs_labels", False) and not is_labelled(data.train_set):
         raise ValueError(f"{type(method).__name__} needs labels, but data.root {data.root} has "

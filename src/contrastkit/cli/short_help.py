@@ -11,7 +11,8 @@ from pathlib import Path
 import yaml
 
 from contrastkit import methods
-from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, ViewsSpec
+from contrastkit.data.specs import ViewsSpec
+from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
 
 METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive")
 

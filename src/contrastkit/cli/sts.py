@@ -4,7 +4,7 @@ The encoder is a SimCSE checkpoint of ``contrastkit pretrain`` (``--checkpoint``
 pooling and maximum length are read from it, the weights are the checkpoint's) or a pretrained
 ``transformers`` model as it is (``--model`` name or folder). The sets are SentEval's
 (``--senteval-root``, its ``data/downstream`` folder: STS12-16, STS-B, SICK-R,
-:mod:`contrastkit.data.sts`) and/or plain pair files (``--pairs``). Results
+:mod:`contrastkit.data.sources.sts`) and/or plain pair files (``--pairs``). Results
 (:mod:`contrastkit.eval.sts`): Spearman x 100 per sub-set, the "all" aggregation per task,
 alignment and uniformity; ``results.json`` and ``results.md`` in ``--output``.
 """
@@ -21,7 +21,7 @@ import torch
 
 from contrastkit.checkpoints import read_metadata
 from contrastkit.cli.common import DefaultsHelpFormatter, guard
-from contrastkit.data.sts import TASKS, read_pairs_file, read_task
+from contrastkit.data.sources.sts import TASKS, read_pairs_file, read_task
 from contrastkit.eval import report
 from contrastkit.eval.results import check_output, header
 from contrastkit.eval.sts import evaluate_tasks

@@ -2,7 +2,7 @@
 features, many-shot and low-shot (SCE, Denize et al. 2023, Tables 9 and 10;
 :mod:`contrastkit.eval.voc_svm`).
 
-Images of ``--root`` (``VOCdevkit/VOC2007``, :mod:`contrastkit.data.voc07`): shorter side
+Images of ``--root`` (``VOCdevkit/VOC2007``, :mod:`contrastkit.data.sources.voc07`): shorter side
 resized to ``round(size * 256 / 224)`` (256 for 224), centre crop ``size``; pooled backbone
 features (cached like the other protocols), L2-normalised. For each ``--shots`` value and each
 of ``--seeds`` (one run for ``all``): the SVMs, per-class AP and mAP on ``--test-split``.
@@ -26,8 +26,8 @@ import torch
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
 from contrastkit.cli.common import DefaultsHelpFormatter
 from contrastkit.data import augment
-from contrastkit.data.voc07 import DIFFICULT, PRESENT, VOC07Images, read_voc07
-from contrastkit.data.wrappers import ResizedSquare
+from contrastkit.data.sources.voc07 import DIFFICULT, PRESENT, VOC07Images, read_voc07
+from contrastkit.data.sources.wrappers import ResizedSquare
 from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.features import extract_features, feature_cache_key

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.data import augment
-from contrastkit.data.images.datasets import collate_images
+from contrastkit.data.decode.images import collate_images
 from contrastkit.eval import report
 from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
 from contrastkit.eval.results import check_output, data_context, header, write_outputs

@@ -90,7 +90,7 @@ class VideoClassifier(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, dropout: float,
                  normalize: str | None = None) -> None:
         super().__init__()
-        from contrastkit.data.video.views import VideoEvalView
+        from contrastkit.data.augment.views import VideoEvalView
         from contrastkit.eval.video import MultiViewEncoder
 
         out_dim = getattr(backbone, "out_dim", None)

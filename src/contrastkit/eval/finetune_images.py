@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from contrastkit.data.images.datasets import collate_images
+from contrastkit.data.decode.images import collate_images
 from contrastkit.outputs import temp_file_beside
 
 __all__ = ["DYSTRESS_A2", "DYSTRESS_CLASS_WEIGHTS", "ImageFinetuneProtocol", "finetune_images"]

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from contrastkit.data.images.datasets import collate_images
-from contrastkit.data.registry import build_video_dataset
+from contrastkit.data.decode.images import collate_images
+from contrastkit.data.sources.registry import build_video_dataset
 from contrastkit.eval import report
 from contrastkit.eval.baselines import baselines_markdown, run_baselines
 from contrastkit.eval.results import check_output, data_context, header, write_outputs

@@ -2,7 +2,7 @@
 checkpoint, which data, how), the checkpoint with the defaults its run gives it
 (:mod:`.run_defaults`), the datasets of the splits and their cached features.
 
-The data come from the dataset registry (:mod:`contrastkit.data.registry`), the same one
+The data come from the dataset registry (:mod:`contrastkit.data.sources.registry`), the same one
 pretraining reads; nothing here depends on the training engine.
 """
 
@@ -24,10 +24,11 @@ from contrastkit.checkpoints import (
     load_projector,
     read_metadata,
 )
-from contrastkit.data import augment, registry
-from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
+from contrastkit.data import augment
+from contrastkit.data.augment.views import VideoEvalView
+from contrastkit.data.sources import registry
+from contrastkit.data.sources.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.features import extract_features, feature_cache_key
 from contrastkit.eval.run_defaults import RunDefaults, run_defaults
 

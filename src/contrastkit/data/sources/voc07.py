@@ -13,7 +13,7 @@ The per-class lists carry the image-level labels and difficult flags the devkit 
 
 :func:`read_voc07` gives the targets, an ``(N, C)`` int8 matrix in {1, -1, 0};
 :class:`VOC07Images` yields ``(uint8 image (3, H, W), index)``; the image sizes differ, so wrap
-it in :class:`~contrastkit.data.wrappers.ResizedSquare` before batching.
+it in :class:`~contrastkit.data.sources.wrappers.ResizedSquare` before batching.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data.images._common import files_fingerprint
-from contrastkit.data.images._decode import decode_at_least, decode_image
+from contrastkit.data.decode.images import decode_at_least, decode_image
+from contrastkit.data.sources.images._common import files_fingerprint
 
 __all__ = ["VOC07Images", "VOC07Split", "read_voc07", "voc07_root"]
 
@@ -143,8 +143,8 @@ class VOC07Images(Dataset):
 
     def read_at_least(self, i: int, side: int) -> tuple[torch.Tensor, int]:
         """Item ``i`` decoded reduced as far as its shorter side stays at least ``side``
-        (:func:`~contrastkit.data.images._decode.decode_at_least`), for
-        :class:`~contrastkit.data.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
+        (:func:`~contrastkit.data.decode.images.decode_at_least`), for
+        :class:`~contrastkit.data.sources.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
         scale, never at full size."""
         return torch.from_numpy(decode_at_least(self.split.paths[i], side)), i
 

@@ -1,8 +1,8 @@
 """Packed tar shards streamed sequentially with webdataset (``--data.stream true``).
 
-:mod:`contrastkit.data.shards` reads packed shards by random access (one ``pread`` per image);
-this module reads them the way an object store or an HTTP server serves them best: each shard
-from its first byte to its last, through webdataset's URL opener and tar reader
+:mod:`contrastkit.data.sources.shards` reads packed shards by random access (one ``pread`` per
+image); this module reads them the way an object store or an HTTP server serves them best: each
+shard from its first byte to its last, through webdataset's URL opener and tar reader
 (``webdataset.tariterators.tarfile_samples``: local paths, ``file:``, ``http(s)://`` through
 ``curl``, ``gs://`` through ``gsutil``, ``pipe:COMMAND``; only local paths are tested here).
 
@@ -26,7 +26,7 @@ One epoch of one process (:meth:`ShardStream.__iter__`), with ``N`` images in ``
 4. each worker passes its samples, still encoded, through a shuffle buffer of
    ``shuffle_buffer`` samples drawn from ``(seed, epoch, first sample of its run)``, then
    decodes those it yields (:class:`DecodedImage`, or the views' crops in the loader:
-   :class:`~contrastkit.data.loader_crops.ViewCrops`, keyed by the sample's row in
+   :class:`~contrastkit.data.loading.crops.ViewCrops`, keyed by the sample's row in
    ``index.json`` order, so the crops of an image are those of the random-access reader).
 
 The order is a pure function of ``(seed, epoch, P, B, K, shuffle_buffer)``: the same again for
@@ -50,7 +50,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .images._decode import decode_image
+from contrastkit.data.decode.images import decode_image
+
 from .shards import FORMAT, INDEX_JSON
 from .wrappers import resize_square
 

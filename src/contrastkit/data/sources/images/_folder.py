@@ -13,8 +13,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import Dataset
 
-from ._common import UNLABELLED, files_fingerprint
-from ._decode import (
+from contrastkit.data.decode.images import (
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
@@ -24,6 +23,8 @@ from ._decode import (
     is_image_file,
     pillow,
 )
+
+from ._common import UNLABELLED, files_fingerprint
 
 
 class ImageFiles(Dataset):
@@ -71,7 +72,7 @@ class ImageFiles(Dataset):
 
     def read_at_least(self, index: int, side: int) -> tuple[torch.Tensor, int]:
         """Item ``index`` decoded reduced as far as its shorter side stays at least ``side``
-        (:func:`~contrastkit.data.images._decode.decode_at_least`: JPEGs at a DCT scale, other
+        (:func:`~contrastkit.data.decode.images.decode_at_least`: JPEGs at a DCT scale, other
         formats reduced right after decoding), for a resize to a ``side`` square: a large
         image is not held at full size."""
         path, label = self.samples[index]

@@ -22,11 +22,12 @@ def md5_of(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 
 
 def download_command(dataset: str, root: str | os.PathLike[str], **kwargs: str) -> str:
-    """A shell command that downloads ``dataset`` (a class of ``contrastkit.data.images.datasets``)
-    into ``root``, for error messages: ``python -c '...CIFAR10("data", download=True)'``."""
+    """A shell command that downloads ``dataset`` (a class of
+    ``contrastkit.data.sources.images.datasets``) into ``root``, for error messages:
+    ``python -c '...CIFAR10("data", download=True)'``."""
     extra = "".join(f", {k}={v!r}" for k, v in kwargs.items())
     call = f'{dataset}("{root}"{extra}, download=True)'
-    return f"python -c 'from contrastkit.data.images.datasets import {dataset}; {call}'"
+    return f"python -c 'from contrastkit.data.sources.images.datasets import {dataset}; {call}'"
 
 
 def download(

@@ -16,20 +16,12 @@ Readers:
 * :class:`Digits`: scikit-learn's 8x8 digits, offline.
 
 Helpers: :class:`WithIndex` (adds the sample index), :func:`long_tailed` (imbalanced subsets),
-:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.images.cache`
+:func:`imagenet100_classes`, and the array cache :mod:`contrastkit.data.sources.images.cache`
 (:class:`ArrayCache`, :class:`CachedImages`).
 """
 
 from ._cifar import CIFAR10, CIFAR100
-from ._common import UNLABELLED, ArrayImages, WithIndex
-from ._decode import (
-    DECODE_MODE,
-    IMAGE_EXTENSIONS,
-    MixedImageSizesError,
-    UnreadableImageError,
-    collate_images,
-    decode_image,
-)
+from ._common import UNLABELLED, ArrayImages, WithIndex, files_fingerprint
 from ._digits import Digits
 from ._download import download, md5_of
 from ._folder import (
@@ -49,8 +41,6 @@ from .longtail import LongTailedSubset, long_tailed, long_tailed_counts
 __all__ = [
     "CIFAR10",
     "CIFAR100",
-    "DECODE_MODE",
-    "IMAGE_EXTENSIONS",
     "STL10",
     "SVHN",
     "UNLABELLED",
@@ -62,14 +52,11 @@ __all__ = [
     "ImageFolder",
     "ImageNet100",
     "LongTailedSubset",
-    "MixedImageSizesError",
     "TinyImageNet",
-    "UnreadableImageError",
     "WithIndex",
     "check_headers",
-    "collate_images",
-    "decode_image",
     "download",
+    "files_fingerprint",
     "hold_out",
     "imagenet100_classes",
     "long_tailed",

@@ -1,4 +1,5 @@
-"""Temporal clip sampling for video pretraining and evaluation (SCE appendix D.3).
+"""Where clips are taken, in time and space, for video pretraining and evaluation (SCE appendix
+D.3): the temporal clip sampling and the three spatial crops (:class:`ThreeCrop`).
 
 SCE (Denize et al., section 4.2 and appendix D.3) follows Feichtenhofer et al. (2021): a view is
 a random clip lasting 2.56 s (64 frames at 25 fps) out of which ``T`` frames (8 or 16) are kept
@@ -7,7 +8,7 @@ by a random factor in ``[0.8, 1.2]``) and *reverse* (the frame order is reversed
 probability). Evaluation uses 10 temporal clips uniformly spaced over the video, each with 3
 spatial crops (30 views), and averages the 30 predictions.
 
-All functions here are pure (no I/O); randomness only comes from the ``generator`` argument
+Everything here is pure (no I/O); randomness only comes from the ``generator`` argument
 (``None`` uses torch's global generator, which ``DataLoader`` seeds differently per worker).
 """
 
@@ -16,8 +17,10 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
-__all__ = ["average_views", "clip_length", "eval_clip_starts", "sample_clip_indices"]
+__all__ = ["ThreeCrop", "average_views", "clip_length", "eval_clip_starts",
+           "sample_clip_indices"]
 
 
 def clip_length(fps: float, duration_s: float) -> int:
@@ -168,3 +171,44 @@ def average_views(features: torch.Tensor, views_per_video: int = 30) -> torch.Te
         )
     grouped = features.reshape(-1, views_per_video, *features.shape[1:])
     return grouped.mean(dim=1)
+
+
+class ThreeCrop(nn.Module):
+    """Three ``size x size`` crops along the long side (SCE appendix D.3, 30-view evaluation).
+
+    The crops are centred on the short side and placed at the start, centre and end of the long
+    side: left / centre / right for landscape frames, top / centre / bottom for portrait ones
+    (three identical crops for square frames of side ``size``). With frames short-side resized
+    to ``size`` the three crops cover the whole frame, as in Feichtenhofer et al. (2019).
+
+    Args:
+        size: Crop side in pixels.
+
+    Raises:
+        ValueError: If ``size < 1``; at call time if a frame side is smaller than ``size``.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+
+    def forward(self, clip: torch.Tensor) -> torch.Tensor:
+        """Crop ``clip`` ``(..., H, W)`` (e.g. ``(T, C, H, W)``) into ``(3, ..., size, size)``."""
+        height, width = clip.shape[-2:]
+        s = self.size
+        if height < s or width < s:
+            raise ValueError(f"ThreeCrop size={s} larger than the frame {height}x{width}")
+        if width >= height:
+            top = (height - s) // 2
+            lefts = (0, (width - s) // 2, width - s)
+            crops = [clip[..., top:top + s, x:x + s] for x in lefts]
+        else:
+            left = (width - s) // 2
+            tops = (0, (height - s) // 2, height - s)
+            crops = [clip[..., y:y + s, left:left + s] for y in tops]
+        return torch.stack(crops)
+
+    def extra_repr(self) -> str:
+        return f"size={self.size}"

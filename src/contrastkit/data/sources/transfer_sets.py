@@ -3,7 +3,7 @@ A.2) in the layouts they are distributed in.
 
 Each reader returns a :class:`FileList` (image paths, integer labels, class names) of one split;
 :class:`FileListImages` decodes its images (``(uint8 (3, H, W), label)``; sizes differ, wrap it
-in :class:`~contrastkit.data.wrappers.ResizedSquare` before batching).
+in :class:`~contrastkit.data.sources.wrappers.ResizedSquare` before batching).
 
 * ``flowers102`` (Nilsback & Zisserman 2008): ``jpg/image_NNNNN.jpg``, ``imagelabels.mat``
   (``labels``, 1..102 per image) and ``setid.mat`` (``trnid`` / ``valid`` / ``tstid``, 1-based
@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from contrastkit.data.images._decode import (
+from contrastkit.data.decode.images import (
     UnreadableImageError,
     decode_at_least,
     decode_image,
@@ -68,8 +68,8 @@ class FileListImages(Dataset):
 
     def read_at_least(self, i: int, side: int) -> tuple[torch.Tensor, int]:
         """Item ``i`` decoded reduced as far as its shorter side stays at least ``side``
-        (:func:`~contrastkit.data.images._decode.decode_at_least`), for
-        :class:`~contrastkit.data.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
+        (:func:`~contrastkit.data.decode.images.decode_at_least`), for
+        :class:`~contrastkit.data.sources.wrappers.ResizedSquare`: a large JPEG is decoded at a DCT
         scale, a PNG box-averaged right after decoding."""
         path = self.files.paths[i]
         return torch.from_numpy(decode_at_least(path, side)), self.files.labels[i]

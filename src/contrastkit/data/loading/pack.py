@@ -7,7 +7,7 @@
   relative to the image: area fraction and aspect ratio do not depend on the resolution), at
   a resolution capped by ``max_side`` (a box smaller than a view's side is upsampled).
 * **shards** (``--shards``): ``DEST/<split>/shard-NNNNN.tar`` in webdataset's layout plus an
-  index (:mod:`contrastkit.data.shards`), read with ``--data.dataset shards``; samples are
+  index (:mod:`contrastkit.data.sources.shards`), read with ``--data.dataset shards``; samples are
   shuffled once (seeded) before they are cut into shards, so that streaming readers see
   mixed classes in every shard.
 
@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastkit.data.decode.images import decode_scaled, pillow
+from contrastkit.data.sources.images.datasets import open_image_folder
+from contrastkit.data.sources.shards import FORMAT, INDEX_JSON, INDEX_TABLE
 from contrastkit.outputs import temp_file_beside, write_bytes_atomic
-
-from .images._decode import decode_scaled, pillow
-from .images._folder import open_image_folder
-from .shards import FORMAT, INDEX_JSON, INDEX_TABLE
 
 __all__ = ["pack_folder", "source_splits"]
 
@@ -53,7 +52,7 @@ def encode_bounded(source: str | bytes, name: str, max_side: int | None, quality
     unchanged when its longer side is at most ``max_side`` (or no bound), else resized
     (antialiased bicubic) and encoded as JPEG.
 
-    One :func:`~contrastkit.data.images._decode.decode_scaled` per file, its factor chosen
+    One :func:`~contrastkit.data.decode.images.decode_scaled` per file, its factor chosen
     from the full size in the header: an image that is kept is decoded at 1/8 (all its data
     are read, so a file that does not decode is refused now, not in training); one to resize
     is decoded reduced by the largest factor (1, 2, 4, 8) not above ``L // max_side`` (``L``
@@ -171,7 +170,7 @@ def pack_folder(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     Raises:
         FileNotFoundError: ``src`` is missing.
         ValueError: ``dest`` is not empty, a bad option, or an image that does not decode
-            (:class:`~contrastkit.data.images._decode.UnreadableImageError`, naming it).
+            (:class:`~contrastkit.data.decode.images.UnreadableImageError`, naming it).
     """
     src, dest = Path(src), Path(dest)
     if not src.is_dir():

@@ -1,9 +1,9 @@
 """The video datasets: a clip sampler over annotated videos, and one class per dataset.
 
 :class:`ClipDataset` samples clips as in SCE appendix D.3 (Denize et al. 2023; see
-:mod:`contrastkit.data.video._clip_sampling`); :class:`UCF101`, :class:`HMDB51`,
+:mod:`contrastkit.data.sources.video._clip_sampling`); :class:`UCF101`, :class:`HMDB51`,
 :class:`Kinetics` and :class:`VideoFolder` are an annotation reader
-(:mod:`contrastkit.data.video._annotations`) plus :class:`ClipDataset`.
+(:mod:`contrastkit.data.sources.video._annotations`) plus :class:`ClipDataset`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from contrastkit.data.decode.video import VideoDecodeError, VideoInfo, VideoReader
+
 from ._annotations import (
     VIDEO_EXTENSIONS,
     read_hmdb51,
@@ -23,9 +25,7 @@ from ._annotations import (
     read_ucf101,
     read_video_folder,
 )
-from ._clip_sampling import clip_length, eval_clip_starts, sample_clip_indices
-from ._decode import VideoDecodeError, VideoInfo, VideoReader
-from .augment import ThreeCrop
+from ._clip_sampling import ThreeCrop, clip_length, eval_clip_starts, sample_clip_indices
 
 Item = tuple[torch.Tensor | list[torch.Tensor], int]
 

@@ -1,14 +1,14 @@
 """Image data sets packed in tar shards (webdataset's layout), read by random access.
 
-``contrastkit data pack SRC DEST --shards`` (:mod:`contrastkit.data.pack`) writes, per split,
-``DEST/<split>/shard-NNNNN.tar`` files whose members are ``<key>.jpg`` (or the original
+``contrastkit data pack SRC DEST --shards`` (:mod:`contrastkit.data.loading.pack`) writes, per
+split, ``DEST/<split>/shard-NNNNN.tar`` files whose members are ``<key>.jpg`` (or the original
 extension) and ``<key>.cls`` (the label as text): the layout webdataset's streaming readers
 (``webdataset.WebDataset``) read as they are. Beside them, ``index.json`` (classes, shard
 names and counts) and ``index.npy`` (one row per sample: shard, byte offset and size of its
 image member, label) let :class:`ShardImages` read any sample with one ``pread``: a few
 thousand large files on a shared file system instead of a million small ones, sampled by the
 same seeded sampler as a folder (every image once per epoch across processes; an exact
-resume). :mod:`contrastkit.data.stream` reads the same shards sequentially instead.
+resume). :mod:`contrastkit.data.sources.stream` reads the same shards sequentially instead.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .images._decode import decode_at_least, decode_image
+from contrastkit.data.decode.images import decode_at_least, decode_image
 
 __all__ = ["INDEX_JSON", "INDEX_TABLE", "ShardImages", "ShardReader", "is_shard_split"]
 
@@ -113,7 +113,7 @@ class ShardImages(Dataset):
 
     def read_at_least(self, index: int, side: int) -> tuple[torch.Tensor, int]:
         """Sample ``index`` decoded reduced as far as its shorter side stays at least
-        ``side`` (:func:`~contrastkit.data.images._decode.decode_at_least`), for
-        :class:`~contrastkit.data.wrappers.ResizedSquare`."""
+        ``side`` (:func:`~contrastkit.data.decode.images.decode_at_least`), for
+        :class:`~contrastkit.data.sources.wrappers.ResizedSquare`."""
         data, name, label = self.reader.read(index)
         return torch.from_numpy(decode_at_least(data, side, name)), label

@@ -1,12 +1,12 @@
 """The dataset registry: a dataset name and a split -> the dataset that pretraining and
 evaluation read.
 
-* images: :func:`build_dataset` (one reader of :mod:`contrastkit.data.images.datasets` per
+* images: :func:`build_dataset` (one reader of :mod:`contrastkit.data.sources.images.datasets` per
   name; file datasets optionally through the uint8 array cache; an image ``folder`` without
   ``test/`` sub-folder split by a held-out fraction,
-  :func:`~contrastkit.data.images.datasets.hold_out`), and
+  :func:`~contrastkit.data.sources.images.datasets.hold_out`), and
   :func:`open_split`, which adds the load-size resize and the class selection
-  (:mod:`contrastkit.data.wrappers`);
+  (:mod:`contrastkit.data.sources.wrappers`);
 * videos (SCE, Denize et al. 2023, section 4.2 and appendix D.3): :func:`build_video_dataset`
   for ``ucf101``, ``hmdb51``, ``kinetics`` and ``video_folder``, with the clips a role needs
   (pretraining pairs, the monitor's centre clip, the 30 evaluation views).
@@ -19,10 +19,10 @@ from typing import Literal
 
 from torch.utils.data import Dataset
 
-from contrastkit.data import shards
-from contrastkit.data.images import datasets
+from contrastkit.data.sources import shards
+from contrastkit.data.sources.images import datasets
+from contrastkit.data.sources.wrappers import CentreClip, ResizedSquare, select_classes
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.wrappers import CentreClip, ResizedSquare, select_classes
 
 __all__ = [
     "DATASET_NAMES",
@@ -64,10 +64,10 @@ def build_dataset(
     split sub-folders (``root/<class>/*``, or images directly in ``root``: unlabelled) is the
     ``train`` split as a whole; its ``test`` split exists only with ``test_fraction``, which
     holds out that share of each class (stratified, seeded by ``split_seed``, see
-    :func:`~contrastkit.data.images.datasets.hold_out`) and leaves the rest as ``train``, so the two
-    never share an image. ``image_archive`` reads a ``.tar.gz`` of such folders (for example
-    ``cifar10-jpg.tar.gz``) through the array cache; ``shards`` reads ``root/<split>`` as
-    written by ``contrastkit data pack --shards`` (:mod:`contrastkit.data.shards`). File
+    :func:`~contrastkit.data.sources.images.datasets.hold_out`) and leaves the rest as ``train``,
+    so the two never share an image. ``image_archive`` reads a ``.tar.gz`` of such folders (for
+    example ``cifar10-jpg.tar.gz``) through the array cache; ``shards`` reads ``root/<split>`` as
+    written by ``contrastkit data pack --shards`` (:mod:`contrastkit.data.sources.shards`). File
     datasets with a ``cache_dir`` are
     decoded once into the uint8 array cache, resized to ``image_size`` if given. The
     unreadable files left out with ``skip_corrupt`` are listed in the result's ``skipped``.
@@ -159,7 +159,7 @@ def open_split(
 
     An image ``folder``'s headers are read first (a non-image fails now); without
     ``load_size`` its images must share one size unless ``any_size`` (images cropped one by
-    one in the loader, :mod:`contrastkit.data.loader_crops`).
+    one in the loader, :mod:`contrastkit.data.loading.crops`).
 
     Returns:
         ``(dataset, skipped)``: the dataset and the unreadable files it left out.
@@ -228,7 +228,7 @@ def build_video_dataset(
         ValueError: unknown name, missing ``root`` or ``annotations``, bad options.
         FileNotFoundError: missing annotation files or videos (without ``skip_corrupt``).
     """
-    from contrastkit.data import video
+    from contrastkit.data.sources import video
 
     spec = spec or VideoDataSpec()
     if name not in VIDEO_DATASETS:

@@ -16,9 +16,10 @@ def imagenet100_classes() -> list[str]:
     """The 100 WordNet ids of ImageNet-100, in the order of SCE appendix C (Table 22).
 
     Denize et al. take the list from CMC (Tian et al., 2020); it ships with contrastkit as
-    ``contrastkit/data/imagenet100_classes.txt`` and is read with ``importlib.resources``.
+    ``contrastkit/data/sources/images/imagenet100_classes.txt`` and is read with
+    ``importlib.resources``.
     """
-    text = resources.files("contrastkit.data").joinpath("imagenet100_classes.txt").read_text()
+    text = resources.files(__package__).joinpath("imagenet100_classes.txt").read_text()
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 

@@ -13,7 +13,7 @@ take every view's random resized crop from the whole image: area fraction unifor
    every box still has at least its view's side in both directions, so no view is upsampled
    by the reduction (``fast_decode``: libjpeg's fast inverse DCT, off by default; other
    formats, and JPEGs the direct path rejects, through
-   :func:`~contrastkit.data.images._decode.decode_scaled` with the same factor: Pillow's
+   :func:`~contrastkit.data.decode.images.decode_scaled` with the same factor: Pillow's
    reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
    bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image), in the
@@ -21,7 +21,7 @@ take every view's random resized crop from the whole image: area fraction unifor
 
 The item is ``([view_1, ..., view_V], label)`` with ``view_v`` a uint8 ``(3, S_v, S_v)``
 tensor; the flip and the colour, blur and solarisation steps stay batched on the device
-(:meth:`contrastkit.data.views.TwoViews.from_crops`). The draws are a pure function of the
+(:meth:`contrastkit.data.augment.views.TwoViews.from_crops`). The draws are a pure function of the
 seed, the epoch and the sample index, not of the worker that reads it, so a resumed run, or a
 run with another number of workers or processes, crops every image exactly as an
 uninterrupted one.
@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from .images._decode import decode_scaled, jpeg_header, pillow
+from contrastkit.data.decode.images import decode_scaled, jpeg_header, pillow
 
 __all__ = [
     "CropSpec",
@@ -286,8 +286,8 @@ def _unwrap(dataset: Any) -> tuple[SampleReader, list[int], list[int]] | None:
 
 def encoded_reader(dataset: Any) -> SampleReader:
     """A reader of the encoded images of ``dataset``, item for item: image files or shards,
-    seen through the class selection and subsets of :mod:`contrastkit.data.wrappers` and
-    :mod:`contrastkit.data.images.longtail`.
+    seen through the class selection and subsets of :mod:`contrastkit.data.sources.wrappers` and
+    :mod:`contrastkit.data.sources.images.longtail`.
 
     Raises:
         ValueError: when ``dataset`` holds no encoded images (arrays, resized squares).

@@ -1,6 +1,8 @@
-"""View generators: turn one decoded uint8 batch into the list of augmented views of a method.
+"""The views of a batch: one decoded uint8 batch (images, or clips) -> the list of augmented
+views a method trains on, made on the batch's device by the :mod:`contrastkit.data.augment`
+presets; and the views a :class:`~contrastkit.data.specs.ViewsSpec` describes.
 
-The views are made on the batch's device by :mod:`contrastkit.data.augment` presets:
+Images:
 
 * :class:`TwoViews` -- two views from two (possibly different) presets. SCE's default (SCE,
   Denize et al., section 4.1 and appendix D.1) is *strong* for the online branch and *weak* for
@@ -9,6 +11,26 @@ The views are made on the batch's device by :mod:`contrastkit.data.augment` pres
 * :class:`MultiCrop` -- SCE appendix D.2 (after Hu et al., 2021): 2 global 224x224 views with
   crop scale (0.2, 1.0) and 4 local views of 192, 160, 128, 96 pixels with scales (0.172, 0.86),
   (0.143, 0.715), (0.114, 0.571), (0.086, 0.429), under *strong-gamma*.
+* Their random resized crops may be cut in the loader instead (:mod:`contrastkit.data.loading.
+  crops`): :func:`loader_crop_specs` derives those crops from the spec, and ``from_crops``
+  makes the views from them.
+
+Clips (SCE, Denize et al. 2023, section 4.2.1 and appendix D.3):
+
+* :class:`ClipView`: one pretraining view of a batch of clips: an image preset applied with the
+  same random parameters on every frame of a clip
+  (:class:`~contrastkit.data.augment.video.VideoAugment`), then the clip reversed in time with
+  probability ``reverse_p`` and replaced by its RGB difference with probability
+  ``rgb_difference_p`` (SCE 4.2.1), laid out as ``(B, C, T, H, W)`` for the R3D backbones
+  (:func:`to_backbone_layout`).
+* :class:`VideoTwoViews`: view ``i`` from clip ``i`` of each video (online ``i = 0``, target
+  ``i = 1``); the method receives ``[view_0, view_1]`` exactly as for images.
+* :class:`VideoEvalView`: the image ``eval`` preset on every frame, no randomness, for the kNN
+  monitor and evaluation.
+
+Choice where SCE is silent: the RGB difference is taken after the per-dataset normalisation,
+so the channel means cancel and the difference is zero-centred on the scale of the normalised
+RGB input (``d_t = sum_c w_c (x_{c,t+1} - x_{c,t}) / std_c``).
 """
 
 from __future__ import annotations
@@ -18,19 +40,29 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from . import augment
-from .augment._base import check_generator as _check_generator
-from .augment._base import draw
-from .augment._geometry import RandomResizedCropFlip
-from .loader_crops import CropSpec
+from contrastkit.data import augment
+from contrastkit.data.augment import video as clip_augment
+from contrastkit.data.augment._base import check_generator as _check_generator
+from contrastkit.data.augment._base import draw
+from contrastkit.data.augment._geometry import RandomResizedCropFlip
+from contrastkit.data.loading.crops import CropSpec
+from contrastkit.data.specs import ViewsSpec
 
 __all__ = [
     "MULTICROP_LOCAL_SCALES",
     "MULTICROP_LOCAL_SIZES",
+    "VIDEO_JITTER_STRENGTH",
     "VIEW_KINDS",
+    "ClipView",
     "MultiCrop",
     "TwoViews",
+    "VideoEvalView",
+    "VideoTwoViews",
+    "build_eval_view",
+    "build_train_views",
+    "loader_crop_specs",
     "make_views",
+    "to_backbone_layout",
 ]
 
 #: Local crops of SCE appendix D.2 for 224x224 global views.
@@ -63,7 +95,7 @@ def augment_crops(pipeline: augment.Pipeline, crops: Tensor) -> Tensor:
     """The rest of ``pipeline`` on crops its random resized crop would have made.
 
     ``crops`` are the uint8 ``(B, C, size, size)`` crops cut in the loader
-    (:mod:`contrastkit.data.loader_crops`); the crop step's horizontal flip (probability
+    (:mod:`contrastkit.data.loading.crops`); the crop step's horizontal flip (probability
     ``flip_p``, from the pipeline's generator) and every later step run here, batched on the
     crops' device, with parameters drawn as :meth:`Pipeline.forward` draws them.
 
@@ -272,3 +304,204 @@ def make_views(kind: str, size: int, **opts: object) -> nn.Module:
     if kind not in VIEW_KINDS:
         raise ValueError(f"unknown view kind {kind!r}; allowed: {sorted(VIEW_KINDS)}")
     return VIEW_KINDS[kind](size, **opts)
+
+
+# --- clips ------------------------------------------------------------------------------------
+def to_backbone_layout(clips: Tensor) -> Tensor:
+    """``(B, T, C, H, W)`` -> contiguous ``(B, C, T, H, W)`` (the R3D input layout)."""
+    if clips.dim() != 5:
+        raise ValueError(f"clips must have shape (B, T, C, H, W), got {tuple(clips.shape)}")
+    return clips.permute(0, 2, 1, 3, 4).contiguous()
+
+
+class ClipView(nn.Module):
+    """One pretraining view of a clip batch: preset (shared over frames), reverse, RGB diff.
+
+    Args:
+        preset: image preset name (``strong_alpha``, ``strong_beta``, ``eval``...).
+        size: output side.
+        rgb_difference_p: probability per clip of
+            :func:`~contrastkit.data.augment.video.rgb_difference`.
+        reverse_p: probability per clip of reversing the frame order.
+        **options: options of :func:`contrastkit.data.augment.preset` (``jitter_strength``,
+            ``crop_scale``, ``normalize``, ``small``).
+
+    Input uint8 (or float in [0, 1]) ``(B, T, C, H, W)``; output float ``(B, 3, T, size, size)``.
+    """
+
+    def __init__(self, preset: str, size: int, *, rgb_difference_p: float = 0.0,
+                 reverse_p: float = 0.0, **options: object) -> None:
+        super().__init__()
+
+        if not 0.0 <= reverse_p <= 1.0:
+            raise ValueError(f"views.video.reverse_p must be in [0, 1], got {reverse_p}")
+        if not 0.0 <= rgb_difference_p <= 1.0:
+            raise ValueError(
+                f"views.video.rgb_difference_p must be in [0, 1], got {rgb_difference_p}")
+        self.augment = clip_augment.video_preset(preset, size, **options)
+        self.reverse_p = reverse_p
+        self.difference = (clip_augment.RandomRGBDifference(rgb_difference_p) if rgb_difference_p
+                           else None)
+        #: generator of the reversal draws (on the clips' device; None: the device's default)
+        self.generator: torch.Generator | None = None
+
+    def forward(self, clips: Tensor) -> Tensor:
+        out = self.augment(clips)
+        if self.reverse_p > 0:
+            draws = torch.rand(out.shape[0], device=out.device, generator=self.generator)
+            out = torch.where((draws < self.reverse_p).view(-1, 1, 1, 1, 1), out.flip(1), out)
+        if self.difference is not None:
+            out = self.difference(out)
+        return to_backbone_layout(out)
+
+
+class VideoTwoViews(nn.Module):
+    """``[online(clip_0), target(clip_1)]`` of a batch of clip pairs.
+
+    A batch ``[clips_0, clips_1]`` (two ``(B, T, C, H, W)`` tensors, as the training datasets
+    give with ``num_clips=2``) makes view ``i`` from ``clips_i``; a single ``(B, T, C, H, W)``
+    tensor makes both views from the same clips (spatial and colour augmentation only).
+    """
+
+    def __init__(self, online: ClipView, target: ClipView) -> None:
+        super().__init__()
+        self.online, self.target = online, target
+
+    def forward(self, clips: Tensor | list[Tensor] | tuple[Tensor, ...]) -> list[Tensor]:
+        if isinstance(clips, Tensor):
+            clips = [clips, clips]
+        if len(clips) != 2:
+            raise ValueError(f"a video batch must hold 2 clips per video (data.video.num_clips "
+                             f"= 2), got {len(clips)}")
+        for c in clips:
+            if not isinstance(c, Tensor) or c.dim() != 5:
+                shape = tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__
+                raise ValueError(f"clips must be (B, T, C, H, W) tensors, got {shape}: set "
+                                 "views.video only with a video dataset")
+        return [self.online(clips[0]), self.target(clips[1])]
+
+
+class VideoEvalView(nn.Module):
+    """Deterministic view of clips for the monitor and evaluation: ``(B, C, T, S, S)`` floats.
+
+    Args:
+        size: output side through the image ``eval`` preset (``small``: resize to ``size``;
+            otherwise resize to ``size * 256 / 224`` and centre-crop); None: frames keep
+            their size (only scaled to [0, 1] and normalised), as for the 30-view evaluation
+            whose crops are already cut by the dataset.
+        small: image ``eval`` preset variant.
+        normalize: normalisation name (or None).
+    """
+
+    def __init__(self, size: int | None, small: bool = True, normalize: str | None = None) -> None:
+        super().__init__()
+        self.size = size
+        if size is not None:
+            self.frames: nn.Module = clip_augment.video_preset("eval", size, small=small,
+                                                               normalize=normalize)
+        else:  # no resize: [0, 1] scaling and normalisation only
+            self.frames = augment.Pipeline([], 0, normalize)
+
+    def forward(self, clips: Tensor) -> Tensor:
+        if clips.dim() != 5 or clips.shape[2] not in (1, 3):
+            raise ValueError(f"clips must have shape (B, T, 1|3, H, W), got {tuple(clips.shape)}")
+        if self.size is not None:
+            return to_backbone_layout(self.frames(clips))
+        b, t = clips.shape[:2]
+        flat = clips.flatten(0, 1)
+        out = self.frames(flat if flat.dtype == torch.uint8 else flat.clone())
+        return to_backbone_layout(out.view(b, t, *out.shape[1:]))
+
+
+# --- views from the config record --------------------------------------------------------------
+#: Denize et al. 2023, Table 15: colour strength 1.0 is the best for video (the image presets
+#: default to 0.5).
+VIDEO_JITTER_STRENGTH = 1.0
+
+ViewGenerator = Callable[[Tensor], list[Tensor]]
+
+
+def _options(spec: ViewsSpec) -> dict:
+    options: dict = {"normalize": spec.normalize}
+    if spec.jitter_strength is not None:
+        options["jitter_strength"] = spec.jitter_strength
+    return options
+
+
+def build_train_views(spec: ViewsSpec, default_presets: tuple[str, str]) -> ViewGenerator:
+    """Views for pretraining: two (online, target) views, plus local crops if multi-crop; with
+    ``spec.video``, the two clip views of a clip pair.
+
+    Args:
+        spec: the views config.
+        default_presets: the method's (online, target) presets, used where ``spec`` has None
+            (SCE's video setting, appendix D.3, is ``strong_alpha`` / ``strong_beta``).
+    """
+    online = spec.online or default_presets[0]
+    target = spec.target or default_presets[1]
+    options = _options(spec)
+    if spec.video is not None:
+        return _clip_views(spec, online, target)
+    if spec.multicrop is None:
+        if spec.crop_scale is not None:
+            options["crop_scale"] = tuple(spec.crop_scale)
+        return TwoViews(
+            online=augment.preset(online, spec.size, **options),
+            target=augment.preset(target, spec.size, **options),
+        )
+    mc = spec.multicrop
+    if spec.crop_scale is not None:
+        raise ValueError("views.crop_scale does not apply with multi-crop: set "
+                         "views.multicrop.global_scale and local_scales instead")
+    if len(mc.local_sizes) != len(mc.local_scales):
+        raise ValueError(
+            f"views.multicrop.local_sizes ({len(mc.local_sizes)} entries) and local_scales "
+            f"({len(mc.local_scales)} entries) must have the same length"
+        )
+    return MultiCrop(
+        global_size=spec.size,
+        global_scale=mc.global_scale,
+        local_sizes=mc.local_sizes,
+        local_scales=mc.local_scales,
+        preset=mc.local_preset,
+        global_presets=(online, target),
+        **options,
+    )
+
+
+def _clip_views(spec: ViewsSpec, online: str, target: str) -> VideoTwoViews:
+    video = spec.video
+    assert video is not None
+    if spec.multicrop is not None:
+        raise ValueError("views.multicrop does not apply to video (views.video is set)")
+    options: dict = {"normalize": spec.normalize,
+                     "jitter_strength": VIDEO_JITTER_STRENGTH if spec.jitter_strength is None
+                     else spec.jitter_strength}
+    if spec.crop_scale is not None:
+        options["crop_scale"] = tuple(spec.crop_scale)
+    make = [ClipView(name, spec.size, rgb_difference_p=video.rgb_difference_p,
+                     reverse_p=video.reverse_p, **options) for name in (online, target)]
+    return VideoTwoViews(*make)
+
+
+def build_eval_view(spec: ViewsSpec) -> Callable[[Tensor], Tensor]:
+    """Deterministic evaluation view (SCE appendix D.1/D.2 validation transform; clips: the
+    image ``eval`` preset on every frame)."""
+    small = spec.eval_resize == "small"
+    if spec.video is not None:
+        return VideoEvalView(spec.size, small=small, normalize=spec.normalize)
+    return augment.preset("eval", spec.size, small=small, normalize=spec.normalize)
+
+
+def loader_crop_specs(spec: ViewsSpec, default_presets: tuple[str, str]) -> list[CropSpec]:
+    """The random resized crops of the pretraining views of ``spec``, in view order, for crops
+    cut in the loader (``data.crops: loader``).
+
+    Raises:
+        ValueError: for clip views, or views that do not start with a random resized crop.
+    """
+    if spec.video is not None:
+        raise ValueError("data.crops: loader cuts crops from image files; it does not apply to "
+                         "clip views (views.video)")
+    views = build_train_views(spec, default_presets)
+    return views.crop_specs()  # type: ignore[union-attr]

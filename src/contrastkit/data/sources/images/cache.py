@@ -15,10 +15,11 @@ are written to temporary names and moved into place with ``os.replace``, so an i
 build never leaves a cache that looks valid.
 
 Sources: an image folder (``root/<class>/**/<image>``), a ``.tar``/``.tar.gz`` archive of such
-folders (read directly, no extraction), an :class:`~contrastkit.data.images.datasets.ImageFiles`
-dataset (``ImageFolder``, ``TinyImageNet``, ...) — these three are decoded by a pool of
-``workers`` processes writing straight into the array file — or any dataset of equally shaped
-uint8 ``(C, H, W)`` images with a ``fingerprint()`` method (or an explicit ``fingerprint``).
+folders (read directly, no extraction), an
+:class:`~contrastkit.data.sources.images.datasets.ImageFiles` dataset (``ImageFolder``,
+``TinyImageNet``, ...) — these three are decoded by a pool of ``workers`` processes writing
+straight into the array file — or any dataset of equally shaped uint8 ``(C, H, W)`` images with
+a ``fingerprint()`` method (or an explicit ``fingerprint``).
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from ._common import ArrayImages, files_fingerprint
-from ._decode import (
+from contrastkit.data.decode.images import (
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
     decode_image,
     is_image_file,
 )
+
+from ._common import ArrayImages, files_fingerprint
 from ._folder import ImageFiles, hash_text, scan_folder
 
 FORMAT_VERSION = 1

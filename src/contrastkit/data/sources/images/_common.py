@@ -1,7 +1,7 @@
 """Shared building blocks of the dataset readers.
 
-Every dataset of :mod:`contrastkit.data.images.datasets` yields ``(image, label)`` where ``image``
-is a ``torch.uint8`` tensor of shape ``(C, H, W)`` and ``label`` an ``int`` (``-1`` when
+Every dataset of :mod:`contrastkit.data.sources.images.datasets` yields ``(image, label)`` where
+``image`` is a ``torch.uint8`` tensor of shape ``(C, H, W)`` and ``label`` an ``int`` (``-1`` when
 unlabelled), and exposes ``classes`` (list of class names) and ``targets`` (list of labels).
 """
 

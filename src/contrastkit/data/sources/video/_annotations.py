@@ -3,8 +3,8 @@
 Each ``read_*`` function returns ``(samples, classes)`` with ``samples`` a list of
 ``(path, label)`` pairs (``label`` an index into ``classes``). They only parse files and list
 folders: existence of the videos is checked by the datasets
-(:class:`contrastkit.data.video._datasets.ClipDataset`), except for Kinetics whose reader also
-returns the rows whose file is absent (YouTube videos disappear; they are counted and reported,
+(:class:`contrastkit.data.sources.video._datasets.ClipDataset`), except for Kinetics whose reader
+also returns the rows whose file is absent (YouTube videos disappear; they are counted and reported,
 not fatal).
 """
 

@@ -1,9 +1,8 @@
-"""Video augmentations: RGB difference, three spatial crops and clip-consistent image presets.
+"""Video augmentations: RGB difference and clip-consistent image presets.
 
 * :func:`rgb_difference` / :class:`RandomRGBDifference`: the *diff* temporal augmentation of
   SCE section 4.2.1 (grayscale frames subtracted over time, an approximation of the optical
   flow magnitude), applied with probability 0.2 during pretraining only.
-* :class:`ThreeCrop`: the 3 spatial crops of the 30-view evaluation (SCE appendix D.3).
 * :class:`VideoAugment` / :func:`video_preset`: the image presets of
   :mod:`contrastkit.data.augment` (``strong_alpha``, ``strong_beta``, ... with
   ``jitter_strength``; SCE Tab. 15 finds strength 1.0 best for video) applied with the *same*
@@ -23,7 +22,6 @@ from torch import nn
 __all__ = [
     "LUMA_WEIGHTS",
     "RandomRGBDifference",
-    "ThreeCrop",
     "VideoAugment",
     "rgb_difference",
     "video_preset",
@@ -101,47 +99,6 @@ class RandomRGBDifference(nn.Module):
         return f"p={self.p}"
 
 
-class ThreeCrop(nn.Module):
-    """Three ``size x size`` crops along the long side (SCE appendix D.3, 30-view evaluation).
-
-    The crops are centred on the short side and placed at the start, centre and end of the long
-    side: left / centre / right for landscape frames, top / centre / bottom for portrait ones
-    (three identical crops for square frames of side ``size``). With frames short-side resized
-    to ``size`` the three crops cover the whole frame, as in Feichtenhofer et al. (2019).
-
-    Args:
-        size: Crop side in pixels.
-
-    Raises:
-        ValueError: If ``size < 1``; at call time if a frame side is smaller than ``size``.
-    """
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        if size < 1:
-            raise ValueError(f"size must be >= 1, got {size}")
-        self.size = size
-
-    def forward(self, clip: torch.Tensor) -> torch.Tensor:
-        """Crop ``clip`` ``(..., H, W)`` (e.g. ``(T, C, H, W)``) into ``(3, ..., size, size)``."""
-        height, width = clip.shape[-2:]
-        s = self.size
-        if height < s or width < s:
-            raise ValueError(f"ThreeCrop size={s} larger than the frame {height}x{width}")
-        if width >= height:
-            top = (height - s) // 2
-            lefts = (0, (width - s) // 2, width - s)
-            crops = [clip[..., top:top + s, x:x + s] for x in lefts]
-        else:
-            left = (width - s) // 2
-            tops = (0, (height - s) // 2, height - s)
-            crops = [clip[..., y:y + s, left:left + s] for y in tops]
-        return torch.stack(crops)
-
-    def extra_repr(self) -> str:
-        return f"size={self.size}"
-
-
 def video_preset(name: str, size: int, *, backend: str = "torch", **options: Any) -> VideoAugment:
     """The image preset ``name`` of :mod:`contrastkit.data.augment` for clips.
 
@@ -180,7 +137,7 @@ class VideoAugment(nn.Module):
 
     def __init__(self, name: str, size: int, *, backend: str = "torch", **options: Any) -> None:
         super().__init__()
-        from .. import augment
+        from contrastkit.data import augment
 
         self.name, self.size, self.backend = name, size, backend
         if backend == "torch":
