@@ -15,11 +15,11 @@ import pytest
 import torch
 from PIL import Image, ImageFile
 
+from contrastkit.data.decode import images as decode
 from contrastkit.data.loading import crops as loader_crops
 from contrastkit.data.loading.crops import CropSpec, crop_views
 from contrastkit.data.sources import registry
 from contrastkit.data.sources import wrappers as W
-from contrastkit.data.decode import images as decode
 from contrastkit.data.sources.images._folder import ImageFiles
 
 H, W_ = 1000, 1200  # (height, width) of the "large" image; the load size is 64

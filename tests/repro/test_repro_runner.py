@@ -15,10 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+import child_runs
 import pytest
 import torch
 
-import child_runs
 from studies.repro import layout, runner
 from studies.repro.collection import pretrain_finished, read_losses
 from studies.repro.commands import (
@@ -279,6 +279,10 @@ trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1,
           check_val_every_n_epoch: 4}
 """
 
+#: The lanes import ``studies`` from the checkout's root, as ``python -m studies.repro`` does.
+LANE_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)}
+
 LANE = """\
 import sys
 from pathlib import Path
@@ -299,7 +303,7 @@ def _start_lane(repo: Path) -> subprocess.Popen:
     (repo / "configs/repro/cpu").mkdir(parents=True)
     (repo / "configs/repro/cpu/tiny.yaml").write_text(TINY)
     (repo / "lane.py").write_text(LANE)
-    return subprocess.Popen([sys.executable, str(repo / "lane.py"), str(repo)],
+    return subprocess.Popen([sys.executable, str(repo / "lane.py"), str(repo)], env=LANE_ENV,
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
@@ -354,7 +358,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     logs = {name: tmp_path / f"{name}-next.log" for name in stops}
     child_runs.finish(*(child_runs.start(
         [sys.executable, "-u", str(tmp_path / name / "lane.py"), str(tmp_path / name)],
-        dict(os.environ), logs[name]) for name in stops))
+        dict(LANE_ENV), logs[name]) for name in stops))
     for name in stops:
         lines = logs[name].read_text().splitlines()
         (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
@@ -385,7 +389,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     shutil.copytree(tmp_path / "SIGINT" / "docs", fresh / "docs")
     shutil.copy(tmp_path / "SIGINT" / "lane.py", fresh / "lane.py")
     done = subprocess.run([sys.executable, "-u", str(fresh / "lane.py"), str(fresh)],
-                          capture_output=True, text=True, timeout=300)
+                          env=LANE_ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
     assert "$ contrastkit" not in done.stdout

@@ -22,33 +22,14 @@ from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on shared cores
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-TINY_PRETRAIN = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
-]
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("eval_cli")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(work) -> Path:
-    """A real one-epoch SimCLR checkpoint of a tiny convnet on digits."""
-    from contrastkit.cli.pretrain import pretrain
-
-    pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
-    path = work / "run" / "checkpoints" / "last.ckpt"
-    assert path.is_file()
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -75,20 +56,20 @@ def _common(ckpt: Path, work: Path, *extra: str) -> list[str]:
             "--quiet", *extra]
 
 
-def test_eval_knn_on_digits_writes_results(checkpoint, work, capsys):
+def test_eval_knn_on_digits_writes_results(tiny_checkpoint, work, capsys):
     out = work / "knn"
-    code, stdout, err = _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "20",
+    code, stdout, err = _run(capsys, "eval", "knn", *_common(tiny_checkpoint, work), "--k", "20",
                              "--output", str(out))
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     top1 = results["metrics"]["top1"]
     assert 0.0 <= top1 <= 1.0 and 0.0 <= results["metrics"]["top5"] <= 1.0
     assert top1 > 0.3  # 10 balanced classes: chance is 0.1
-    assert results["checkpoint"]["sha256"] == file_hash(checkpoint)
+    assert results["checkpoint"]["sha256"] == file_hash(tiny_checkpoint)
     assert results["checkpoint"]["backbone"]["name"] == "small_convnet"
     assert results["config"]["k"] == 20 and results["protocol"] == "knn"
     assert results["data"]["size"] == 8  # the pretraining run's, stored in the checkpoint
-    assert results["defaults_from"] == str(checkpoint)
+    assert results["defaults_from"] == str(tiny_checkpoint)
     assert "--k" in results["argv"] and results["command"].startswith("contrastkit eval knn")
     preds = np.load(out / "predictions.npz")
     assert preds["labels"].tolist() == Digits("test").labels.tolist()
@@ -98,13 +79,13 @@ def test_eval_knn_on_digits_writes_results(checkpoint, work, capsys):
     assert f"{top1:.4f}" in stdout  # the table is printed
     # a second run hits the feature cache: same numbers, no new cache entries
     entries = sorted(p.name for p in (work / "cache").iterdir())
-    code, stdout2, _ = _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "20")
+    code, stdout2, _ = _run(capsys, "eval", "knn", *_common(tiny_checkpoint, work), "--k", "20")
     assert code == 0 and f"{top1:.4f}" in stdout2
     assert sorted(p.name for p in (work / "cache").iterdir()) == entries
 
 
-def test_the_checkpoint_stores_what_evaluation_needs(checkpoint):
-    entry = torch.load(checkpoint, map_location="cpu", weights_only=False)["contrastkit"]
+def test_the_checkpoint_stores_what_evaluation_needs(tiny_checkpoint):
+    entry = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)["contrastkit"]
     assert entry["backbone"]["name"] == "small_convnet" and entry["method"] == "SimCLR"
     views = entry["views"]
     assert (views["size"], views["normalize"], views["eval_resize"]) == (8, None, "small")
@@ -124,23 +105,23 @@ def _knn_size(capsys, ckpt: Path, work: Path) -> tuple[int, str | None]:
     return results["data"]["size"], results["defaults_from"]
 
 
-def test_a_new_checkpoint_evaluates_alone(checkpoint, work, capsys):
+def test_a_new_checkpoint_evaluates_alone(tiny_checkpoint, work, capsys):
     alone = work / "elsewhere" / "model.ckpt"  # no run folder, no config.yaml
     alone.parent.mkdir()
-    shutil.copy(checkpoint, alone)
+    shutil.copy(tiny_checkpoint, alone)
     assert _knn_size(capsys, alone, work) == (8, str(alone))
 
 
-def test_an_older_checkpoint_falls_back_to_its_run_config(checkpoint, work, capsys):
+def test_an_older_checkpoint_falls_back_to_its_run_config(tiny_checkpoint, work, capsys):
     """A checkpoint written before the evaluation record (its entry holds the backbone, method
     and class count only) takes the defaults from its run's config.yaml, and without a run
     folder has none."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state = torch.load(tiny_checkpoint, map_location="cpu", weights_only=False)
     state["contrastkit"] = {k: state["contrastkit"][k] for k in ("backbone", "method",
                                                                  "num_classes")}
     run = work / "old_run"
     (run / "checkpoints").mkdir(parents=True)
-    shutil.copy(checkpoint.parent.parent / "config.yaml", run / "config.yaml")
+    shutil.copy(tiny_checkpoint.parent.parent / "config.yaml", run / "config.yaml")
     old = run / "checkpoints" / "old.ckpt"
     torch.save(state, old)
     assert _knn_size(capsys, old, work) == (8, str(run / "config.yaml"))
@@ -177,9 +158,9 @@ def test_safetensors_state_dict_loads_the_same_backbone(torchvision_files, work)
         torch.testing.assert_close(from_st.backbone(x), from_pth.backbone(x), rtol=0, atol=0)
 
 
-def test_eval_linear_fast_and_lowshot(checkpoint, work, capsys):
+def test_eval_linear_fast_and_lowshot(tiny_checkpoint, work, capsys):
     out = work / "linear"
-    code, _, err = _run(capsys, "eval", "linear", *_common(checkpoint, work), "--epochs", "3",
+    code, _, err = _run(capsys, "eval", "linear", *_common(tiny_checkpoint, work), "--epochs", "3",
                         "--output", str(out))
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -191,7 +172,7 @@ def test_eval_linear_fast_and_lowshot(checkpoint, work, capsys):
     assert np.mean(preds["pred"] == preds["labels"]) == pytest.approx(results["metrics"]["top1"])
 
     low = work / "lowshot"
-    code, stdout, err = _run(capsys, "eval", "lowshot", *_common(checkpoint, work), "--epochs",
+    code, stdout, err = _run(capsys, "eval", "lowshot", *_common(tiny_checkpoint, work), "--epochs",
                              "2", "--shots", "2", "all", "--seeds", "0", "1", "--output",
                              str(low))
     assert code == 0, err
@@ -204,9 +185,9 @@ def test_eval_linear_fast_and_lowshot(checkpoint, work, capsys):
     assert "| shots" in stdout
 
 
-def test_eval_linear_sce_protocol_on_images(checkpoint, work, capsys):
+def test_eval_linear_sce_protocol_on_images(tiny_checkpoint, work, capsys):
     out = work / "sce_d2"
-    code, _, err = _run(capsys, "eval", "linear", *_common(checkpoint, work), "--protocol",
+    code, _, err = _run(capsys, "eval", "linear", *_common(tiny_checkpoint, work), "--protocol",
                         "sce_d2", "--epochs", "1", "--linear-batch-size", "256",
                         "--output", str(out))
     assert code == 0, err
@@ -219,7 +200,7 @@ def test_eval_linear_sce_protocol_on_images(checkpoint, work, capsys):
     assert np.mean(preds["pred"] == preds["labels"]) == pytest.approx(results["metrics"]["top1"])
 
 
-def test_analyze_writes_figures_and_metrics(checkpoint, work, capsys, monkeypatch):
+def test_analyze_writes_figures_and_metrics(tiny_checkpoint, work, capsys, monkeypatch):
     from contrastkit.eval import plots
 
     embedded = {}
@@ -231,7 +212,7 @@ def test_analyze_writes_figures_and_metrics(checkpoint, work, capsys, monkeypatc
     monkeypatch.setattr(plots, "plot_embedding_2d", fake_embedding)
     out = work / "analyze"
     code, stdout, err = _run(
-        capsys, "analyze", *_common(checkpoint, work), "--output", str(out),
+        capsys, "analyze", *_common(tiny_checkpoint, work), "--output", str(out),
         "--temperatures", "0.1", "0.5", "--dystress", "0.1", "0.2", "--embedding", "tsne",
         "--embedding-samples", "120", "--loss-value", "2.0", "--num-noise", "100")
     assert code == 0, err
@@ -260,11 +241,11 @@ def test_analyze_writes_figures_and_metrics(checkpoint, work, capsys, monkeypatc
     assert embedded == {"n": 120, "method": "tsne", "labels": test_labels[:120]}
 
 
-def test_compare_prints_verdict_and_rejects_other_test_sets(checkpoint, work, capsys):
+def test_compare_prints_verdict_and_rejects_other_test_sets(tiny_checkpoint, work, capsys):
     a, b = work / "cmp_knn", work / "cmp_linear"
-    assert _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "10", "--output",
+    assert _run(capsys, "eval", "knn", *_common(tiny_checkpoint, work), "--k", "10", "--output",
                 str(a))[0] == 0
-    assert _run(capsys, "eval", "linear", *_common(checkpoint, work), "--epochs", "2",
+    assert _run(capsys, "eval", "linear", *_common(tiny_checkpoint, work), "--epochs", "2",
                 "--output", str(b))[0] == 0
     code, stdout, err = _run(capsys, "compare", str(a), str(b), "--output", str(work / "cmp"))
     assert code == 0, err
@@ -346,9 +327,9 @@ def test_usage_lists_the_commands(capsys):
         assert f"  {command}" in stdout
 
 
-def test_eval_classes_keeps_and_relabels_a_subset(checkpoint, work, capsys):
+def test_eval_classes_keeps_and_relabels_a_subset(tiny_checkpoint, work, capsys):
     out = work / "two"
-    code, _, err = _run(capsys, "eval", "knn", *_common(checkpoint, work), "--k", "5",
+    code, _, err = _run(capsys, "eval", "knn", *_common(tiny_checkpoint, work), "--k", "5",
                         "--classes", "3", "8", "--output", str(out))
     assert code == 0, err
     preds = np.load(out / "predictions.npz")
@@ -356,5 +337,5 @@ def test_eval_classes_keeps_and_relabels_a_subset(checkpoint, work, capsys):
     expected = [{3: 0, 8: 1}[y] for y in test.labels.tolist() if y in (3, 8)]
     assert preds["labels"].tolist() == expected
     assert set(preds["pred"].tolist()) <= {0, 1}
-    _expect_error(capsys, ["eval", "knn", *_common(checkpoint, work), "--classes", "cat"],
+    _expect_error(capsys, ["eval", "knn", *_common(tiny_checkpoint, work), "--classes", "cat"],
                   "not among")

@@ -9,13 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
+from own_images import make_own_folder
 
 from contrastkit.cli import main
 from contrastkit.outputs import file_mode
 from contrastkit.train.datamodule import PretrainDataModule
-from own_images import make_own_folder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY_PRETRAIN = [
     "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "64",
     "--data.monitor_bank_size", "64", "--model.views.size", "8",

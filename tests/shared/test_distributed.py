@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from gloo_harness import all_reduce_mean, run_ranks
 from torch import Tensor, nn
 
 from contrastkit.distributed import (
@@ -25,7 +26,6 @@ from contrastkit.distributed import (
 )
 from contrastkit.hot_path import hot_path
 from contrastkit.methods.queue import MemoryQueue
-from gloo_harness import all_reduce_mean, run_ranks
 
 WORLD = 2
 BATCH = 8  # combined batch; 4 per rank

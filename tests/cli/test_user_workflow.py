@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from own_images import make_own_folder
 
 from contrastkit.cli import main
-from own_images import make_own_folder
 
 pytest.importorskip("matplotlib")
 

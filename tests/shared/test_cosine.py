@@ -42,5 +42,5 @@ def test_every_cosine_schedule_is_its_formula_bit_for_bit(k: int) -> None:
     assert schedule(ScheduleState(step=k, total_steps=STEPS)) == 0.2 + (1.0 - 0.2) * half
     linear = LinearProtocol(epochs=STEPS, lr=0.3)
     assert linear.lr_at(float(k)) == 0.3 * half
-    finetune = FinetuneProtocol(lr=0.1, lr_reference_batch=64, batch_size=128)
-    assert finetune.lr_at(k, STEPS) == 0.2 * half
+    finetune = FinetuneProtocol(epochs=STEPS, lr=0.1, lr_reference_batch=64, batch_size=128)
+    assert finetune.lr_at(float(k)) == 0.2 * half

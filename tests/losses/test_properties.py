@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from queue_inspect import ordered
 
 from contrastkit.losses import info_nce, nt_xent, sce, sce_terms, sincere, supcon
 from contrastkit.methods.queue import MemoryQueue
-from queue_inspect import ordered
 
 SETTINGS = settings(max_examples=25, deadline=None)
 

@@ -24,7 +24,7 @@ import contrastkit.cli.pretrain as cli_module
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: configs/text/ (sentence encoders) builds other classes: tests/train/test_text_configs.py.
 CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml")
                  if p.relative_to(REPO / "configs").parts[0] != "text")
