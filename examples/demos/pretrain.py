@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -141,7 +142,7 @@ def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds:
     write_text(output / "demo.md", f"# {title}\n\n```\n{text}\n```\n\n{table}")
     write_json(output / "demo.json", {"data": name, "dataset": data.dataset_name,
                                       "root": data.root, "shots": shots, "seeds": seeds,
-                                      "probe": protocol.PROBE, "results": results})
+                                      "probe": asdict(protocol.PROBE), "results": results})
     print(f"checkpoint: {output / 'checkpoints' / 'last.ckpt'}\n"
           f"loss curve: {output / 'loss_curve.png'}\ntable:      {output / 'demo.md'}")
     return results

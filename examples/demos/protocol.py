@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from torch.utils.data import Dataset
 
 from contrastkit.data.sources.images.datasets import ArrayImages
-from contrastkit.eval import lowshot_linear
+from contrastkit.eval import LinearProtocol, lowshot_linear
 from contrastkit.eval.features import extract_features
 from contrastkit.eval.report import markdown_table
 
@@ -47,7 +47,7 @@ SHOTS = (1, 5, 10)
 #: Seeds of the draws of labelled images (one draw per seed).
 SEEDS = tuple(range(10))
 #: Linear-probe options: the defaults of ``contrastkit eval lowshot``.
-PROBE = {"epochs": 100, "lr": 0.1, "batch_size": 256}
+PROBE = LinearProtocol(epochs=100, lr=0.1, batch_size=256)
 #: Seed of the shift directions.
 SHIFT_SEED = 0
 #: The 8 directions ``(dy, dx)`` of :func:`shift_images`, in this order.
@@ -157,8 +157,8 @@ def few_label_accuracies(
     """
     x, y = train
     tx, ty = test
-    few = lowshot_linear(x, y, tx, ty, shots=list(shots), seeds=list(seeds), **PROBE)
-    full = lowshot_linear(x, y, tx, ty, shots=[None], seeds=[seeds[0]], **PROBE)
+    few = lowshot_linear(x, y, tx, ty, shots=list(shots), seeds=list(seeds), protocol=PROBE)
+    full = lowshot_linear(x, y, tx, ty, shots=[None], seeds=[seeds[0]], protocol=PROBE)
     table: dict[str, dict[str, object]] = {}
     for shot, row in [*few.items(), *full.items()]:
         table["all" if shot is None else str(shot)] = {

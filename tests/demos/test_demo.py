@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from contrastkit.data.sources.images import datasets as D
-from contrastkit.eval import linear_probe, sample_per_class
+from contrastkit.eval import LinearProtocol, linear_probe, sample_per_class
 from examples.demos import pretrain as demo
 from examples.demos import protocol as P
 
@@ -91,18 +91,18 @@ def test_few_label_accuracies_are_probes_on_stratified_seeded_draws() -> None:
         for idx in draws:  # stratified: exactly `shot` of every class
             assert torch.bincount(y[idx], minlength=3).tolist() == [shot] * 3
         assert len({tuple(d.tolist()) for d in draws}) == len(seeds)  # seeds give new draws
-        expected = [100 * linear_probe(x[i], y[i], tx, ty, seed=s, num_classes=3,
-                                       **P.PROBE)["top1"]
+        expected = [100 * linear_probe(x[i], y[i], tx, ty, P.PROBE, seed=s,
+                                       num_classes=3)["top1"]
                     for i, s in zip(draws, seeds, strict=True)]
         row = table[str(shot)]
         assert row["top1"] == expected and row["num_train"] == 3 * shot
         assert row["mean"] == pytest.approx(np.mean(expected), abs=1e-9)
         assert row["std"] == pytest.approx(np.std(expected, ddof=1), abs=1e-9)
     full = table["all"]
-    assert full["top1"] == [100 * linear_probe(x, y, tx, ty, seed=0, num_classes=3,
-                                               **P.PROBE)["top1"]]
+    assert full["top1"] == [100 * linear_probe(x, y, tx, ty, P.PROBE, seed=0,
+                                               num_classes=3)["top1"]]
     assert full["num_train"] == 36 and full["std"] == 0.0
-    assert P.PROBE == {"epochs": 100, "lr": 0.1, "batch_size": 256}  # eval lowshot defaults
+    assert P.PROBE == LinearProtocol(epochs=100, lr=0.1, batch_size=256)  # eval lowshot's
 
 
 def test_compare_runs_every_representation_on_both_test_sets() -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
+from contrastkit.eval import report
+from contrastkit.eval.bootstrap import bootstrap_accuracy_difference, significance_verdict
 from contrastkit.eval.setup import Setup
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 

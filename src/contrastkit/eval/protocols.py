@@ -30,7 +30,19 @@ from contrastkit.data.decode.images import collate_images
 from contrastkit.data.sources.registry import build_video_dataset
 from contrastkit.eval import report
 from contrastkit.eval.baselines import baselines_markdown, run_baselines
+from contrastkit.eval.classifier import LinearProtocol
+from contrastkit.eval.knn import topk_accuracy
+from contrastkit.eval.linear import (
+    SCE_D1,
+    SCE_D2,
+    linear_probe,
+    lowshot_linear,
+    mean_per_class_accuracy,
+    sample_per_class,
+    train_linear_on_images,
+)
 from contrastkit.eval.results import check_output, data_context, header, write_outputs
+from contrastkit.eval.retrieval import retrieval_recall
 from contrastkit.eval.setup import (
     EvalRequest,
     Setup,
@@ -42,6 +54,7 @@ from contrastkit.eval.setup import (
     video_encoder,
     video_spec,
 )
+from contrastkit.knn import knn_predict, nearest_neighbors
 from contrastkit.outputs import staged_folder
 
 #: ``eval knn``'s k and temperature for a file without a run record (DySTreSS's; a pretraining
@@ -165,8 +178,6 @@ def _features(s: Setup) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 def run_knn(s: Setup, o: KnnEval, out: Path | None) -> Outcome:
     """Weighted kNN (Wu et al. 2018, eq. 8) with top-1/top-5/mean-per-class accuracy."""
-    from contrastkit.eval import knn_predict, mean_per_class_accuracy, topk_accuracy
-
     a = s.request
     k = o.k if o.k is not None else int(s.run.knn_k or KNN_K)
     temperature = o.temperature if o.temperature is not None else \
@@ -194,8 +205,7 @@ def run_knn(s: Setup, o: KnnEval, out: Path | None) -> Outcome:
 
 
 def _probe_kwargs(o: LinearEval | LowshotEval) -> dict:
-    """linear_probe options from the protocol's epochs, lr and batch size (defaults 100, 0.1,
-    256)."""
+    """The probe's epochs, lr and batch size (defaults 100, 0.1, 256)."""
     def pick(value: object, default: object) -> object:
         return default if value is None else value
 
@@ -206,13 +216,11 @@ def _probe_kwargs(o: LinearEval | LowshotEval) -> dict:
 def run_linear(s: Setup, o: LinearEval, out: Path | None) -> Outcome:
     """Linear probe: fast (cached features) or on augmented images (Denize et al. 2023,
     appendix D.1/D.2; clips: D.3)."""
-    from contrastkit.eval import linear_probe
-
     a = s.request
     if o.protocol == "fast":
         xtr, ytr, xte, yte = _features(s)
         kwargs = _probe_kwargs(o)
-        result = linear_probe(xtr, ytr, xte, yte, seed=a.seed, **kwargs)  # type: ignore[arg-type]
+        result = linear_probe(xtr, ytr, xte, yte, LinearProtocol(**kwargs), seed=a.seed)
         config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed}
     else:
         if (o.protocol == "sce_d3") != is_video(s):
@@ -248,8 +256,6 @@ def run_linear(s: Setup, o: LinearEval, out: Path | None) -> Outcome:
 
 def _linear_on_images(s: Setup, o: LinearEval, test_classes: int) -> tuple[dict, dict]:
     """Linear protocol on augmented images, frozen backbone (Denize et al. 2023, D.1/D.2)."""
-    from contrastkit.eval import SCE_D1, SCE_D2, train_linear_on_images
-
     a = s.request
     base = SCE_D1 if o.protocol == "sce_d1" else SCE_D2
     train, test = open_split(s, a.train_split), open_split(s, a.test_split)
@@ -293,7 +299,6 @@ def _clip_split(s: Setup, split: str) -> object:
 def _linear_on_clips(s: Setup, o: LinearEval, test_classes: int) -> tuple[dict, dict]:
     """Linear protocol of Denize et al. 2023, appendix D.3: random clip, random crop, flip;
     30-view test features."""
-    from contrastkit.eval import train_linear_on_images
     from contrastkit.eval.video import SCE_D3, flip_only_transform
 
     a = s.request
@@ -338,8 +343,6 @@ def run_finetune(s: Setup, o: FinetuneEval, out: Path | None) -> Outcome:
 
 def run_retrieval(s: Setup, o: RetrievalEval, out: Path | None) -> Outcome:
     """Recall@k of cosine retrieval (Denize et al. 2023, Table 19); predictions: 1-NN labels."""
-    from contrastkit.eval import nearest_neighbors, retrieval_recall
-
     xtr, ytr, xte, yte = _features(s)
     metrics = retrieval_recall(xtr, ytr, xte, yte, list(o.ks), backend=o.backend)
     _, idx = nearest_neighbors(xtr, xte, 1, metric="cosine", backend=o.backend)
@@ -368,20 +371,20 @@ def _parse_shots(values: Sequence[int | str]) -> list[int | None]:
 def run_lowshot(s: Setup, o: LowshotEval, out: Path | None) -> Outcome:
     """Low-shot linear probes (Denize et al. 2023, Table 10); predictions are those of the last
     shot, first seed."""
-    from contrastkit.eval import linear_probe, lowshot_linear, sample_per_class
-
     shots = _parse_shots(o.shots)
     xtr, ytr, xte, yte = _features(s)
     kwargs = _probe_kwargs(o)
-    kwargs["num_classes"] = max(int(ytr.max()), int(yte.max())) + 1
-    table = lowshot_linear(xtr, ytr, xte, yte, shots=shots, seeds=list(o.seeds), **kwargs)
+    probe_protocol, classes = LinearProtocol(**kwargs), max(int(ytr.max()), int(yte.max())) + 1
+    table = lowshot_linear(xtr, ytr, xte, yte, shots=shots, seeds=list(o.seeds),
+                           protocol=probe_protocol, num_classes=classes)
     last, seed = shots[-1], o.seeds[0]
     idx = torch.arange(len(ytr)) if last is None else sample_per_class(ytr, last, seed)
-    probe = linear_probe(xtr[idx], ytr[idx], xte, yte, seed=seed, **kwargs)  # type: ignore[arg-type]
+    probe = linear_probe(xtr[idx], ytr[idx], xte, yte, probe_protocol, num_classes=classes,
+                         seed=seed)
     with torch.no_grad():
         pred = probe["classifier"](xte).argmax(dim=1)  # type: ignore[operator]
     metrics = {"shots": {("all" if k is None else str(k)): v for k, v in table.items()}}
-    config = {**kwargs, "shots": list(o.shots), "seeds": list(o.seeds),
+    config = {**kwargs, "num_classes": classes, "shots": list(o.shots), "seeds": list(o.seeds),
               "predictions_from": {"shots": "all" if last is None else last, "seed": seed}}
     outcome = Outcome(metrics, config, pred, yte)
     if out is not None:

@@ -105,10 +105,10 @@ def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
 
 def _decode_jpeg_fast(data: bytes, image_mod: Any, scale: int = 1) -> np.ndarray | None:
     """Decode a plain gray or 3-component JPEG with libjpeg directly, skipping Pillow's
-    Python-level header parsing (about 3x faster on 32x32 images), at ``1 / scale`` (1, 2, 4
-    or 8: libjpeg's DCT scaling, ``ceil(H / scale) x ceil(W / scale)``); ``None`` if not
-    applicable or on any error, in which case the caller uses the general path (and its error
-    message).
+    Python-level header parsing (faster on small images: ``benchmarks/README.md``), at
+    ``1 / scale`` (1, 2, 4 or 8: libjpeg's DCT scaling, ``ceil(H / scale) x ceil(W / scale)``);
+    ``None`` if not applicable or on any error, in which case the caller uses the general path
+    (and its error message).
     """
     header = jpeg_header(data)
     if header is None or header[2] not in (1, 3) or 0 in header[:2]:
