@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from contrastkit.errors import plain_warnings
@@ -63,34 +64,21 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(previous)
 
 
+#: Each command's module in this package and the function that runs it.
+COMMANDS = {
+    "pretrain": ("pretrain", "pretrain_command"),
+    "eval": ("eval", "eval_command"),
+    "analyze": ("analyze", "analyze_command"),
+    "compare": ("compare", "compare_command"),
+    "embed": ("embed", "embed_command"),
+    "export": ("export", "export_command"),
+    "data": ("data", "data_command"),
+}
+
+
 def _dispatch(command: str, rest: list[str]) -> int:
-    if command == "pretrain":
-        from contrastkit.cli.pretrain import pretrain_command
-
-        return pretrain_command(rest)
-    if command == "export":
-        from contrastkit.cli.export import export_command
-
-        return export_command(rest)
-    if command == "data":
-        from contrastkit.cli.data import data_command
-
-        return data_command(rest)
-    if command == "embed":
-        from contrastkit.cli.embed import embed_command
-
-        return embed_command(rest)
-    if command == "eval":
-        from contrastkit.cli.eval import eval_command
-
-        return eval_command(rest)
-    if command == "analyze":
-        from contrastkit.cli.analyze import analyze_command
-
-        return analyze_command(rest)
-    if command == "compare":
-        from contrastkit.cli.compare import compare_command
-
-        return compare_command(rest)
-    print(f"contrastkit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
-    return 2
+    if command not in COMMANDS:
+        print(f"contrastkit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        return 2
+    module, function = COMMANDS[command]  # imported on use: each command's imports are its own
+    return getattr(importlib.import_module(f"contrastkit.cli.{module}"), function)(rest)

@@ -22,7 +22,13 @@ from contrastkit.data import augment
 from contrastkit.data.decode.images import collate_images
 from contrastkit.eval import report
 from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
-from contrastkit.eval.results import check_output, data_context, header, write_outputs
+from contrastkit.eval.results import (
+    Evaluation,
+    check_output,
+    data_context,
+    header,
+    write_outputs,
+)
 from contrastkit.eval.setup import (
     EvalRequest,
     Setup,
@@ -211,22 +217,8 @@ def reading(metrics: dict, space: str = "backbone") -> list[str]:
 
 
 # --- one call -----------------------------------------------------------------------------------
-@dataclass
-class Analysis:
-    """The outcome of :func:`analyze`: ``results`` (``results.json``) and ``markdown`` (the
-    report ``contrastkit analyze`` prints)."""
-
-    results: dict
-    markdown: str
-
-    @property
-    def metrics(self) -> dict:
-        """The diagnostics (alignment, uniformity, tolerance, target-noise margin, ...)."""
-        return self.results["metrics"]
-
-
 def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
-            argv: Sequence[str] | None = None) -> Analysis:
+            argv: Sequence[str] | None = None) -> Evaluation:
     """The embedding diagnostics of ``request``'s checkpoint on its test split, with figures in
     ``request.output`` when set (the function under ``contrastkit analyze``; ``argv``: the
     command line it came from, None from Python)."""
@@ -248,4 +240,4 @@ def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
         text += "\n" + "\n".join(f"* {line}" for line in reading(metrics, request.space)) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)
-    return Analysis(results, text)
+    return Evaluation(results, text)

@@ -41,7 +41,13 @@ from contrastkit.eval.linear import (
     sample_per_class,
     train_linear_on_images,
 )
-from contrastkit.eval.results import check_output, data_context, header, write_outputs
+from contrastkit.eval.results import (
+    Evaluation,
+    check_output,
+    data_context,
+    header,
+    write_outputs,
+)
 from contrastkit.eval.retrieval import retrieval_recall
 from contrastkit.eval.setup import (
     EvalRequest,
@@ -417,27 +423,6 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
 
 
 # --- one call -----------------------------------------------------------------------------------
-@dataclass
-class Evaluation:
-    """The outcome of :func:`evaluate`.
-
-    Attributes:
-        results: what ``results.json`` holds (checkpoint, data, protocol, config, metrics, ...).
-        markdown: the report ``contrastkit eval`` prints (``results.md``).
-        pred, labels: the test predictions and labels (``predictions.npz``).
-    """
-
-    results: dict
-    markdown: str
-    pred: Tensor
-    labels: Tensor
-
-    @property
-    def metrics(self) -> dict:
-        """The protocol's numbers (``top1``, ``top5``, ``mean_per_class``, ...)."""
-        return self.results["metrics"]
-
-
 def evaluate(request: EvalRequest, protocol: Protocol | None = None,
              argv: Sequence[str] | None = None) -> Evaluation:
     """Evaluate the checkpoint of ``request`` on its data with one protocol.

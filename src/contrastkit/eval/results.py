@@ -1,17 +1,43 @@
-"""What evaluations share around their results: the output folder, the header and data lines
-of the reports, the files written.
+"""What evaluations share around their results: the record a call returns, the output folder,
+the header and data lines of the reports, the files written.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+from torch import Tensor
 
 from contrastkit import __version__
 from contrastkit.eval import report
 from contrastkit.eval.setup import Setup
 from contrastkit.outputs import SKIPPED_FILES, check_output_folder, write_skipped_files
+
+
+@dataclass
+class Evaluation:
+    """What an evaluation returns (:func:`~contrastkit.eval.protocols.evaluate`,
+    :func:`~contrastkit.eval.analyze.analyze`).
+
+    Attributes:
+        results: what ``results.json`` holds (checkpoint, data, config, metrics, ...).
+        markdown: the report the command prints (``results.md``).
+        pred, labels: a protocol's test predictions and labels (``predictions.npz``); None for
+            the diagnostics.
+    """
+
+    results: dict
+    markdown: str
+    pred: Tensor | None = None
+    labels: Tensor | None = None
+
+    @property
+    def metrics(self) -> dict:
+        """The numbers (``top1``, ``mean_per_class``, ...; the diagnostics of analyze)."""
+        return self.results["metrics"]
 
 
 def data_context(s: Setup) -> dict:

@@ -27,6 +27,13 @@ strong-beta with colour strength 1.0, RGB difference with probability 0.2)::
 
 from __future__ import annotations
 
+from ._annotations import (
+    VIDEO_EXTENSIONS,
+    read_hmdb51,
+    read_kinetics,
+    read_ucf101,
+    read_video_folder,
+)
 from ._clip_sampling import (
     ThreeCrop,
     average_views,
@@ -34,18 +41,7 @@ from ._clip_sampling import (
     eval_clip_starts,
     sample_clip_indices,
 )
-from ._datasets import (
-    HMDB51,
-    UCF101,
-    VIDEO_EXTENSIONS,
-    ClipDataset,
-    Kinetics,
-    VideoFolder,
-    read_hmdb51,
-    read_kinetics,
-    read_ucf101,
-    read_video_folder,
-)
+from ._datasets import HMDB51, UCF101, ClipDataset, Kinetics, VideoFolder
 
 __all__ = [
     "HMDB51",

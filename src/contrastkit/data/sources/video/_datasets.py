@@ -19,7 +19,6 @@ from torch.utils.data import Dataset
 from contrastkit.data.decode.video import VideoDecodeError, VideoInfo, VideoReader
 
 from ._annotations import (
-    VIDEO_EXTENSIONS,
     read_hmdb51,
     read_kinetics,
     read_ucf101,
@@ -28,19 +27,6 @@ from ._annotations import (
 from ._clip_sampling import ThreeCrop, clip_length, eval_clip_starts, sample_clip_indices
 
 Item = tuple[torch.Tensor | list[torch.Tensor], int]
-
-__all__ = [
-    "HMDB51",
-    "UCF101",
-    "VIDEO_EXTENSIONS",
-    "ClipDataset",
-    "Kinetics",
-    "VideoFolder",
-    "read_hmdb51",
-    "read_kinetics",
-    "read_ucf101",
-    "read_video_folder",
-]
 
 
 class ClipDataset(Dataset):
