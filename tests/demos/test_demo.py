@@ -309,3 +309,15 @@ def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> N
     assert (out / "demo.json").is_file()
     with pytest.raises(SystemExit, match="--resume needs --output"):
         demo.main(["--resume"])
+
+
+def test_the_readme_table_is_the_committed_demo_json():
+    """The README's results table is what ``make demo`` printed for the run whose demo.json is
+    committed in docs/ (``python -m examples.demos.readme_table RUN/demo.json`` writes both)."""
+    from examples.demos import readme_table as R
+
+    readme = R.README.read_text()
+    assert R.readme_table(readme) == R.table_of(R.COMMITTED)
+    assert R.main(["--check"]) == 0
+    changed = R.with_table(readme, "| stale |")
+    assert R.readme_table(changed) == "| stale |" and changed.count(R.BEGIN) == 1
