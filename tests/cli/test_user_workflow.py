@@ -1,7 +1,8 @@
 """The new user's path, end to end through the ``contrastkit`` command: a folder of their own
 images (class sub-folders, several sizes, two files that are not images, no train/test
 split) -> pretrain -> eval knn and linear -> analyze -> export -> eval the export -> compare.
-docs/evaluation.md's tour ("End to end") shows the same commands at a real scale (configs/cpu/folder_simclr.yaml)."""
+docs/evaluation.md's tour ("End to end") shows the same commands at a real scale
+(configs/cpu/folder_simclr.yaml)."""
 
 from __future__ import annotations
 
