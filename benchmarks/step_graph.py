@@ -58,8 +58,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).parent))
 
 import launch_count
+from contrastkit.cli.pretrain import build
 from contrastkit.hot_path import hot_path
-from contrastkit.train.cli import build
 
 #: Operators that make a GPU wait for the host (tests/train/test_hot_path.py has the same).
 SYNCHRONISING = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal", "unique",

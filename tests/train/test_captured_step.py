@@ -28,7 +28,7 @@ import torch._dynamo
 from pretrain_args import TINY, StopAfterEpochs, method_args
 from test_hot_path import SETTINGS, Inventory
 
-from contrastkit.train.cli import build, pretrain
+from contrastkit.cli.pretrain import build, pretrain
 
 CAPTURED = ["--model.performance.step", "captured"]
 
@@ -240,9 +240,8 @@ def test_a_two_process_captured_run_equals_the_eager_one(tmp_path) -> None:
     """DDP, 2 gloo processes (the real command line): the captured step averages the
     gradients as DDP does (each divided by 2, one all-reduce) and shuffles the keys over both
     processes; both runs end with the same weights, queue and optimiser state, bit for bit."""
-    from test_ddp_pretrain import CONVNET, checkpoint, start
-
     from child_runs import finish
+    from test_ddp_pretrain import CONVNET, checkpoint, start
 
     args = [*CONVNET, "--trainer.max_epochs", "2", "--model.method.shuffle_bn", "4"]
     runs = [start(tmp_path / "eager", *args),

@@ -19,7 +19,7 @@ import pytest
 import torch
 from pretrain_args import TINY, method_args
 
-from contrastkit.train.cli import build
+from contrastkit.cli.pretrain import build
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -11,9 +11,9 @@ import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
 from torch.utils.data import DataLoader
 
-from contrastkit.data.images import datasets
-from contrastkit.data.registry import open_split
-from contrastkit.train.cli import build, pretrain
+from contrastkit.cli.pretrain import build, pretrain
+from contrastkit.data.decode import images as decode
+from contrastkit.data.sources.registry import open_split
 from contrastkit.train.datamodule import EpochShuffleSampler
 from contrastkit.train.device_data import DeviceBatches
 
@@ -25,7 +25,7 @@ def test_the_batches_are_the_loaders_epoch_after_epoch(rank: int, world: int) ->
     split, _ = open_split("digits", None, "train")
     sampler = EpochShuffleSampler(len(split), seed=3, rank=rank, world_size=world, batch_size=64)
     loader = DataLoader(split, batch_size=64, sampler=sampler, drop_last=True,
-                        collate_fn=datasets.collate_images)
+                        collate_fn=decode.collate_images)
     kept = DeviceBatches(split, sampler, 64, torch.device("cpu"))
     assert kept.images.dtype == torch.uint8 and kept.images.shape[0] == len(split)
     for epoch in (0, 1, 5):

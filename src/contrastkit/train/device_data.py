@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from contrastkit.data.images import datasets
+from contrastkit.data.decode import images as decode
 
 __all__ = ["DEFAULT_MAX_BYTES", "DeviceBatches"]
 
@@ -61,7 +61,7 @@ class DeviceBatches:
         self.labels: Tensor | None = None
         start = 0
         for batch in DataLoader(dataset, batch_size=1024, shuffle=False,
-                                collate_fn=datasets.collate_images):
+                                collate_fn=decode.collate_images):
             rows = slice(start, start + batch[0].shape[0])
             self.images[rows] = batch[0].to(device)
             if self.labels is None:
