@@ -8,7 +8,8 @@ CIFAR-10 JPEG archive, ResNet-18, batch 256, bf16):
 * the two-view augmentation of a 256-image batch (ms);
 * the SCE loss forward + backward, N 256, K 4096, D 128 under bf16 autocast (ms);
 * the real ``contrastkit pretrain`` loop for 2 epochs: loop steps and model-only steps (the
-  same method copied, its own SGD, views made beforehand, no Lightning) timed in alternating
+  same method copied, its own SGD, views made beforehand by the run's generator, whose state
+  is put back, no Lightning) timed in alternating
   blocks in one process, each loop block inside one epoch (never across its end), so the
   loop-overhead ratio sees the same load; the epoch-end cost (checkpoint, callbacks) between
   epochs 1 and 2 on its own; seconds per epoch: epoch 2 plus that epoch end (the steady
@@ -18,9 +19,10 @@ CIFAR-10 JPEG archive, ResNet-18, batch 256, bf16):
   recorded once as a CUDA graph and replayed, ``captured_*`` figures), with the training
   split kept on the device too (``data.on_device``, ``captured_on_device_*``), and with the
   step's forward compiled as well (``compiled_*``; ``*_setup_s``: warm-up, compilation and
-  capture). Their
-  model-only blocks replay the step outside Lightning (``CapturedStep.run`` on the block's
-  batch) from a saved state that is put back afterwards, so the run itself is not changed;
+  capture, CUDA only). Their model-only blocks replay the step outside Lightning
+  (``CapturedStep.run`` on the block's batch) from a saved state that is put back afterwards.
+  No block changes its run, so every variant's loss after 2 epochs is the eager one's (bit for
+  bit on the CPU; on CUDA to the rounding of the multi-tensor updates);
 * estimated kernel launches per step (``launch_count.py``).
 
 On a CPU it runs the same measurements at a small size (digits, batch 32, ResNet-18 of
@@ -131,11 +133,15 @@ class Interleaved(L.Callback):
             self._replay_block(module, batch)
             self.aside += time.perf_counter() - start
             return
-        if self.runner is None:
+        if self.runner is None:  # the views drawn with the run's generator, put back after
+            generator = module.augmentation_rng.generator
+            state = generator.get_state() if generator is not None else None
             with torch.no_grad():
                 views = module.train_views(batch[0])
                 if module._channels_last:
                     views = [v.contiguous(memory_format=torch.channels_last) for v in views]
+            if state is not None:
+                generator.set_state(state)
             method = copy.deepcopy(module.method)
             self.runner = MethodStep(method, views, batch[1], total_steps=10**6, device=device)
         bf16 = "bf16" in str(module.trainer.precision)
@@ -148,7 +154,6 @@ class Interleaved(L.Callback):
             _sync(device)
         self.model_ms.append(1000 * (time.perf_counter() - begin) / self.block)
         self.aside += time.perf_counter() - start
-
 
     def _replay_block(self, module, batch) -> None:
         """Captured runs: ``block`` replays of the step outside Lightning, from a saved state
@@ -166,7 +171,7 @@ class Interleaved(L.Callback):
             _sync(device)
         self.model_ms.append(1000 * (time.perf_counter() - begin) / self.block)
         saved.restore()
-        self.setup_s = captured.setup_s
+        self.setup_s = captured.setup_s if device.type == "cuda" else None  # no capture
 
 
 def _median(values: list[float]) -> float | None:

@@ -48,16 +48,15 @@ def _weights(cli) -> dict:
 
 
 def test_training_on_the_device_split_equals_the_loaders_and_resumes_exactly(tmp_path) -> None:
-    """2 epochs from the loader == 2 epochs from the device split == 1 epoch on the device,
-    a stop and a resume: every weight, bit for bit."""
+    """2 epochs from the loader == 1 epoch on the device split, a stop and a resume (the
+    batches of both epochs and the resume in one comparison): every weight, bit for bit."""
     args = [*TINY, *method_args("SCE", queue_size=48), "--trainer.max_epochs", "2"]
     loader = _weights(pretrain([*args, "--output", str(tmp_path / "loader")]))
-    device = _weights(pretrain([*args, *ON_DEVICE, "--output", str(tmp_path / "device")]))
-    assert [k for k in loader if not torch.equal(loader[k], device[k])] == []
     split = [*args, *ON_DEVICE, "--output", str(tmp_path / "split")]
     cli, _ = build(split)
     cli.trainer.callbacks.append(StopAfterEpochs(1))
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli.folder_lock.release()
     resumed = _weights(pretrain([*split, "--resume", "last"]))
     assert [k for k in loader if not torch.equal(loader[k], resumed[k])] == []
 

@@ -401,15 +401,17 @@ class PretrainModule(L.LightningModule):
 def _carry_step_count(checkpoint: dict, automatic: bool) -> None:
     """Lightning counts optimiser steps apart in automatic and manual optimisation: a
     checkpoint of an eager run resumed with the captured step (or the other way round) would
-    restart the count (``global_step``, the schedules) at 0. The count of the mode that
-    trained is copied to the other one, before Lightning restores its loops."""
+    restart the count (``global_step``, the schedules) at 0, or at the count of the last time
+    it trained in this mode. Counts only grow, and each mode starts from the count it finds, so
+    the larger one is the mode that trained last: it is copied to the resuming mode before
+    Lightning restores its loops."""
     loop = checkpoint.get("loops", {}).get("fit_loop", {})
     auto = loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {})
     manual = loop.get("epoch_loop.manual_optimization.optim_step_progress")
     if not auto.get("step") or not manual:
         return
     source, target = (manual, auto["step"]) if automatic else (auto["step"], manual)
-    if target["total"]["completed"] == 0 and source["total"]["completed"] > 0:
+    if source["total"]["completed"] > target["total"]["completed"]:
         for key in ("total", "current"):
             target[key] = dict(source[key])
 
