@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 import child_runs
-from contrastkit.repro import layout, runner
+from contrastkit.repro import commands, layout, runner
 from contrastkit.repro.collection import pretrain_finished, read_losses
 from contrastkit.repro.commands import (
     chunk_arguments,
@@ -29,7 +30,7 @@ from contrastkit.repro.commands import (
 )
 from contrastkit.repro.layout import ARCHIVE
 from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
-from contrastkit.repro.studies import STUDIES, Study, Variant
+from contrastkit.repro.studies import STUDIES, Study, Tuning, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -281,6 +282,7 @@ trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1,
 
 LANE = """\
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from contrastkit.repro import layout
@@ -389,3 +391,50 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
     assert "$ contrastkit" not in done.stdout
+
+
+def test_a_tuned_run_trains_at_the_setting_its_grid_chose(monkeypatch, tmp_path):
+    """The grid's runs are trained and scored on validation; the tuned variant becomes the
+    best cell (its seed-0 run reused, seeds 1 and 2 trained in its folder with the study's
+    evaluations), and a variant tuned without reuse trains its own config with the cell's
+    overrides."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    scores = {"g_a": 0.40, "g_b": 0.55, "g_c": 0.55}  # a tie: the first of them wins
+    calls: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+
+    def fake(part, variant, seed, run, **kw):
+        calls.append((variant.stem, seed, variant.evals, variant.overrides))
+        for protocol in variant.evals:
+            folder = tmp_path / runner.eval_dir(runner.run_dir(part, variant.stem, seed),
+                                                protocol)
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder / "results.json").is_file():  # as the runner: made once
+                (folder / "results.json").write_text(json.dumps(
+                    {"metrics": {"top1": scores.get(variant.name, 0.0)}}))
+        return True
+
+    monkeypatch.setattr(runner, "_train_and_eval", fake)
+    for name in ("record", "write_summary"):
+        monkeypatch.setattr(runner, name, lambda *a: None)
+    monkeypatch.setattr(runner, "restore", lambda tag: [])
+    monkeypatch.setattr(runner, "collect", dict)
+    grid = tuple(Variant(n, n, "configs/g.yaml", ("val",), folder=n,
+                         overrides=("--model.optimizer.base_lr", lr))
+                 for n, lr in (("g_a", "0.1"), ("g_b", "0.2"), ("g_c", "0.3")))
+    tuning = Tuning("g", grid, "val")
+    tuned = Study("tuned", "cpu", "tuned", (0, 1, 2), (
+        Variant("best", "G (tuned)", "configs/g.yaml", ("knn1",), folder="best-not-chosen",
+                tuning=tuning),
+        Variant("other", "H (tuned)", "configs/h.yaml", ("knn1",), tuning=replace(
+            tuning, reuse=False))))
+    grid_study = Study("grid", "cpu", "grid", (0,), grid)
+    monkeypatch.setitem(commands.EVALS, "val", ["eval", "knn"])
+    # the tuned study first: its runs wait for the grid, which this lane then trains
+    assert run_studies("cpu", [tuned, grid_study], None, Runner(log=lambda line: None))
+    assert [c[:2] for c in calls[:3]] == [("g_a", 0), ("g_b", 0), ("g_c", 0)]
+    trained = [c for c in calls[3:] if c[0] != "g_b" or c[1] != 0 or "knn1" in c[2]]
+    assert ("g_b", 0, ("val", "knn1"), ("--model.optimizer.base_lr", "0.2")) in trained
+    assert {(c[0], c[1]) for c in trained} == {("g_b", 0), ("g_b", 1), ("g_b", 2),
+                                               ("h", 0), ("h", 1), ("h", 2)}
+    assert all(c[3] == ("--model.optimizer.base_lr", "0.2") for c in trained)
+    assert not (tmp_path / "runs/repro/cpu/best-not-chosen").exists()

@@ -46,6 +46,7 @@ from contrastkit.repro.commands import (
     trained_seconds,
 )
 from contrastkit.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from contrastkit.repro.provenance import PROVENANCE_LOG, append_provenance, environment
 from contrastkit.repro.records import (
     COST_LOG,
     append_cost,
@@ -55,6 +56,14 @@ from contrastkit.repro.records import (
     restore,
 )
 from contrastkit.repro.studies import STUDIES, Study, Variant
+from contrastkit.repro.tuning import (
+    choose,
+    folder_choices,
+    grid_scores,
+    is_resolved,
+    resolve,
+    resolve_study,
+)
 
 
 class Runner:
@@ -78,7 +87,9 @@ class Runner:
 
     def __call__(self, cmd: list[str], cost_log: Path | None = None, step: str = "") -> int:
         """Run ``cmd``; with ``cost_log`` (relative to the checkout), append its CPU and wall
-        time as ``step`` (:func:`contrastkit.repro.records.append_cost`).
+        time as ``step`` (:func:`contrastkit.repro.records.append_cost`), and, before it runs,
+        the checkout's commit, the versions and the hardware to ``provenance.jsonl`` beside
+        it (:mod:`contrastkit.repro.provenance`).
 
         A SIGTERM or SIGINT that reaches the runner while the command runs (a lane stopped by
         signalling its process group, or Ctrl-C) waits for the command, which got it too and
@@ -91,6 +102,9 @@ class Runner:
             return 0
         exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent)) or cmd[0]
         started, wall, cpu = dt.datetime.now(dt.timezone.utc), time.monotonic(), _children_cpu()
+        if cost_log is not None:
+            append_provenance(layout.REPO / cost_log.parent / PROVENANCE_LOG, step,
+                              environment(layout.REPO), started)
         with _deferred_stop() as stop:
             code = subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
         if cost_log is not None:
@@ -144,16 +158,18 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
 
     The recorded runs and comparisons of this part (and ``epochs`` tag) are restored first,
     each run is recorded once finished and evaluated, each comparison once made. A run another
-    lane holds (its lock is taken) is left for later: this lane takes the next free run, and
-    once it has been through all of them it waits for the runs it left, in order (finishing
-    whatever the other lane did not), then makes their comparisons."""
+    lane holds (its lock is taken), or a tuned run whose grid has not chosen its setting yet
+    (:mod:`contrastkit.repro.tuning`), is left for later: this lane takes the next free run,
+    and goes through the runs it left again while a tuned run among them may have become
+    choosable; otherwise it waits for the first run it left (for a tuned run: for its grid's
+    runs, training those another lane has not), then goes on."""
+    tag = run_tag(part, epochs)
     if not run.dry_run:
-        for folder in restore(run_tag(part, epochs)):
+        for folder in restore(tag):
             run.log(f"# {folder}: restored from its record")
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
-    left: list[tuple[Study, int, Variant]] = []  # held by another lane when reached
 
     def train(variant: Variant, seed: int, wait: bool) -> bool | None:
         """Train and evaluate one run under its lock; None when another lane holds it and
@@ -173,18 +189,54 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
             done_runs.add(key)
         return done
 
-    for study in studies:
-        for seed in (seeds if seeds else study.seeds):
-            for variant in study.variants:
-                done = train(variant, seed, wait=False)
-                if done is None:
-                    left.append((study, seed, variant))
-                else:
-                    all_done &= done
+    def concrete(variant: Variant) -> Variant | None:
+        """The run ``variant`` stands for; None for a tuned one its grid has not chosen."""
+        if variant.tuning is None:
+            return variant
+        chosen = choose(variant.tuning, grid_scores(variant.tuning, part=tag))
+        return resolve(variant, chosen) if chosen is not None else None
+
+    pending = [(study, seed, variant) for study in studies
+               for seed in (seeds if seeds else study.seeds) for variant in study.variants]
+    if run.dry_run:  # nothing is evaluated, so nothing is chosen: name what would be
+        for study, seed, variant in pending:
+            if variant.tuning is not None:
+                run.log(f"# {study.name} seed {seed}: {variant.name} is trained at the setting "
+                        f"its grid ({variant.tuning.name}) chooses, once the grid is evaluated")
+        pending = [item for item in pending if item[2].tuning is None]
+    while pending:
+        left = []
+        for study, seed, variant in pending:
+            v = concrete(variant)
+            done = None if v is None else train(v, seed, wait=False)
+            if done is None:
+                left.append((study, seed, variant))
+                continue
+            all_done &= done
             _compare(part, study, seed, run, epochs)
-    for study, seed, variant in left:
-        all_done &= bool(train(variant, seed, wait=True))
+        if len(left) < len(pending) and any(item[2].tuning is not None for item in left):
+            pending = left  # a tuned run's grid may have chosen since: go through them again
+            continue
+        if not left:
+            break
+        # none could be taken, or only runs another lane holds are left: wait for the first
+        study, seed, variant = left[0]
+        if variant.tuning is not None and concrete(variant) is None:
+            grid = variant.tuning
+            for cell in grid.grid:
+                train(cell, grid.seed, wait=True)
+            if concrete(variant) is None:
+                run.log(f"# {grid.name}: its grid has no choice (a grid run failed); the runs "
+                        "tuned on it are not trained")
+                all_done = False
+                left = [item for item in left if item[2].tuning != grid]
+            pending = left
+            continue
+        v = concrete(variant)
+        assert v is not None
+        all_done &= bool(train(v, seed, wait=True))
         _compare(part, study, seed, run, epochs)
+        pending = left[1:]
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
@@ -192,9 +244,13 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
 
 def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None) -> None:
     """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
-    and that are not made yet; each recorded once made."""
+    and that are not made yet; each recorded once made. Tuned runs are read as their grid
+    chose (a pair with a run not chosen yet waits)."""
+    study = resolve_study(study, folder_choices([study], part=run_tag(part, epochs)))
     for a, b, protocol in study.all_pairs():
         va, vb = study.variant(a), study.variant(b)
+        if not (is_resolved(va) and is_resolved(vb)):
+            continue
         da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
         db = eval_dir(run_dir(part, vb.stem, seed, epochs), protocol)
         out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)

@@ -5,49 +5,40 @@ made before the runs, :mod:`contrastkit.repro.plan`), its measured cost (the run
 
 from __future__ import annotations
 
-from contrastkit.repro.plan import EVAL_SECONDS, SHARED_STEP_SECONDS, lane_seconds, planned_cost
+from contrastkit.repro.plan import EVAL_SECONDS, LANES, ROUND_TWO, STEP_SECONDS, planned_cost
 from contrastkit.repro.stats import SEED_SD, mde
 from contrastkit.repro.studies import CPU_SEEDS, STUDIES
 
-#: How the per-step costs of the plan were measured (see contrastkit.repro.plan).
-STEP_COST_NOTE = (
-    "CPU-seconds per step (one torch thread, batch 256, 32 px, ResNet-18 width 16 with the",
-    "CIFAR stem, augmentation included): the table of issue 25, measured on this project's",
-    "2-core machine (SimCLR 1.76, DySTreSS 1.74, SCE 1.17 with a 4,096 queue, MoCo v2 1.18,",
-    "SupCon 1.82, SINCERE 1.97; ReSSL taken as SCE's; the random-init baseline trains 1 step).",
-    "Measured again for this plan with the study's own configs on 2026-11-25, while seven other",
-    "engineers shared the 2 cores (load average 7-10): process CPU time of a 16-step run minus",
-    "that of a 1-step run, over 15 steps (`contrastkit pretrain --config",
-    "configs/repro/cpu/sce.yaml --trainer.max_epochs 2 --trainer.limit_train_batches 8`, then",
-    "`--trainer.max_epochs 1 --trainer.limit_train_batches 1`, `OMP_NUM_THREADS=1`): SCE with",
-    "shuffled key batch norm 2.88, SimCLR 3.86; SupCon 3.43 (78 steps minus 1): about twice",
-    "issue 25's figures. Contended cores inflate CPU time, so the plan uses issue 25's figures",
-    "for two idle cores and these as a bound for a shared machine.",
-    "Evaluation (same conditions, on a random-init checkpoint, with the runner's arguments):",
-    "the first kNN evaluation of a run extracts and caches the features of the train and test",
-    "splits, 60 CPU-seconds in issue 25 (134 measured here, 200-NN); each further kNN",
-    "evaluation of the run reads them (8.8 measured, 1-NN); `analyze` after them 81 measured.",
-)
+#: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
+#: studies have since changed.
+FIRST_ROUND = (
+    "**First round** (issue 25, 30 runs, finished at commit b27d5e1): planned 15.4 "
+    "CPU-hours from per-step costs measured on two idle cores, measured 17.96 CPU-hours "
+    "(commands' wall time 20.6 hours). Its SimCLR, DySTreSS, SINCERE and SupCon records were "
+    "replaced by this round's (they are in git history); its SCE, MoCo v2, ReSSL and "
+    "random-init records are the ones below.")
 
 
 def plan_lines() -> list[str]:
-    """The planned cost of Part A (an estimate from measured per-step costs)."""
-    cpu = [s for s in STUDIES.values() if s.part == "cpu"]
-    costs = planned_cost(cpu)
-    lanes = lane_seconds(costs)
+    """The planned cost of the second round of Part A (an estimate from the first round's
+    measured costs), per study, fixed before its runs."""
+    studies = [STUDIES[name] for name in ROUND_TWO]
+    costs = planned_cost(studies)
     total = sum(c.seconds for c in costs)
-    shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
-    lines = [
-        "**Planned before the runs** (`contrastkit.repro.plan`): runs x 1,170 steps x",
-        "CPU-seconds per step, plus each evaluation's CPU-seconds; the measured cost follows",
-        "the plan. One addition since: the random-init baseline's `analyze` on the backbone",
-        "and on the projector's output (3 seeds, "
-        f"{6 * EVAL_SECONDS['analyze'] / 3600:.2f} CPU-hours, in the table), added once its",
-        "runs were recorded so that every table's baseline row has every column.",
+    return [
+        "**Second round (issue 38), planned before its runs**: the studies "
+        + ", ".join(f"`{n}`" for n in ROUND_TWO) + " (their runs, evaluations, the tuning "
+        "rule, the layers and the margins were fixed in `contrastkit.repro.studies` before "
+        "the first of these runs started). Runs x their steps x CPU-seconds per step, plus "
+        "each evaluation's CPU-seconds, both from the first round's measured costs "
+        f"(`contrastkit.repro.plan`: SimCLR {STEP_SECONDS['simclr']:.2f}, DySTreSS "
+        f"{STEP_SECONDS['dystress']:.2f}, SINCERE {STEP_SECONDS['sincere']:.2f}, SupCon "
+        f"{STEP_SECONDS['supcon']:.2f} CPU-seconds per step; features of one space "
+        f"{EVAL_SECONDS['features']:.0f}, each kNN {EVAL_SECONDS['knn']:.0f}, each `analyze` "
+        f"{EVAL_SECONDS['analyze']:.0f} CPU-seconds). The random-init baseline of CIFAR-10 is "
+        "the first round's record.",
         "",
-        *STEP_COST_NOTE,
-        "",
-        "| study | runs it adds | training CPU-h | evaluation CPU-h |",
+        "| study | runs it trains | training CPU-h | evaluation CPU-h |",
         "|---|---|---|---|",
         *(f"| `{c.study}` | {c.runs} | {c.train_seconds / 3600:.2f} | "
           f"{c.eval_seconds / 3600:.2f} |" for c in costs),
@@ -55,15 +46,12 @@ def plan_lines() -> list[str]:
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of `contrastkit repro cpu` "
-        "shown above, "
-        + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
-        + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "
-        f"per-step costs measured on the shared machine: about {shared / 3600:.1f} CPU-hours "
-        f"(about {shared / 7200:.0f} hours in two lanes). "
-        "Every run is resumable, so the study can be run in pieces.",
+        f"Total about {total / 3600:.1f} CPU-hours; {LANES} lanes of one thread sharing the "
+        f"study list take about {total / LANES / 3600:.1f} hours of wall time on two cores "
+        "they have to themselves (more on the shared machine). Every run is resumable.",
+        "",
+        FIRST_ROUND,
     ]
-    return lines
 
 
 def measured_cost_lines(summary: dict) -> list[str]:

@@ -27,11 +27,14 @@ from contrastkit.checkpoints import (
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
+from contrastkit.data.wrappers import fixed_subset
 from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
 from contrastkit.eval.features import extract_features, feature_cache_key
 
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
+#: The query split's name with ``--held-out`` (images of ``--train-split``, see there).
+HELD_OUT_SPLIT = "held-out"
 
 
 # --- options ----------------------------------------------------------------------------------
@@ -94,6 +97,17 @@ def common_parser() -> argparse.ArgumentParser:
                    "(default: the pretraining run's data.test_fraction)")
     g.add_argument("--split-seed", type=int, default=None,
                    help="seed of --test-fraction's split (default: the run's, else 0)")
+    g.add_argument("--subset", type=int, default=None, metavar="N",
+                   help="bank: only the first N images of a fixed shuffle of --train-split "
+                   "(the images of pretraining's data.subset N with data.seed --subset-seed; "
+                   "default: the whole split)")
+    g.add_argument("--held-out", type=int, default=None, metavar="M",
+                   help="queries: the M images of --train-split that follow the first "
+                   "--subset N in that shuffle, which such a run never trained on (a "
+                   "validation split), instead of --test-split (default: off)")
+    g.add_argument("--subset-seed", type=int, default=0,
+                   help="seed of the shuffle of --subset and --held-out (pretraining's "
+                   "data.seed)")
     g.add_argument("--skip-corrupt", action="store_true",
                    help="skip unreadable image or video files (listed in results.json and "
                    "skipped_files.txt)")
@@ -164,6 +178,9 @@ class Setup:
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
                      "test_split": a.test_split, "test_fraction": self.test_fraction,
                      "split_seed": self.split_seed if self.test_fraction else None,
+                     **({"subset": a.subset, "held_out": a.held_out,
+                         "subset_seed": a.subset_seed}
+                        if getattr(a, "subset", None) is not None else {}),
                      "size": self.size, "small": self.small, "normalize": self.normalize,
                      "image_size": a.image_size, "load_size": self.load_size,
                      "skip_corrupt": a.skip_corrupt, "num_skipped": len(self.skipped),
@@ -218,6 +235,15 @@ def check_options(args: argparse.Namespace) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if args.test_fraction is not None and not 0.0 < args.test_fraction < 1.0:
         raise ValueError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
+    for name in ("subset", "held_out"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if getattr(args, "held_out", None) is not None:
+        if args.subset is None:
+            raise ValueError("--held-out M takes the M images after the first --subset N of "
+                             "the train split's shuffle: give --subset N too")
+        args.test_split = HELD_OUT_SPLIT
 
 
 def check_fits_data(path: Path, entry: dict, data: str) -> None:
@@ -298,9 +324,10 @@ def open_split(s: Setup, split: str) -> object:
         if a.root is None and a.data != "digits":
             raise ValueError(f"--root is required for --data {a.data} (only digits is "
                              "built in)")
+        source = a.train_split if split == HELD_OUT_SPLIT else split
         try:
             dataset, skipped = registry.open_split(
-                a.data, a.root, split, cache_dir=a.data_cache_dir, image_size=a.image_size,
+                a.data, a.root, source, cache_dir=a.data_cache_dir, image_size=a.image_size,
                 load_size=s.load_size, classes=a.classes, skip_corrupt=a.skip_corrupt,
                 test_fraction=s.test_fraction, split_seed=s.split_seed)
         except registry.MissingSplitError as err:
@@ -314,6 +341,10 @@ def open_split(s: Setup, split: str) -> object:
                 "evaluation needs labels; point --root at a folder with one sub-folder per "
                 "class (ROOT/<class>/*.jpg)")
         s.skipped += [p for p in skipped if p not in s.skipped]
+        selection = _selection(s, split)
+        if selection is not None:
+            dataset = fixed_subset(dataset, selection["size"], selection["seed"],
+                                   selection["start"])
         s.datasets[split] = dataset
         classes = getattr(dataset, "classes", [])
         if len(classes) == 1:
@@ -321,6 +352,18 @@ def open_split(s: Setup, split: str) -> object:
                   "that class, so accuracies are 1.0 and say nothing about the features",
                   file=sys.stderr)
     return s.datasets[split]
+
+
+def _selection(s: Setup, split: str) -> dict | None:
+    """Which images of the split ``--subset`` / ``--held-out`` keep (positions ``start`` to
+    ``start + size`` of the seeded shuffle), or None for the whole split."""
+    a = s.args
+    subset = getattr(a, "subset", None)
+    if split == HELD_OUT_SPLIT:
+        return {"start": subset, "size": a.held_out, "seed": a.subset_seed}
+    if subset is not None and split == a.train_split:
+        return {"start": 0, "size": subset, "seed": a.subset_seed}
+    return None
 
 
 def is_video(s: Setup) -> bool:
@@ -394,6 +437,7 @@ def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
         space=s.space,
         classes=getattr(s.args, "classes", None), load_size=s.load_size,
         test_fraction=s.test_fraction, split_seed=s.split_seed,
+        **({"selection": selection} if (selection := _selection(s, split)) else {}),
     )
     cache = None if s.args.no_cache else s.args.cache_dir
     if is_video(s):

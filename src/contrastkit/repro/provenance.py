@@ -1,0 +1,130 @@
+"""Where a recorded run came from: the checkout, the library versions and the hardware.
+
+Every command the runner makes for a run or comparison appends one line to the folder's
+``provenance.jsonl`` (recorded with the run, like ``cost.jsonl``): the step, the git commit of
+the checkout the command ran from and whether its tracked files differed from that commit
+(``dirty``; the study's own output, ``docs/reproduction*`` and ``docs/figures``, aside: the
+runner writes the records there while it runs), the versions of Python, torch, numpy,
+Lightning and contrastkit, the CPU model, the torch threads (``OMP_NUM_THREADS`` as the
+command inherits it) and the GPU model when one is visible. :func:`read_provenance` folds a
+folder's lines into what the report prints: the commits that trained it, in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+PROVENANCE_LOG = "provenance.jsonl"
+#: Paths the runner itself writes while it runs (records, report): not "dirty" code.
+STUDY_OUTPUT = ("docs/reproduction", "docs/reproduction.md", "docs/reproduction.json",
+                "docs/figures")
+#: The packages whose versions a record holds (distribution names).
+PACKAGES = ("torch", "numpy", "lightning", "contrastkit")
+
+
+def git_state(repo: Path) -> dict[str, object]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout ``repo``: ``dirty``
+    when a tracked file outside :data:`STUDY_OUTPUT` differs from the commit (untracked files
+    do not count). None for both outside a git checkout or without git."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
+                                  text=True, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *(f":(exclude){p}" for p in STUDY_OUTPUT))
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``; ``platform.processor()``
+    elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_model() -> str | None:
+    """The first visible CUDA device's name, or None (no CUDA build, no device)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0)
+
+
+def environment(repo: Path) -> dict[str, object]:
+    """What a command run from ``repo`` now runs on (see the module docstring)."""
+    import torch
+
+    return {
+        **git_state(repo),
+        "python": platform.python_version(),
+        **{package: _version(package) for package in PACKAGES},
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": gpu_model(),
+        "host": platform.node(),
+    }
+
+
+def append_provenance(log: Path, step: str, entry: dict[str, object],
+                      started: dt.datetime) -> None:
+    """Append ``entry`` (:func:`environment`) for the command ``step`` to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = {"step": step, "started": started.isoformat(timespec="seconds"), **entry}
+    with open(log, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def read_provenance(folder: Path) -> dict[str, object]:
+    """``folder/provenance.jsonl`` folded: ``commits`` (in the order first seen, of the
+    pretraining commands when there are any, else of every command), ``dirty`` (any of them),
+    and the last line's versions and hardware; empty without a log (a run recorded before
+    provenance was)."""
+    try:
+        lines = (folder / PROVENANCE_LOG).read_text().splitlines()
+    except OSError:
+        return {}
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut short by a crash
+    entries = [e for e in entries if isinstance(e, dict)]
+    if not entries:
+        return {}
+    trained = [e for e in entries if e.get("step") == "pretrain"] or entries
+    last = entries[-1]
+    return {"commits": list(dict.fromkeys(str(e.get("commit")) for e in trained)),
+            "dirty": any(bool(e.get("dirty")) for e in trained),
+            **{k: last.get(k) for k in ("python", *PACKAGES, "cpu", "omp_num_threads",
+                                        "torch_threads", "gpu")}}
