@@ -128,3 +128,57 @@ def read_provenance(folder: Path) -> dict[str, object]:
             "dirty": any(bool(e.get("dirty")) for e in trained),
             **{k: last.get(k) for k in ("python", *PACKAGES, "cpu", "omp_num_threads",
                                         "torch_threads", "gpu")}}
+
+
+#: What the first-steps check found about the records and today's code (tests/repro/
+#: test_pinned_stream.py holds it): measured 2026-11-27 on this project's machine.
+STREAM_CHECK = (
+    "Do the records and today's code train the same runs? The first round's seed-0 run of "
+    "`configs/repro/cpu/simclr_t0.1.yaml` started on 2026-11-26 at 14:29 and its recorded "
+    "config has the online monitor added by 2f74338 (14:22), so it was trained by a checkout "
+    "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
+    "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
+    "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
+    "this round's study checkout (step 9: 6.3309): no code change since the records' "
+    "checkout altered the training stream. The record itself has 6.5892 at step 9: the same "
+    "code and config give it only in another environment. On this machine they give 6.3309 "
+    "with one thread and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding "
+    "in the threaded kernels, the gap growing from there); the first round moved between "
+    "machines across sessions and recorded neither its CPU nor its thread count. So a CPU run "
+    "repeats bit for bit only with the same code, torch build, CPU kernels and thread count, "
+    "which every record now holds; across environments the runs are statistically, not "
+    "bitwise, the same. `tests/repro/test_pinned_stream.py` pins the first three steps of "
+    "that run: exactly in the environment that pinned them, to a relative 1e-5 on the first "
+    "two steps elsewhere; a change of the data order, augmentation, initialisation, loss or "
+    "optimiser fails it.")
+
+
+def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
+    """The report's provenance section: which checkout (and environment) trained which runs
+    of ``part``, then :data:`STREAM_CHECK`."""
+    groups: dict[tuple, list[str]] = {}
+    for run in summary.get("runs", {}).values():
+        if run.get("tag") != part or not run.get("pretrain_finished"):
+            continue
+        p = run.get("provenance") or {}
+        key = (tuple(p.get("commits") or ()), p.get("dirty"), p.get("torch"),
+               p.get("lightning"), p.get("numpy"), p.get("cpu"), p.get("omp_num_threads"),
+               p.get("gpu"))
+        groups.setdefault(key, []).append(f"{run['stem']} s{run['seed']}")
+    lines = ["## Provenance", "",
+             "Which checkout trained each recorded run (every command the runner makes appends "
+             "its commit, whether tracked code differed from it, the versions and the "
+             "hardware to the run's `provenance.jsonl`, recorded with the run):", "",
+             "| commit(s) | code changed | torch / Lightning / numpy | CPU, threads | runs |",
+             "|---|---|---|---|---|"]
+    for key, runs in sorted(groups.items(), key=lambda item: (not item[0][0], item[0])):
+        commits, dirty, torch_v, lightning_v, numpy_v, cpu, threads, gpu = key
+        if not commits:
+            lines.append(f"| not recorded (first round, 2026-11-25 to 27) | – | – | – | "
+                         f"{len(runs)}: {', '.join(sorted(runs))} |")
+            continue
+        hardware = f"{cpu}, OMP_NUM_THREADS={threads}" + (f", GPU {gpu}" if gpu else "")
+        lines.append(f"| {', '.join(c[:10] for c in commits)} | "
+                     f"{'yes' if dirty else 'no'} | {torch_v} / {lightning_v} / {numpy_v} | "
+                     f"{hardware} | {len(runs)}: {', '.join(sorted(runs))} |")
+    return [*lines, "", STREAM_CHECK, ""]

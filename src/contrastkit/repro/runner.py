@@ -170,6 +170,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
+    compared: set[Path] = set()
 
     def train(variant: Variant, seed: int, wait: bool) -> bool | None:
         """Train and evaluate one run under its lock; None when another lane holds it and
@@ -213,7 +214,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 left.append((study, seed, variant))
                 continue
             all_done &= done
-            _compare(part, study, seed, run, epochs)
+            _compare(part, study, seed, run, epochs, compared)
         if len(left) < len(pending) and any(item[2].tuning is not None for item in left):
             pending = left  # a tuned run's grid may have chosen since: go through them again
             continue
@@ -235,17 +236,19 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
         v = concrete(variant)
         assert v is not None
         all_done &= bool(train(v, seed, wait=True))
-        _compare(part, study, seed, run, epochs)
+        _compare(part, study, seed, run, epochs, compared)
         pending = left[1:]
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
 
 
-def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None) -> None:
+def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None,
+             made: set[Path]) -> None:
     """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
-    and that are not made yet; each recorded once made. Tuned runs are read as their grid
-    chose (a pair with a run not chosen yet waits)."""
+    and that are not made yet (``made``: the comparisons this call made, added to; a dry run
+    prints each once); each recorded once made. Tuned runs are read as their grid chose (a
+    pair with a run not chosen yet waits)."""
     study = resolve_study(study, folder_choices([study], part=run_tag(part, epochs)))
     for a, b, protocol in study.all_pairs():
         va, vb = study.variant(a), study.variant(b)
@@ -256,7 +259,8 @@ def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None
         out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
         ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
                                 and (layout.REPO / db / "results.json").is_file())
-        if ready and not (layout.REPO / out / "comparison.json").is_file():
+        if ready and out not in made and not (layout.REPO / out / "comparison.json").is_file():
+            made.add(out)
             code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
             if code == 0 and not run.dry_run:
                 record(out)

@@ -5,9 +5,17 @@ made before the runs, :mod:`contrastkit.repro.plan`), its measured cost (the run
 
 from __future__ import annotations
 
-from contrastkit.repro.plan import EVAL_SECONDS, LANES, ROUND_TWO, STEP_SECONDS, planned_cost
+from contrastkit.repro.plan import (
+    EVAL_SECONDS,
+    LANES,
+    REUSED,
+    ROUND_TWO,
+    STEP_SECONDS,
+    planned_cost,
+)
 from contrastkit.repro.stats import SEED_SD, mde
 from contrastkit.repro.studies import CPU_SEEDS, STUDIES
+from contrastkit.repro.tuning import is_resolved, resolve_study
 
 #: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
 #: studies have since changed.
@@ -54,31 +62,47 @@ def plan_lines() -> list[str]:
     ]
 
 
-def measured_cost_lines(summary: dict) -> list[str]:
-    """Part A's measured cost so far, from the runs' ``cost.jsonl`` (CPU time of each
-    command's process tree, wall time of each command): per config, and in total."""
-    runs = [r for r in summary.get("runs", {}).values() if r.get("tag") == "cpu"]
-    costed = [r for r in runs if "cost/cpu_seconds" in r.get("metrics", {})]
-    planned = {(v.stem, seed) for s in STUDIES.values() if s.part == "cpu"
-               for seed in s.seeds for v in s.variants}
-    if not costed:
-        return ["**Measured:** no Part A run has logged its cost yet.", ""]
-    done = [r for r in costed if r.get("status") == "done"]
+def second_round_runs(summary: dict) -> list[dict]:
+    """The Part A runs of the second round: those whose commands recorded their provenance
+    (the first round's predate it)."""
+    return [r for r in summary.get("runs", {}).values()
+            if r.get("tag") == "cpu" and (r.get("provenance") or {}).get("commits")]
+
+
+def second_round_cost(summary: dict) -> tuple[float, float]:
+    """``(CPU-seconds, wall-seconds)`` of every command of the second round so far: its runs'
+    ``cost.jsonl`` and the comparisons between its runs."""
+    runs = second_round_runs(summary)
+    stems = {r["stem"] for r in runs}
     compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
-                      summary.get("comparisons", {}).items() if key.startswith("cpu/"))
-    cpu = sum(r["metrics"]["cost/cpu_seconds"] for r in costed) + compare_cpu
-    wall = sum(r["metrics"]["cost/wall_seconds"] for r in costed)
-    compared = f"{compare_cpu / 60:.1f} CPU-minutes of comparisons"
-    included = (f"{cpu / 3600:.2f} CPU-hours in all, every command included ({compared} "
-                "among them)" if len(done) == len(planned) else
-                f"{cpu / 3600:.2f} CPU-hours so far, every command included (those of runs not "
-                f"finished yet and {compared})")
+                      summary.get("comparisons", {}).items()
+                      if key.startswith("cpu/") and key.split("/")[1].split("__vs__")[0] in stems)
+    cpu = sum(r["metrics"].get("cost/cpu_seconds", 0.0) for r in runs) + compare_cpu
+    wall = sum(r["metrics"].get("cost/wall_seconds", 0.0) for r in runs)
+    return cpu, wall
+
+
+def measured_cost_lines(summary: dict) -> list[str]:
+    """The second round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of
+    each command's process tree, wall time of each command): per config, and in total."""
+    runs = second_round_runs(summary)
+    if not runs:
+        return ["**Measured (second round):** no run of it has logged its cost yet.", ""]
+    planned = sum(c.runs for c in planned_cost([STUDIES[n] for n in ROUND_TWO]))
+    done = [r for r in runs if r.get("status") == "done"]
+    cpu, wall = second_round_cost(summary)
+    studies = [resolve_study(STUDIES[n], summary.get("choices") or {}) for n in ROUND_TWO]
+    wanted = {(v.stem, seed) for s in studies for seed in s.seeds for v in s.variants
+              if v.stem not in REUSED}
+    finished = (all(is_resolved(v) for s in studies for v in s.variants)
+                and wanted <= {(r["stem"], r["seed"]) for r in done})
     lines = [
-        f"**Measured** (each command's `cost.jsonl` line: CPU time of its process tree, its "
-        f"wall time; one torch thread per lane): {len(done)} of {len(planned)} runs finished "
-        f"and evaluated; {included}; the "
-        f"commands' wall time sums to {wall / 3600:.2f} hours (two lanes side by side: about "
-        "half of that elapsed). Per finished run:",
+        f"**Measured (second round)** (each command's `cost.jsonl` line: CPU time of its "
+        f"process tree, its wall time; one torch thread per lane): {len(done)} runs finished "
+        f"and evaluated (the plan: {planned}); {cpu / 3600:.2f} CPU-hours "
+        f"{'in all' if finished else 'so far'}, every command included (runs under way and "
+        f"comparisons too); the commands' wall time sums to {wall / 3600:.2f} hours (two "
+        "lanes side by side, at nice 19 on cores shared with other work). Per finished run:",
         "",
         "| config | runs | pretraining CPU-min | evaluation CPU-min | pretraining wall-min |",
         "|---|---|---|---|---|",
@@ -86,7 +110,7 @@ def measured_cost_lines(summary: dict) -> list[str]:
     for stem in dict.fromkeys(r["stem"] for r in sorted(done, key=lambda r: r["stem"])):
         group = [r["metrics"] for r in done if r["stem"] == stem]
         pre = [m.get("cost/pretrain_cpu_seconds", 0.0) / 60 for m in group]
-        ev = [(m["cost/cpu_seconds"] - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
+        ev = [(m.get("cost/cpu_seconds", 0.0) - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
               for m in group]
         wall_min = [m.get("pretrain/wall_minutes", 0.0) for m in group]
         lines.append(f"| `{stem}` | {len(group)} | {_mean_range(pre)} | {_mean_range(ev)} | "

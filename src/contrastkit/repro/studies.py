@@ -428,7 +428,11 @@ def _temperature_claims(space: str, role: str) -> tuple[Claim, ...]:
               f"{where}) at t = 0.5 than at t = 0.1", "no number in the supplied texts", "sign",
               ((lo, f"{space}/tolerance"), (hi, f"{space}/tolerance")),
               _diff(hi, lo, f"{space}/tolerance"),
-              noise="analyze/tolerance" if known else None, role=role),
+              noise="analyze/tolerance" if known else None, role=role,
+              paper_sentence="(the main paper, which defines tolerance, is not among the "
+                             "supplied texts; DySTreSS section 3.3 restates the trade-off: "
+                             "\"increasing temperature causes an increase in alignment but "
+                             "affects uniformity\")"),
         Claim(f"t-local-separation{suffix}", "Wang & Liu suppl. Figs. 1, 4 (our reading)",
               "the gap between the positive's similarity and the nearest negative's is wider "
               f"at t = 0.1 than at t = 0.5 (local separation, {where})", "figures only",
@@ -436,7 +440,11 @@ def _temperature_claims(space: str, role: str) -> tuple[Claim, ...]:
                             for k in ("positive_similarity_mean",
                                       "nearest_negative_similarity_mean")),
               lambda get: sep_lo(get) - sep_hi(get),
-              noise="local_separation" if known else None, role=role),
+              noise="local_separation" if known else None, role=role,
+              paper_sentence="we have shown the local separation property on CIFAR100 "
+                             "dataset, and have found that the local separation property on "
+                             "all datasets is similar (supplement, section 1; the property "
+                             "itself is drawn, Figs. 1-7, and named in the main paper)"),
     )
 
 
@@ -532,11 +540,14 @@ def _dystress_study() -> Study:
               (("dystress", "analyze/alignment"), (ref, "analyze/alignment")),
               _diff("dystress", ref, "analyze/alignment"), 0.0526, noise="analyze/alignment",
               role="not_comparable", paper_baseline=(1.5784, ref, "analyze/alignment"),
-              note="Not a claim the DySTreSS text makes (it claims the lowest uniformity and "
-                   "inter-class uniformity). Its alignment 1.63 is the mean squared distance "
-                   "of unit positives, 2 - 2 cos: a positive cosine near 0.18, which no "
-                   "augmentation pair gives at any layer here (this study's positives are at "
-                   "cosine 0.6-0.9): the number is not comparable as measured."),
+              note="Not a claim the DySTreSS text makes: it claims the lowest uniformity "
+                   "and inter-class uniformity (App., Table 13's text). Its alignment 1.63 is "
+                   "the mean squared distance of unit positives, 2 - 2 cos: a positive cosine "
+                   "near 0.18, where this study's SimCLR and DySTreSS backbone features give "
+                   "0.17-0.22 (cosine about 0.9, first round), and the authors' published "
+                   "eval.py computes no alignment (only uniformity and tolerance), so how "
+                   "Table 13's positives were formed is not known: not comparable as "
+                   "measured."),
     )
     note = ("Primary comparison: SimCLR at t = 0.2 = t_max, the constant-temperature mode of "
             "the DySTreSS authors' code (its temperature function at t_min = t_max); the paper "
