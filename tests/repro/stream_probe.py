@@ -4,13 +4,15 @@ steps: the first steps of a real run, without changing its schedule (``max_steps
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import lightning.pytorch as pl
 
 
 class StopAfter(pl.Callback):
     """Keep ``losses`` (one float per step) and stop the trainer after ``steps`` steps."""
 
-    losses: list[float] = []  # the last instance's, read by the test in the same process
+    losses: ClassVar[list[float]] = []  # the last instance's, read by the test in-process
 
     def __init__(self, steps: int = 3) -> None:
         self.steps = steps

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from stream_probe import StopAfter
 
 from contrastkit.repro.provenance import cpu_model
-from stream_probe import StopAfter
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = REPO / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"

@@ -250,7 +250,8 @@ def test_measured_cost_and_gains_over_random_init():
     assert (f"| `{SINCERE_CELL}` | 2 | 40.0 (40.0-40.0) | 15.0 (10.0-20.0) | "
             "50.5 (50.0-51.0) |") in text
     # the provenance table: the commit that trained them
-    assert "| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: " in text
+    assert ("| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: "
+            in text)
     # SINCERE 1-NN 0.80 + 0.001 s, random init 0.30 + 0.01 s: gains 50.0, 49.1, 48.2
     assert "| SINCERE (tuned: t=0.1, lr=0.2) | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
     assert "| SupCon (tuned: t=0.05, lr=0.05) | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |" in text

@@ -56,7 +56,7 @@ def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
             for c in pretrain] == [
         (v.config, str(seed), f"runs/repro/cpu/{v.stem}/seed{seed}/pretrain")
         for seed in seeds for v in runs]
-    for cmd, (seed, v) in zip(pretrain, [(s_, v) for s_ in seeds for v in runs], strict=True):
+    for cmd, v in zip(pretrain, [v for _ in seeds for v in runs], strict=True):
         assert "--resume" not in cmd and "--trainer.max_time" not in cmd
         assert all(arg in cmd for arg in v.overrides)  # a grid cell's settings
     evals = [c for c in commands if c[1] in ("eval", "analyze")]
@@ -159,7 +159,8 @@ def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
     # DySTreSS against SimCLR at t_max: the study's one paired comparison
     compare = [c for c in commands if c[1] == "compare"]
     assert [c[2:4] for c in compare if "dystress" in c[2]] == [[
-        "runs/repro/cpu/dystress/seed0/eval/knn200", "runs/repro/cpu/simclr_t0.2/seed0/eval/knn200"]]
+        "runs/repro/cpu/dystress/seed0/eval/knn200",
+        "runs/repro/cpu/simclr_t0.2/seed0/eval/knn200"]]
 
 
 def test_dry_run_resumes_an_existing_checkpoint(monkeypatch, tmp_path):

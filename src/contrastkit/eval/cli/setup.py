@@ -27,8 +27,8 @@ from contrastkit.checkpoints import (
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.wrappers import fixed_subset
 from contrastkit.data.video.views import VideoEvalView
+from contrastkit.data.wrappers import fixed_subset
 from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
 from contrastkit.eval.features import extract_features, feature_cache_key
 
