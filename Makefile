@@ -37,12 +37,15 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
-# The CPU-scale reproduction study (docs/reproduction.md): 30 runs in two lanes of one thread
-# each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
-# stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
+# The CPU-scale reproduction study (docs/reproduction.md): two lanes of one thread sharing one
+# study list (each takes the next run the other does not hold; the temperature reruns first, the
+# tuned SINCERE/SupCon runs once their grid has chosen); the second round plans about 19
+# CPU-hours. Resumable: rerun after any stop. Finished runs are recorded in
+# docs/reproduction/runs: commit them to go on elsewhere.
+REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 baselines sce_lambda_tau
 repro-cpu: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study dystress temperature & lane=$$!; \
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study baselines sincere sce_lambda_tau; \
+	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
+	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study $(REPRO_STUDIES); \
 	second=$$?; wait $$lane && test $$second -eq 0
 	$(VENV)/bin/contrastkit repro report
 
