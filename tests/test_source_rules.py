@@ -22,8 +22,12 @@ from test_layering import PACKAGE, SRC, imported_modules, modules
 
 ROOT = SRC.parent
 MAX_LINES = 450
-#: Source files allowed over MAX_LINES, with the reason (none today).
-LONG_FILES: dict[str, str] = {}
+#: Source files allowed over MAX_LINES, with the reason.
+LONG_FILES: dict[str, str] = {
+    "src/contrastkit/repro/studies.py": "one table of data: every study's runs and claims with "
+                                        "the papers' numbers and sentences, beside the four "
+                                        "types that hold them",
+}
 #: Methods a framework calls by name, without a base class that defines them, and who calls them.
 CALLED_BY_NAME = {"set_epoch": "Lightning calls set_epoch on a loader's sampler every epoch"}
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")

@@ -106,8 +106,7 @@ def common_parser() -> argparse.ArgumentParser:
                    "--subset N in that shuffle, which such a run never trained on (a "
                    "validation split), instead of --test-split (default: off)")
     g.add_argument("--subset-seed", type=int, default=0,
-                   help="seed of the shuffle of --subset and --held-out (pretraining's "
-                   "data.seed)")
+                   help="seed of the shuffle of --subset, --held-out (pretraining's data.seed)")
     g.add_argument("--skip-corrupt", action="store_true",
                    help="skip unreadable image or video files (listed in results.json and "
                    "skipped_files.txt)")
