@@ -579,7 +579,11 @@ def _baselines_study() -> Study:
     )
     note = ("Shuffled key batch norm (`shuffle_bn: 8`, 8 virtual devices of 32 keys) in every "
             "run. The paper's numbers are linear-probe accuracies; its effects are taken as "
-            "the expected 200-NN effects.")
+            "the expected 200-NN effects. SCE's target is eq. 5's, the positive masked "
+            "(`positive_target: masked`, the default), in every SCE run; the authors' eztorch "
+            "code gives the positive a zero logit instead (`positive_target: zero_logit`), a "
+            "form no run here uses. These runs are the first round's (their checkout not "
+            "recorded).")
     return Study("baselines", "cpu", "5. SCE vs MoCo v2 vs ReSSL at the same budget", CPU_SEEDS,
                  variants, claims, note=note)
 
