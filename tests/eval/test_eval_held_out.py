@@ -12,21 +12,11 @@ import torch
 from safetensors.torch import load_file
 
 from contrastkit.cli import main
-from contrastkit.data.images.datasets import Digits
-from contrastkit.data.wrappers import fixed_subset
+from contrastkit.data.sources.images.datasets import Digits
+from contrastkit.data.sources.wrappers import fixed_subset
 from contrastkit.train.datamodule import PretrainDataModule
 
 pytest.importorskip("sklearn")
-
-TINY_PRETRAIN = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 12, "out_dim": 8}',
-]
 
 
 def test_held_out_items_follow_the_subset_and_never_overlap_it() -> None:
@@ -44,18 +34,10 @@ def test_held_out_items_follow_the_subset_and_never_overlap_it() -> None:
         fixed_subset(data, 4, seed=0, start=-1)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
-
-    work = tmp_path_factory.mktemp("held_out")
-    pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
-    return work / "run" / "checkpoints" / "last.ckpt"
-
-
-def test_knn_on_the_held_out_images(checkpoint: Path, tmp_path) -> None:
+def test_knn_on_the_held_out_images(tiny_checkpoint: Path, tmp_path) -> None:
+    # the tiny run trained on data.subset 128 (data.seed 0): the bank is its training images
     cache = tmp_path / "cache"
-    assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits", "--k", "1",
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k", "1",
                  "--subset", "128", "--held-out", "64", "--space", "projector",
                  "--cache-dir", str(cache), "--quiet", "--output", str(tmp_path / "val")]) == 0
     data = json.loads((tmp_path / "val" / "results.json").read_text())["data"]
@@ -64,13 +46,13 @@ def test_knn_on_the_held_out_images(checkpoint: Path, tmp_path) -> None:
     sizes = sorted(load_file(str(p))["features"].shape[0] for p in cache.glob("*.safetensors"))
     assert sizes == [64, 128]
     # the whole split's features are another cache entry, not these
-    assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits", "--k", "1",
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k", "1",
                  "--space", "projector", "--cache-dir", str(cache), "--quiet"]) == 0
     assert len(list(cache.glob("*.safetensors"))) == 4
 
 
-def test_held_out_needs_the_subset(checkpoint: Path, capsys) -> None:
-    code = main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits",
+def test_held_out_needs_the_subset(tiny_checkpoint: Path, capsys) -> None:
+    code = main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
                  "--held-out", "64", "--no-cache", "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "--held-out" in err[0] and "--subset" in err[0]

@@ -20,7 +20,7 @@ import pytest
 import torch
 from stream_probe import StopAfter
 
-from contrastkit.repro.provenance import cpu_model
+from studies.repro.provenance import cpu_model
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = REPO / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"
@@ -36,7 +36,7 @@ def _same_environment(pinned: dict) -> bool:
 
 
 def test_the_pinned_run_trains_the_same_first_steps(tmp_path, monkeypatch):
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     pinned = json.loads(PINNED.read_text())
     monkeypatch.chdir(REPO)  # the config's data paths are relative to the checkout

@@ -1,4 +1,4 @@
-"""contrastkit.repro.plan: the second round's planned cost against hand computation: shared
+"""studies.repro.plan: the second round's planned cost against hand computation: shared
 runs counted once, reused runs left out, a tuned run reusing its grid's chosen run adding only
 evaluations at the grid's seed."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from contrastkit.repro.plan import (
+from studies.repro.plan import (
     EVAL_SECONDS,
     ROUND_TWO,
     STEP_SECONDS,
     config_steps,
     planned_cost,
 )
-from contrastkit.repro.studies import STUDIES
+from studies.repro.studies import STUDIES
 
 F, K, A, H = (EVAL_SECONDS[k] for k in ("features", "knn", "analyze", "heldout_features"))
 

@@ -1,4 +1,4 @@
-"""contrastkit.repro.provenance: every command the runner makes records the checkout's commit
+"""studies.repro.provenance: every command the runner makes records the checkout's commit
 (and whether its code differed from it), the versions and the hardware; the collection folds
 them into the summary."""
 
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from contrastkit.repro import layout
-from contrastkit.repro.provenance import (
+from studies.repro import layout
+from studies.repro.provenance import (
     PACKAGES,
     PROVENANCE_LOG,
     append_provenance,
@@ -20,7 +20,7 @@ from contrastkit.repro.provenance import (
     git_state,
     read_provenance,
 )
-from contrastkit.repro.runner import Runner
+from studies.repro.runner import Runner
 
 START = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -1,4 +1,4 @@
-"""contrastkit.repro.report and .figures: the generated page (a partial study included) and its
+"""studies.repro.report and .figures: the generated page (a partial study included) and its
 figures."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from repro_summaries import (
 )
 from scipy import stats
 
-from contrastkit.repro import layout
-from contrastkit.repro.collection import read_monitor
-from contrastkit.repro.figures import _learning_curves, make_figures
-from contrastkit.repro.report import render_report, write_report
-from contrastkit.repro.studies import STUDIES
-from contrastkit.repro.tuning import resolve_study
+from studies.repro import layout
+from studies.repro.collection import read_monitor
+from studies.repro.figures import _learning_curves, make_figures
+from studies.repro.report import cpu_study_order, render_report, write_report
+from studies.repro.studies import STUDIES
+from studies.repro.tuning import resolve_study
 
 
 def _row(text, start):
@@ -30,6 +30,17 @@ def test_a_part_without_runs_says_why():
     assert part_b.splitlines()[2].startswith("No run of this part exists yet. It needs a GPU")
     part_a = text[text.index("## Part A"):text.index("## Part B")]
     assert "No run of this part exists yet" not in part_a
+
+
+def test_make_repro_cpu_resumes_every_cpu_study_as_the_page_says():
+    makefile = (layout.REPO / "Makefile").read_text()
+    listed = next(line for line in makefile.splitlines() if line.startswith("REPRO_STUDIES ="))
+    assert listed.split("=", 1)[1].split() == cpu_study_order()
+    assert set(cpu_study_order()) == {n for n, s in STUDIES.items() if s.part == "cpu"}
+    text = render_report(fake_sincere_summary())
+    rerun = text[text.index("## How to rerun"):]
+    assert "\nmake repro-cpu\n" in rerun
+    assert f"--study {' '.join(cpu_study_order())} &" in rerun
 
 
 def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):

@@ -1,14 +1,14 @@
-"""contrastkit.repro.tuning: the rule that picks a tuned run's setting from its grid, and the
+"""studies.repro.tuning: the rule that picks a tuned run's setting from its grid, and the
 tuned variants it resolves to."""
 
 from __future__ import annotations
 
 import json
 
-from contrastkit.repro import layout
-from contrastkit.repro.layout import eval_dir, run_dir
-from contrastkit.repro.studies import STUDIES, TUNINGS, VALIDATION
-from contrastkit.repro.tuning import (
+from studies.repro import layout
+from studies.repro.layout import eval_dir, run_dir
+from studies.repro.studies import STUDIES, TUNINGS, VALIDATION
+from studies.repro.tuning import (
     choose,
     folder_choices,
     grid_scores,

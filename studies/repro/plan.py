@@ -1,0 +1,132 @@
+"""The planned cost of Part A: an estimate made before the runs, not a measured study cost.
+
+CPU cost of one run = its optimiser steps (from its config: epochs x full batches of its
+images, or ``limit_train_batches``) x CPU-seconds per step (:data:`STEP_SECONDS`, by config
+stem) + the CPU-seconds of its evaluations (:data:`EVAL_SECONDS`). A run shared by several
+studies (the SimCLR runs, the random-initialisation baseline) is counted once, in the first
+study that lists it, with the union of the evaluations its studies need. A tuned run
+(:mod:`studies.repro.tuning`) that reuses its grid's chosen run adds, at the grid's seed,
+only the evaluations the grid run lacks. :func:`planned_cost` sums this per study; runs the
+second round (issue 38) reuses from the first are left out (:data:`REUSED`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from studies.repro import layout
+from studies.repro.studies import Study, Variant
+
+#: CPU-seconds per training step with one torch thread, batch 256, 32 px, ResNet-18 width 16
+#: CIFAR stem, augmentation included, by config stem prefix (the longest matching prefix):
+#: the first round's measured pretraining CPU time per run over its 1,170 steps (its final
+#: per-config table: SimCLR t = 0.1 / 0.2 / 0.5 40.3 / 39.6 / 38.3 CPU-minutes, DySTreSS
+#: 38.0, SINCERE 40.2, SupCon 40.4; two lanes of one thread on this project's shared 2-core
+#: machine); CIFAR-2 runs as their CIFAR-10 loss, the random-init step as SimCLR's.
+STEP_SECONDS: dict[str, float] = {"simclr": 2.03, "dystress": 1.95, "sincere": 2.06,
+                                  "supcon": 2.07, "cifar2_sincere": 2.06,
+                                  "cifar2_supcon": 2.07, "cifar2_random_init": 2.03,
+                                  "random_init": 2.03}
+
+#: CPU-seconds of evaluations of a width-16 checkpoint, start-up included, from the first
+#: round's ``cost.jsonl`` (means over its runs): extracting and caching one split pair's
+#: features in one space (backbone or projector) with the first kNN evaluation (``features``
+#: 80 + ``knn`` 5: a first 200-NN or 1-NN cost 81-93), each further kNN evaluation in that
+#: space reading them (``knn`` 5), ``analyze`` after them (44); the held-out validation's
+#: features are those of 15,000 training images (``heldout_features``).
+EVAL_SECONDS: dict[str, float] = {"features": 80.0, "knn": 5.0, "analyze": 44.0,
+                                  "heldout_features": 25.0}
+
+#: The first round's recorded runs that the second round reuses (not trained again).
+REUSED = frozenset({"random_init"})
+#: The studies of the second round (issue 38), in the order its lanes take them.
+ROUND_TWO = ("temperature", "dystress", "sincere_grid", "sincere", "cifar2")
+#: Lanes of the second round: two processes of one thread sharing :data:`ROUND_TWO`.
+LANES = 2
+
+
+def config_steps(config: str) -> int:
+    """Optimiser steps of one run of ``config`` (path relative to the checkout):
+    ``limit_train_batches`` when set, else ``max_epochs`` x full batches of its images
+    (``data.subset``)."""
+    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    trainer, data = raw.get("trainer") or {}, raw.get("data") or {}
+    per_epoch = trainer.get("limit_train_batches") or int(data["subset"]) // int(
+        data["batch_size"])
+    return int(trainer.get("max_epochs", 1)) * int(per_epoch)
+
+
+@dataclass(frozen=True)
+class StudyCost:
+    """Planned CPU-seconds of the runs a study adds (those not counted before it)."""
+
+    study: str
+    runs: int
+    train_seconds: float
+    eval_seconds: float
+
+    @property
+    def seconds(self) -> float:
+        return self.train_seconds + self.eval_seconds
+
+
+def _step_seconds(stem: str, table: dict[str, float]) -> float:
+    prefixes = sorted((p for p in table if stem.startswith(p)), key=len, reverse=True)
+    if not prefixes:
+        raise KeyError(f"no planned step cost for config {stem!r}")
+    return table[prefixes[0]]
+
+
+def _eval_seconds(protocols: set[str]) -> float:
+    """CPU-seconds of one run's evaluations: features once per space (backbone, projector,
+    the held-out validation) for its kNN and ``analyze`` evaluations, then each of them."""
+    spaces = {("heldout" if "heldout" in p else "projector" if p.endswith("_projector")
+               else "backbone") for p in protocols}
+    seconds = sum(EVAL_SECONDS["heldout_features" if space == "heldout" else "features"]
+                  for space in spaces)
+    return seconds + sum(EVAL_SECONDS["analyze" if p.startswith("analyze") else "knn"]
+                         for p in protocols)
+
+
+def _runs(study: Study, variant: Variant) -> list[tuple[tuple[str, int], Variant, bool]]:
+    """``((run key, seed), variant, trains)`` of each seed of ``variant`` in ``study``: a
+    tuned run reusing its grid's chosen run trains nothing at the grid's seed."""
+    tuning = variant.tuning
+    out = []
+    for seed in study.seeds:
+        if tuning is not None and tuning.reuse:
+            key = f"{tuning.name}-chosen" if seed != tuning.seed else f"{tuning.name}-grid"
+            out.append(((key, seed), variant, seed != tuning.seed))
+        else:
+            out.append(((variant.stem, seed), variant, True))
+    return out
+
+
+def planned_cost(studies: Sequence[Study],
+                 step_seconds: dict[str, float] = STEP_SECONDS,
+                 reused: frozenset[str] = REUSED) -> list[StudyCost]:
+    """Per study, in order: the runs it adds over ``seeds x variants`` (leaving out the
+    ``reused`` stems) and their CPU-seconds (``step_seconds``: CPU-seconds per step by config
+    stem prefix)."""
+    evals: dict[tuple[str, int], set[str]] = {}
+    owner: dict[tuple[str, int], tuple[str, Variant, bool]] = {}
+    for study in studies:
+        for v in study.variants:
+            if v.stem in reused:
+                continue
+            for key, variant, trains in _runs(study, v):
+                owner.setdefault(key, (study.name, variant, trains))
+                evals.setdefault(key, set()).update(variant.evals)
+    out = []
+    for study in studies:
+        keys = [k for k, (name, _, _) in owner.items() if name == study.name]
+        train = sum(config_steps(owner[k][1].config)
+                    * _step_seconds(Path(owner[k][1].config).stem, step_seconds)
+                    for k in keys if owner[k][2])
+        evaluation = sum(_eval_seconds(evals[k]) for k in keys)
+        out.append(StudyCost(study.name, sum(owner[k][2] for k in keys), train, evaluation))
+    return out
