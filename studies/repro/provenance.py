@@ -139,7 +139,7 @@ STREAM_CHECK = (
     "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
     "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
     "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
-    "this round's study checkout (step 9: 6.3309): no code change since the records' "
+    "this round's study checkout, 1955f53 (step 9: 6.3309): no code change since the records' "
     "checkout altered the training stream. The record itself has 6.5892 at step 9: the same "
     "code and config give it only in another environment. On this machine they give 6.3309 "
     "with one thread and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding "
@@ -150,7 +150,10 @@ STREAM_CHECK = (
     "bitwise, the same. `tests/repro/test_pinned_stream.py` pins the first three steps of "
     "that run: exactly in the environment that pinned them, to a relative 1e-5 on the first "
     "two steps elsewhere; a change of the data order, augmentation, initialisation, loss or "
-    "optimiser fails it.")
+    "optimiser fails it. The second round's runs are all trained by that one study checkout, "
+    "1955f53 (the table above), even where this page is generated at a later commit; the test "
+    "runs in `make test` wherever `../shared/data` lies beside the checkout (as in CI), so the "
+    "code of a commit whose tests pass trains the same first steps as the study checkout.")
 
 
 def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
