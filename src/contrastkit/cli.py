@@ -62,11 +62,14 @@ def _export(argv: list[str]) -> int:
 
 def _pretrain(argv: list[str]) -> int:
     from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
+    from contrastkit.data.video._decode import VideoDecodeError
     from contrastkit.train.cli import pretrain
 
     hints = {
         UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
         "are listed in the run folder's skipped_files.txt)",
+        VideoDecodeError: "pass --data.skip_corrupt true to skip unreadable videos (they are "
+        "listed in the run folder's skipped_files.txt)",
         MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
         "shorter side to N and centre-crop it when loading",
     }

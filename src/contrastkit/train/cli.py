@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
@@ -58,7 +58,17 @@ from contrastkit.train.resume import (
     remove_partial_files,
     truncate_metrics,
 )
+from contrastkit.train.run_identity import (
+    RESUMES,
+    RunIdentity,
+    identity_changes,
+    record_changes,
+    recorded_identity,
+    refuse_changes,
+    run_identity,
+)
 from contrastkit.train.short_help import short_help
+from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
@@ -190,6 +200,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
             LossCurveCallback(),
             RunSummaryCallback(),
             EpochSummaryCallback(),
+            SkippedFilesCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
         "max_epochs": 100,
@@ -202,7 +213,8 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
-                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES})
+                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES,
+                         SKIP_LOG, RESUMES})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
@@ -321,6 +333,8 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path, resumed = resume, read_checkpoint(resume)
     classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
         PretrainModule, PretrainDataModule)
+    # a resumed run keeps the config.yaml it was started with (changes go to resumes.jsonl)
+    keeps_config = resumed is not None and (Path(output_dir) / "config.yaml").is_file()
     try:
         cli = PretrainCLI(
             *classes,
@@ -329,6 +343,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
             seed_everything_default=0,
             auto_configure_optimizers=False,
             trainer_defaults=trainer_defaults(output_dir),
+            save_config_callback=None if keeps_config else SaveConfigCallback,
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": "contrastkit pretrain", "default_env": False,
                            "allow_abbrev": False},
@@ -338,11 +353,19 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
+    identity = run_identity(cli.parser.dump(cli.config, skip_none=False))
+    changed: dict = {}
+    recorded = recorded_identity(resumed) if resumed is not None else None
+    if recorded is not None:
+        refused, changed = identity_changes(recorded, identity)
+        refuse_changes(refused, ckpt_path)  # type: ignore[arg-type]
+    cli.trainer.callbacks.append(RunIdentity(identity))
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
-    if resumed is not None:
+    if resumed is not None and launched_as_rank_zero():
         truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
+        record_changes(Path(output_dir), changed, str(ckpt_path), int(resumed["global_step"]))
     write_skipped_files(Path(output_dir), cli.datamodule.skipped)
     return cli, ckpt_path
 

@@ -342,9 +342,27 @@ class PretrainDataModule(L.LightningDataModule):
                     "(left out of pretraining), or --data.val_split null to pretrain without "
                     "the monitor") from None
         if self.test_fraction is not None:
-            rank_zero_info(f"data: {self.root}: pretraining on {len(train)} images, "
-                           f"data.test_fraction {self.test_fraction} of each class held out as "
-                           f"the test split (data.split_seed {self.split_seed})")
+            self._say_held_out(len(train))
+
+    def _say_held_out(self, trained: int) -> None:
+        """The start line of a held-out split: how many images it really holds out (a class
+        of one image holds out none); with none held out the monitor, which would query the
+        empty split, is off."""
+        test = self.val_set if self.val_split == "test" else self._open("test")
+        held = len(test)  # type: ignore[arg-type]
+        where = f"data: {self.root}: pretraining on {trained} images"
+        if held:
+            rank_zero_info(f"{where}, {held} held out as the test split (data.test_fraction "
+                           f"{self.test_fraction} of each class, data.split_seed "
+                           f"{self.split_seed})")
+            return
+        monitor = ""
+        if self.val_split == "test":
+            self.val_split, self.val_set, self.bank_set = None, None, None
+            monitor = "; without the kNN monitor and the online classifier (nothing to query)"
+        rank_zero_info(f"{where}, none held out: data.test_fraction {self.test_fraction} "
+                       "holds out none of a class of one image (a class needs 2 to be in both "
+                       f"splits), and every class here has one{monitor}")
 
     def workers(self) -> int:
         """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""

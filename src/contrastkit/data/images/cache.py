@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from contrastkit.outputs import escape_line
+
 from ._common import ArrayImages, files_fingerprint
 from ._decode import (
     IMAGE_EXTENSIONS,
@@ -345,7 +347,7 @@ def _decode_items(plan: _Plan, tmp: Path, size: Any, workers: int,
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
             raise UnreadableImageError(failures[0][2] + more)
         warnings.warn(f"skipped {len(failures)} unreadable image(s) of {len(items)}; first: "
-                      f"{failures[0][2]}", UserWarning, stacklevel=4)
+                      f"{escape_line(failures[0][2])}", UserWarning, stacklevel=4)
         labels = _compact(tmp, shape, [r for r, _, _ in failures], labels)
         shape = (len(labels), *shape[1:])
     return labels, shape[1:], [name for _, name, _ in failures]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from contrastkit import __version__
 from contrastkit.data.images.datasets import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.video._decode import VideoDecodeError
 from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.cli.setup import Setup
@@ -55,6 +56,7 @@ def header(command: str, argv: Sequence[str]) -> dict:
 HINTS: dict[type[BaseException], str] = {
     UnreadableImageError: "pass --skip-corrupt to skip unreadable images (they are listed in "
     "results.json and skipped_files.txt)",
+    VideoDecodeError: "pass --skip-corrupt to skip unreadable videos",
     MixedImageSizesError: "pass --load-size N (e.g. 64) to resize each image's shorter side to "
     "N and centre-crop it when loading (with --data-cache-dir: --image-size N)",
 }

@@ -1,0 +1,80 @@
+"""Issue 36: ``contrastkit data pack`` under faults (docs/reliability.md counts them): a kill
+midway leaves nothing a reader takes for a finished pack, and the same command finishes it
+with the files a straight pack writes; a destination inside the source is refused."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from contrastkit.cli import main
+from contrastkit.data.registry import build_dataset
+
+DRIVER = Path(__file__).with_name("pack_driver.py")
+
+
+def _source(root: Path, per_class: int = 90) -> Path:
+    """``root/<a|b>/``: ``per_class`` small PNGs per class, every fifth larger than 24 px."""
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        (root / c).mkdir(parents=True)
+        for i in range(per_class):
+            side = 40 if i % 5 == 0 else 12
+            pixels = rng.integers(0, 255, (side, side, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / c / f"{c}{i:03d}.png")
+    return root
+
+
+def _killed_pack(src: Path, dest: Path, after: int, *options: str) -> None:
+    proc = subprocess.run([sys.executable, str(DRIVER), str(src), str(dest), *options],
+                          env={**os.environ, "KILL_AFTER": str(after)}, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "pack.json"}
+
+
+@pytest.mark.parametrize("options", [("--max-side", "24"),
+                                     ("--shards", "--shard-size", "16", "--max-side", "24")])
+def test_a_pack_killed_midway_is_refused_by_readers_and_finished_by_the_same_command(
+        tmp_path, capsys, options):
+    """The store held 77 of 180 files, one class missing, and training ran on it without a
+    word; packing again was refused ("not empty")."""
+    src = _source(tmp_path / "src")
+    dest = tmp_path / "packed"
+    _killed_pack(src, dest, 50 if "--shards" not in options else 4, *options)
+    name = "shards" if "--shards" in options else "folder"
+    with pytest.raises(ValueError, match=rf"data.root {dest} is an incomplete pack .*: run the "
+                                         rf"same command again to finish it: contrastkit data "
+                                         rf"pack {src} {dest}"):
+        build_dataset(name, str(dest), "train")
+    assert main(["data", "pack", str(src), str(dest), *options]) == 0
+    assert capsys.readouterr().out == f"wrote {name.replace('folder', 'store')} {dest}: " \
+                                      "train 180 images\n"
+    assert main(["data", "pack", str(src), str(tmp_path / "straight"), *options]) == 0
+    assert _files(dest) == _files(tmp_path / "straight")  # as if it had never stopped
+    assert len(build_dataset(name, str(dest), "train")) == 180
+    assert not list(tmp_path.glob(".*"))  # no staging folder left
+
+
+def test_a_destination_inside_the_source_is_refused(tmp_path, capsys):
+    """It succeeded, and the source gained a class `out` of 150 copies, test images too."""
+    src = _source(tmp_path / "src", per_class=3)
+    (src / "train").mkdir()
+    before = sorted(str(p) for p in src.rglob("*"))
+    assert main(["data", "pack", str(src), str(src / "train" / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"contrastkit data pack: error: DEST {src / 'train' / 'out'} is inside SRC "
+                   f"{src}: the pack would read what it writes (its folders would become "
+                   "classes); choose a DEST outside SRC\n")
+    assert sorted(str(p) for p in src.rglob("*")) == before
