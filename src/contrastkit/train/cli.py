@@ -53,6 +53,7 @@ from contrastkit.train.resume import (
     check_resume_fits,
     interrupted_message,
     launched_as_rank_zero,
+    lost_peer,
     newest_checkpoint,
     read_checkpoint,
     remove_partial_files,
@@ -363,10 +364,12 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
-    if resumed is not None and launched_as_rank_zero():
-        truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
-        record_changes(Path(output_dir), changed, str(ckpt_path), int(resumed["global_step"]))
-    write_skipped_files(Path(output_dir), cli.datamodule.skipped)
+    if launched_as_rank_zero():  # the one process that writes in the run folder
+        if resumed is not None:
+            truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
+            record_changes(Path(output_dir), changed, str(ckpt_path),
+                           int(resumed["global_step"]))
+        write_skipped_files(Path(output_dir), cli.datamodule.skipped)
     return cli, ckpt_path
 
 
@@ -433,6 +436,9 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
         if signum is None:
             if ckpt_path is None and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
+            lost = lost_peer(err, cli.trainer, output_dir)
+            if lost is not None:
+                raise lost from None
             raise
         for callback in cli.trainer.callbacks:
             if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):

@@ -171,6 +171,34 @@ def interrupted_message(trainer: L.Trainer, output_dir: Path, signum: int) -> tu
             f"{output_dir / 'config.yaml'} --output {output_dir} --resume last"), True
 
 
+#: Words of the errors a collective raises when another process of the run is gone.
+_PEER_LOST = ("gloo", "nccl", "connection reset by peer", "connection closed by peer")
+
+
+def lost_peer(err: BaseException, trainer: L.Trainer, output_dir: Path) -> ConnectionError | None:
+    """The one-line error of a multi-process run whose process ``err`` stopped because another
+    process of the run is gone (killed, its node lost): what happened, what is saved, how to
+    go on. None when ``err`` is something else, or the run has one process.
+    """
+    import torch.distributed as dist
+
+    message = " ".join(str(err).split())
+    is_collective = isinstance(err, dist.DistError) or (
+        isinstance(err, RuntimeError) and any(w in message.lower() for w in _PEER_LOST))
+    if trainer.world_size < 2 or not is_collective:
+        return None
+    where = (f"another process of this {trainer.world_size}-process run stopped, so process "
+             f"{trainer.global_rank} stops too, in epoch {trainer.current_epoch + 1} (step "
+             f"{trainer.global_step}; {message.split('. ')[0][:200]})")
+    try:
+        path, state = newest_checkpoint(output_dir / "checkpoints")
+    except (FileNotFoundError, ValueError):
+        return ConnectionError(f"{where}; no checkpoint was written: start it again")
+    return ConnectionError(f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
+                           f"(step {state['global_step']}): resume with --resume last on every "
+                           "node")
+
+
 def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dict,
                       path: str | None) -> None:
     """Refuse to resume ``model`` from the checkpoint ``resumed`` (read from ``path``) when it
