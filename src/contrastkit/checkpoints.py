@@ -20,7 +20,8 @@ Three formats:
   (``small_convnet``, ``resnet3d_*``) keeps its own keys and its description: in a ``.pth``
   as ``{"contrastkit": {"backbone": ...}, "backbone_state_dict": ...}``, in a ``.safetensors``
   file as the header metadata ``contrastkit_backbone`` (JSON); exports carry the SHA-256 of
-  their tensors, checked here on load (:mod:`contrastkit.export_metadata`);
+  their tensors (:mod:`contrastkit.export_metadata`), checked here on load
+  (:func:`verify_export`);
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
 
@@ -130,10 +131,25 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
                          "SHA-256 stored with them; use another checkpoint of the run")
 
 
+#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
+DIGEST_METADATA = "contrastkit_weights_sha256"
+
+
+def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike) -> None:
+    """Check the tensors of an export against the digest in its metadata (files without one,
+    exported before it existed, are not checked).
+
+    Raises:
+        ValueError: naming the file, when the digests differ (changed bytes).
+    """
+    stored = (metadata or {}).get(DIGEST_METADATA)
+    if stored is not None and weights_digest(dict(tensors)) != stored:
+        raise ValueError(f"checkpoint {path} is corrupted: its weights do not match the "
+                         "SHA-256 stored in its metadata; export it again from its checkpoint")
+
+
 def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
-    from contrastkit.export_metadata import verify_export
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")

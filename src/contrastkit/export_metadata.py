@@ -5,8 +5,8 @@ state_dict) records, in its metadata:
 
 * ``contrastkit_weights_sha256``: the SHA-256 of its tensors
   (:func:`contrastkit.checkpoints.weights_digest`: keys, dtypes, shapes and bytes), checked
-  by :func:`verify_export` whenever contrastkit loads the file: a flipped bit is refused in one
-  line naming the file;
+  by :func:`contrastkit.checkpoints.verify_export` whenever contrastkit loads the file: a
+  flipped bit is refused in one line naming the file;
 * ``contrastkit_run``: the identity of the run it comes from (JSON): ``method``,
   ``backbone`` (its description), ``commit`` of the code that trained it when known (a git
   checkout), the ``contrastkit_version`` that exported it and the ``checkpoint`` file's name.
@@ -25,13 +25,11 @@ from typing import Any
 
 import torch
 
-from contrastkit.checkpoints import weights_digest
+from contrastkit.checkpoints import DIGEST_METADATA, weights_digest
 from contrastkit.provenance import source_identity
 
-__all__ = ["DIGEST_METADATA", "RUN_METADATA", "export_metadata", "run_record", "verify_export"]
+__all__ = ["RUN_METADATA", "export_metadata", "run_record"]
 
-#: Metadata key of the tensors' SHA-256.
-DIGEST_METADATA = "contrastkit_weights_sha256"
 #: Metadata key of the run's identity (JSON).
 RUN_METADATA = "contrastkit_run"
 
@@ -54,17 +52,3 @@ def export_metadata(tensors: Mapping[str, torch.Tensor],
     if run is not None:
         metadata[RUN_METADATA] = json.dumps(dict(run), sort_keys=True)
     return metadata
-
-
-def verify_export(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str] | None,
-                  path: str | os.PathLike) -> None:
-    """Check the tensors of an export against the digest in its metadata (files without one,
-    exported before it existed, are not checked).
-
-    Raises:
-        ValueError: naming the file, when the digests differ (changed bytes).
-    """
-    stored = (metadata or {}).get(DIGEST_METADATA)
-    if stored is not None and weights_digest(dict(tensors)) != stored:
-        raise ValueError(f"checkpoint {path} is corrupted: its weights do not match the "
-                         "SHA-256 stored in its metadata; export it again from its checkpoint")

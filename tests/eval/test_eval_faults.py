@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from contrastkit.checkpoints import load_backbone
+from contrastkit.checkpoints import DIGEST_METADATA, load_backbone
 from contrastkit.cli import main
-from contrastkit.export_metadata import DIGEST_METADATA, RUN_METADATA
+from contrastkit.export_metadata import RUN_METADATA
 from contrastkit.provenance import source_commit
 
 TINY_NET = [

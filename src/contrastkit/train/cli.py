@@ -6,7 +6,9 @@ key or a wrong type is an error that lists what is allowed; the rest of the conf
 (temperatures, data, a checkpoint to resume) is checked before anything is written. ``--output``
 names the run folder, which must be empty or new (``--overwrite`` replaces an earlier run
 there); ``--resume PATH`` (or ``--resume last``) continues a run exactly from a checkpoint,
-dropping the metrics the interrupted run logged after it.
+dropping the metrics the interrupted run logged after it. A resume continues the same run: a
+configuration whose data, seed or method differ from the checkpoint's is refused, a change of
+how it is computed is recorded (:mod:`contrastkit.train.run_identity`).
 """
 
 from __future__ import annotations
@@ -59,15 +61,7 @@ from contrastkit.train.resume import (
     remove_partial_files,
     truncate_metrics,
 )
-from contrastkit.train.run_identity import (
-    RESUMES,
-    RunIdentity,
-    identity_changes,
-    record_changes,
-    recorded_identity,
-    refuse_changes,
-    run_identity,
-)
+from contrastkit.train.run_identity import RESUMES, checked_identity, record_changes
 from contrastkit.train.short_help import short_help
 from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
@@ -224,6 +218,9 @@ RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
                         empty or new
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
                         or the newest complete checkpoint there when it is missing or damaged)
+                        the same run: other data, seed or method settings are refused;
+                        other workers, devices or precision are recorded in
+                        DIR/resumes.jsonl; config.yaml stays as the run started
   --overwrite           replace the earlier run in --output (removes only its files)
 """
 
@@ -354,13 +351,8 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
-    identity = run_identity(cli.parser.dump(cli.config, skip_none=False))
-    changed: dict = {}
-    recorded = recorded_identity(resumed) if resumed is not None else None
-    if recorded is not None:
-        refused, changed = identity_changes(recorded, identity)
-        refuse_changes(refused, ckpt_path)  # type: ignore[arg-type]
-    cli.trainer.callbacks.append(RunIdentity(identity))
+    identity, changed = checked_identity(cli, resumed, ckpt_path)
+    cli.trainer.callbacks.append(identity)
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)

@@ -345,24 +345,19 @@ class PretrainDataModule(L.LightningDataModule):
             self._say_held_out(len(train))
 
     def _say_held_out(self, trained: int) -> None:
-        """The start line of a held-out split: how many images it really holds out (a class
-        of one image holds out none); with none held out the monitor, which would query the
-        empty split, is off."""
-        test = self.val_set if self.val_split == "test" else self._open("test")
-        held = len(test)  # type: ignore[arg-type]
-        where = f"data: {self.root}: pretraining on {trained} images"
-        if held:
-            rank_zero_info(f"{where}, {held} held out as the test split (data.test_fraction "
-                           f"{self.test_fraction} of each class, data.split_seed "
-                           f"{self.split_seed})")
-            return
-        monitor = ""
-        if self.val_split == "test":
+        """The start line: how many images the held-out split really holds (none when every
+        class has one image); the monitor, which would query an empty split, is then off."""
+        held = len(self.val_set if self.val_split == "test" else self._open("test"))  # type: ignore[arg-type]
+        none = "" if held else ("; without the kNN monitor and the online classifier (nothing to "
+                                "query)" if self.val_split == "test" else "")
+        if not held and self.val_split == "test":
             self.val_split, self.val_set, self.bank_set = None, None, None
-            monitor = "; without the kNN monitor and the online classifier (nothing to query)"
-        rank_zero_info(f"{where}, none held out: data.test_fraction {self.test_fraction} "
-                       "holds out none of a class of one image (a class needs 2 to be in both "
-                       f"splits), and every class here has one{monitor}")
+        rank_zero_info(f"data: {self.root}: pretraining on {trained} images, " + (
+            f"{held} held out as the test split (data.test_fraction {self.test_fraction} of "
+            f"each class, data.split_seed {self.split_seed})" if held else
+            f"none held out: data.test_fraction {self.test_fraction} holds out none of a class "
+            f"of one image (a class needs 2 to be in both splits), and every class here has "
+            f"one{none}"))
 
     def workers(self) -> int:
         """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""

@@ -37,8 +37,8 @@ import yaml
 
 from contrastkit.provenance import source_identity
 
-__all__ = ["RESUMES", "RunIdentity", "identity_changes", "record_changes", "recorded_identity",
-           "refuse_changes", "run_identity"]
+__all__ = ["RESUMES", "RunIdentity", "checked_identity", "identity_changes", "record_changes",
+           "recorded_identity", "refuse_changes", "run_identity"]
 
 #: The file of the recorded changes, one JSON line per resume that changed a setting.
 RESUMES = "resumes.jsonl"
@@ -157,6 +157,24 @@ def record_changes(folder: Path, changed: Mapping[str, tuple], checkpoint: str,
             "changed": {k: {"then": then, "now": now} for k, (then, now) in changed.items()}}
     with open(folder / RESUMES, "a") as handle:
         handle.write(json.dumps(line) + "\n")
+
+
+def checked_identity(cli: Any, resumed: Mapping | None,
+                     ckpt_path: str | None) -> tuple[RunIdentity, dict]:
+    """The :class:`RunIdentity` of the configuration a ``LightningCLI`` ``cli`` parsed, and
+    the changes to record when it resumes the checkpoint ``resumed`` (read from
+    ``ckpt_path``).
+
+    Raises:
+        ValueError: for a resume that changes what the run is (:func:`refuse_changes`).
+    """
+    identity = run_identity(cli.parser.dump(cli.config, skip_none=False))
+    recorded = recorded_identity(resumed) if resumed is not None else None
+    changed: dict = {}
+    if recorded is not None:
+        refused, changed = identity_changes(recorded, identity)
+        refuse_changes(refused, ckpt_path or "")
+    return RunIdentity(identity), changed
 
 
 class RunIdentity(L.Callback):
