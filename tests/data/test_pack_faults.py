@@ -69,8 +69,9 @@ def test_a_pack_killed_midway_is_refused_by_readers_and_finished_by_the_same_com
 
 def test_a_destination_inside_the_source_is_refused(tmp_path, capsys):
     """It succeeded, and the source gained a class `out` of 150 copies, test images too."""
-    src = _source(tmp_path / "src", per_class=3)
-    (src / "train").mkdir()
+    src = tmp_path / "src"
+    _source(src / "train", per_class=5)
+    _source(src / "test", per_class=2)
     before = sorted(str(p) for p in src.rglob("*"))
     assert main(["data", "pack", str(src), str(src / "train" / "out")]) == 2
     err = capsys.readouterr().err
