@@ -79,3 +79,38 @@ def test_a_destination_inside_the_source_is_refused(tmp_path, capsys):
                    f"{src}: the pack would read what it writes (its folders would become "
                    "classes); choose a DEST outside SRC\n")
     assert sorted(str(p) for p in src.rglob("*")) == before
+
+
+class _Stop(Exception):
+    """Stands for a kill: raised by the n-th write."""
+
+
+@pytest.mark.parametrize("shards", [False, True])
+def test_a_stopped_pack_finished_after_its_source_changed_follows_the_source(tmp_path,
+                                                                             monkeypatch,
+                                                                             shards):
+    from contrastkit.data import pack
+
+    src = _source(tmp_path / "src", per_class=20)
+    dest = tmp_path / "packed"
+    options = {"shards": shards, "shard_size": 8, "max_side": 24}
+    name = "_write_shard" if shards else "write_bytes_atomic"
+    real, calls = getattr(pack, name), [0]
+
+    def stopping(path, *args, **kwargs):
+        if path.suffix in (".png", ".jpg", ".tar"):
+            calls[0] += 1
+            if calls[0] > 2:
+                raise _Stop
+        return real(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pack, name, stopping)
+        with pytest.raises(_Stop):
+            pack.pack_folder(src, dest, **options)
+    (src / "a" / "a000.png").unlink()  # written before the stop: its copy must go
+    Image.fromarray(np.zeros((12, 12, 3), np.uint8)).save(src / "b" / "b999.png")  # new
+    assert pack.pack_folder(src, dest, **options) == {"train": 40}
+    pack.pack_folder(src, tmp_path / "straight", **options)
+    assert _files(dest) == _files(tmp_path / "straight")
+    assert not (dest / "train" / "a" / "a000.png").exists()
