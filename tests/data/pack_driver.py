@@ -9,7 +9,7 @@ import signal
 import sys
 
 from contrastkit.cli import main
-from contrastkit.data import pack
+from contrastkit.data.loading import pack
 
 _KILL_AFTER = int(os.environ.get("KILL_AFTER", "0"))
 _written = 0

@@ -12,9 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from contrastkit.data import text
-from contrastkit.data.images import _decode
-from contrastkit.data.images.datasets import ImageFolder, check_headers
+from contrastkit.data.decode import images as decode
+from contrastkit.data.sources import text
+from contrastkit.data.sources.images.datasets import ImageFolder, check_headers
 
 
 def _no_warnings(call):
@@ -86,7 +86,7 @@ def test_a_one_pixel_image_reads_without_numpys_warning(tmp_path, ext, mode):
     folder = ImageFolder(tmp_path)
     image, _ = _no_warnings(lambda: folder[0])
     assert image.shape == (3, 1, 1) and image.dtype == torch.uint8
-    assert _decode.decode_image(path).flags.writeable
+    assert decode.decode_image(path).flags.writeable
 
 
 def test_an_image_between_the_bomb_limits_is_read_without_pillows_warning(tmp_path,
@@ -98,12 +98,12 @@ def test_an_image_between_the_bomb_limits_is_read_without_pillows_warning(tmp_pa
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
     for ext in ("png", "jpg"):
         path = _png(tmp_path / "c" / f"big.{ext}", 40, 40)
-        assert _no_warnings(lambda p=path: _decode.decode_image(p)).shape == (3, 40, 40)
-        assert _no_warnings(lambda p=path: _decode.decode_at_least(p, 8)).shape[0] == 3
+        assert _no_warnings(lambda p=path: decode.decode_image(p)).shape == (3, 40, 40)
+        assert _no_warnings(lambda p=path: decode.decode_at_least(p, 8)).shape[0] == 3
     _no_warnings(lambda: check_headers(ImageFolder(tmp_path), same_size=True))
     above = _png(tmp_path / "d" / "bomb.png", 50, 50)  # 2500 > 2 x 1000: refused
-    with pytest.raises(_decode.UnreadableImageError, match=r"bomb\.png"):
-        _decode.decode_image(above)
+    with pytest.raises(decode.UnreadableImageError, match=r"bomb\.png"):
+        decode.decode_image(above)
 
 
 def test_the_warning_on_skipped_files_keeps_a_name_with_a_newline_on_one_line(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 
 from contrastkit.cli import main
-from contrastkit.data.registry import build_dataset
+from contrastkit.data.sources.registry import build_dataset
 
 DRIVER = Path(__file__).with_name("pack_driver.py")
 
@@ -89,7 +89,7 @@ class _Stop(Exception):
 def test_a_stopped_pack_finished_after_its_source_changed_follows_the_source(tmp_path,
                                                                              monkeypatch,
                                                                              shards):
-    from contrastkit.data import pack
+    from contrastkit.data.loading import pack
 
     src = _source(tmp_path / "src", per_class=20)
     dest = tmp_path / "packed"

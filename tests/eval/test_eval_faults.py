@@ -33,7 +33,7 @@ TINY_NET = [
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("runs") / "run"
     pretrain([*TINY_NET, "--output", str(out)])

@@ -18,8 +18,8 @@ import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
 
 from contrastkit.cli import main
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.train import module as module_mod
-from contrastkit.train.cli import build, pretrain
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
