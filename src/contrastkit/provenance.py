@@ -15,9 +15,14 @@ __all__ = ["source_commit", "source_identity"]
 @functools.cache
 def source_commit() -> str | None:
     """The commit of the git checkout contrastkit is imported from, with ``-dirty`` when its
-    tracked files differ from it; None for an installed package (no checkout) or without git."""
+    tracked files differ from it; None for an installed package (its files tracked by no git
+    repository, even one whose ignored virtual environment holds it) or without git."""
     here = Path(__file__).resolve().parent
     try:
+        tracked = subprocess.run(["git", "-C", str(here), "ls-files", "--error-unmatch", "--",
+                                  Path(__file__).name], capture_output=True, timeout=10)
+        if tracked.returncode != 0:
+            return None
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10)
         if head.returncode != 0:
