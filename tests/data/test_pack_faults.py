@@ -4,7 +4,7 @@ with the files a straight pack writes; a destination inside the source is refuse
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import subprocess
 import sys
@@ -20,7 +20,7 @@ from contrastkit.data.sources.registry import build_dataset
 DRIVER = Path(__file__).with_name("pack_driver.py")
 
 
-def _source(root: Path, per_class: int = 90) -> Path:
+def _source(root: Path, per_class: int = 30) -> Path:
     """``root/<a|b>/``: ``per_class`` small PNGs per class, every fifth larger than 24 px."""
     rng = np.random.default_rng(0)
     for c in ("a", "b"):
@@ -32,39 +32,50 @@ def _source(root: Path, per_class: int = 90) -> Path:
     return root
 
 
-def _killed_pack(src: Path, dest: Path, after: int, *options: str) -> None:
-    proc = subprocess.run([sys.executable, str(DRIVER), str(src), str(dest), *options],
-                          env={**os.environ, "KILL_AFTER": str(after)}, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-
-
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name != "pack.json"}
 
 
-@pytest.mark.parametrize("options", [("--max-side", "24"),
-                                     ("--shards", "--shard-size", "16", "--max-side", "24")])
+#: The packs killed midway: a store killed after 20 of its 60 images, shards after 3 of 8.
+KILLED = {"store": (("--max-side", "24"), 20),
+          "shards": (("--shards", "--shard-size", "8", "--max-side", "24"), 3)}
+
+
+@pytest.fixture(scope="module")
+def killed_packs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Each of :data:`KILLED` packed from one source and SIGKILLed midway (one child process
+    forks both packs): ``{kind: (SRC, DEST)}``."""
+    root = tmp_path_factory.mktemp("killed")
+    src = _source(root / "src")
+    packs = {kind: (src, root / kind / "packed") for kind in KILLED}
+    jobs = [{"argv": [str(src), str(dest), *KILLED[kind][0]], "kill_after": KILLED[kind][1]}
+            for kind, (src, dest) in packs.items()]
+    proc = subprocess.run([sys.executable, str(DRIVER), json.dumps(jobs)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [signal.SIGKILL] * len(jobs), proc.stderr
+    return packs
+
+
+@pytest.mark.parametrize("kind", KILLED)
 def test_a_pack_killed_midway_is_refused_by_readers_and_finished_by_the_same_command(
-        tmp_path, capsys, options):
+        killed_packs, tmp_path, capsys, kind):
     """The store held 77 of 180 files, one class missing, and training ran on it without a
     word; packing again was refused ("not empty")."""
-    src = _source(tmp_path / "src")
-    dest = tmp_path / "packed"
-    _killed_pack(src, dest, 50 if "--shards" not in options else 4, *options)
-    name = "shards" if "--shards" in options else "folder"
+    src, dest = killed_packs[kind]
+    options = KILLED[kind][0]
+    name = "shards" if kind == "shards" else "folder"
     with pytest.raises(ValueError, match=rf"data.root {dest} is an incomplete pack .*: run the "
                                          rf"same command again to finish it: contrastkit data "
                                          rf"pack {src} {dest}"):
         build_dataset(name, str(dest), "train")
     assert main(["data", "pack", str(src), str(dest), *options]) == 0
-    assert capsys.readouterr().out == f"wrote {name.replace('folder', 'store')} {dest}: " \
-                                      "train 180 images\n"
+    assert capsys.readouterr().out == f"wrote {kind} {dest}: train 60 images\n"
     assert main(["data", "pack", str(src), str(tmp_path / "straight"), *options]) == 0
     assert _files(dest) == _files(tmp_path / "straight")  # as if it had never stopped
-    assert len(build_dataset(name, str(dest), "train")) == 180
-    assert not list(tmp_path.glob(".*"))  # no staging folder left
+    assert len(build_dataset(name, str(dest), "train")) == 60
+    assert not list(dest.parent.glob(".*"))  # no staging folder left
 
 
 def test_a_destination_inside_the_source_is_refused(tmp_path, capsys):

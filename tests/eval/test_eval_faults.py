@@ -20,25 +20,6 @@ from contrastkit.cli import main
 from contrastkit.export_metadata import RUN_METADATA
 from contrastkit.provenance import source_commit
 
-TINY_NET = [
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false", "--data.dataset", "digits",
-    "--data.batch_size", "32", "--data.subset", "64", "--data.monitor_bank_size", "64",
-    "--model.views.size", "8",
-]
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.cli.pretrain import pretrain
-
-    out = tmp_path_factory.mktemp("runs") / "run"
-    pretrain([*TINY_NET, "--output", str(out)])
-    return out / "checkpoints" / "last.ckpt"
-
 
 def _one_line(capsys, argv: list[str]) -> str:
     code = main(argv)
@@ -47,13 +28,13 @@ def _one_line(capsys, argv: list[str]) -> str:
     return err.strip()
 
 
-def test_a_tampered_export_is_refused_in_one_line_naming_it(checkpoint, tmp_path, capsys):
+def test_a_tampered_export_is_refused_in_one_line_naming_it(tiny_checkpoint, tmp_path, capsys):
     """Only .ckpt files carried a digest: a flipped bit in an exported .safetensors was
     evaluated silently (top-1 0.5907 instead of 0.5934)."""
     from safetensors import safe_open
 
     exported = tmp_path / "backbone.safetensors"
-    assert main(["export", "--checkpoint", str(checkpoint), "--output", str(exported)]) == 0
+    assert main(["export", "--checkpoint", str(tiny_checkpoint), "--output", str(exported)]) == 0
     with safe_open(str(exported), framework="pt") as handle:
         metadata = handle.metadata()
     run = json.loads(metadata[RUN_METADATA])
@@ -74,9 +55,9 @@ def test_a_tampered_export_is_refused_in_one_line_naming_it(checkpoint, tmp_path
     assert err == f"contrastkit eval: error: {message}"
 
 
-def test_a_pth_export_of_another_backbone_carries_the_digest_too(checkpoint, tmp_path):
+def test_a_pth_export_of_another_backbone_carries_the_digest_too(tiny_checkpoint, tmp_path):
     exported = tmp_path / "backbone.pth"
-    assert main(["export", "--checkpoint", str(checkpoint), "--output", str(exported)]) == 0
+    assert main(["export", "--checkpoint", str(tiny_checkpoint), "--output", str(exported)]) == 0
     state = torch.load(exported, weights_only=True)
     assert json.loads(state["contrastkit"][RUN_METADATA])["method"] == "SimCLR"
     key = next(iter(state["backbone_state_dict"]))
@@ -86,16 +67,16 @@ def test_a_pth_export_of_another_backbone_carries_the_digest_too(checkpoint, tmp
         load_backbone(exported)
 
 
-def test_a_folder_whose_images_are_all_unreadable_says_so(checkpoint, tmp_path, capsys):
+def test_a_folder_whose_images_are_all_unreadable_says_so(tiny_checkpoint, tmp_path, capsys):
     """It said "k=200 is larger than the bank (0 images ...): pass --k 0 or less"."""
     root = tmp_path / "photos"
     for name in ("cat", "dog"):
         (root / name).mkdir(parents=True)
         for i in range(3):
             (root / name / f"{name}{i}.jpg").write_bytes(b"\xff\xd8 not a JPEG")
-    err = _one_line(capsys, ["eval", "knn", "--checkpoint", str(checkpoint), "--data", "folder",
-                             "--root", str(root), "--test-fraction", "0.5", "--skip-corrupt",
-                             "--no-cache"])
+    err = _one_line(capsys, ["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data",
+                             "folder", "--root", str(root), "--test-fraction", "0.5",
+                             "--skip-corrupt", "--no-cache"])
     assert err.startswith(f"contrastkit eval: error: no readable images in {root} (split "
                           "train): all 6 image files there are unreadable"), err
 
@@ -104,14 +85,14 @@ def _stages(out: Path) -> list[Path]:
     return [p for p in out.parent.glob(f".{out.name}.*.tmp") if p.is_dir()]
 
 
-def test_the_staging_folder_of_a_killed_eval_is_removed_by_the_next_one(checkpoint, tmp_path,
-                                                                        capsys):
+def test_the_staging_folder_of_a_killed_eval_is_removed_by_the_next_one(tiny_checkpoint,
+                                                                        tmp_path):
     """``eval linear`` killed midway left ``.NAME.*.tmp`` beside ``--output`` for good."""
     out = tmp_path / "linear"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     child = subprocess.Popen(
         [sys.executable, "-m", "contrastkit.cli", "eval", "linear", "--checkpoint",
-         str(checkpoint), "--data", "digits", "--epochs", "500", "--no-cache", "--output",
+         str(tiny_checkpoint), "--data", "digits", "--epochs", "500", "--no-cache", "--output",
          str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 240
@@ -125,7 +106,7 @@ def test_the_staging_folder_of_a_killed_eval_is_removed_by_the_next_one(checkpoi
             child.kill()
             child.wait()
     [stale] = _stages(out)
-    assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits", "--k",
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k",
                  "20", "--no-cache", "--output", str(out)]) == 0
     assert not stale.exists() and not _stages(out)
     assert (out / "results.json").is_file()

@@ -24,8 +24,12 @@ from contrastkit.train import module as module_mod
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+#: Two steps an epoch (64 digits in batches of 32).
+SMALL = ["--data.subset", "64", "--data.monitor_bank_size", "64"]
+
+
 def _args(out: Path, *extra: str, epochs: int = 2) -> list[str]:
-    return [*TINY, *method_args("SCE"), "--trainer.max_epochs", str(epochs),
+    return [*TINY, *SMALL, *method_args("SCE"), "--trainer.max_epochs", str(epochs),
             "--output", str(out), *extra]
 
 
@@ -62,7 +66,7 @@ def test_a_copied_run_keeps_its_best_score_and_checkpoint(copy, monkeypatch, rec
     """Lightning keyed the best score by the checkpoint folder's path: in a copy it was
     forgotten, and the first resumed epoch, however bad, replaced best.ckpt."""
     step, score = _best(copy)
-    assert step == 4 and score > 0
+    assert step == 2 and score > 0
     real = module_mod.knn_predict
 
     def wrong(bank, bank_y, query, **kw):  # the resumed epoch scores 0
@@ -71,7 +75,7 @@ def test_a_copied_run_keeps_its_best_score_and_checkpoint(copy, monkeypatch, rec
 
     monkeypatch.setattr(module_mod, "knn_predict", wrong)
     cli = pretrain(_args(copy, "--resume", "last"))
-    assert cli.trainer.global_step == 8
+    assert cli.trainer.global_step == 4
     assert _best(copy) == (step, score)  # best.ckpt is still epoch 1's
     best = next(c for c in cli.trainer.checkpoint_callbacks if c.monitor)
     assert best.best_model_path == str(copy / "checkpoints" / "best.ckpt")
@@ -79,10 +83,10 @@ def test_a_copied_run_keeps_its_best_score_and_checkpoint(copy, monkeypatch, rec
 
 
 @pytest.mark.parametrize(("extra", "line"), [
-    (("--data.subset", "256"), "data.subset is 256 but the run was started with 128"),
+    (("--data.subset", "256"), "data.subset is 256 but the run was started with 64"),
     (("--seed_everything", "7"), "seed_everything is 7 but the run was started with 0"),
-    (("--model.method.temperature", "0.2", "--data.monitor_bank_size", "64"),
-     "data.monitor_bank_size is 64 but the run was started with 128; model.method.temperature "
+    (("--model.method.temperature", "0.2", "--data.monitor_bank_size", "32"),
+     "data.monitor_bank_size is 32 but the run was started with 64; model.method.temperature "
      "is 0.2 but the run was started with 0.1"),
 ])
 def test_a_resume_on_other_data_or_seed_or_method_is_refused_naming_the_keys(copy, capsys,
@@ -104,7 +108,7 @@ def test_a_resume_that_changes_how_the_run_is_computed_is_recorded_not_rewritten
     assert (copy / "config.yaml").read_bytes() == config  # the run's own config, as started
     [line] = (copy / "resumes.jsonl").read_text().splitlines()
     record = json.loads(line)
-    assert record["step"] == 4 and record["checkpoint"].endswith("last.ckpt")
+    assert record["step"] == 2 and record["checkpoint"].endswith("last.ckpt")
     assert record["changed"] == {"model.performance": {
         "then": None, "now": {"channels_last": False, "compile": False,
                               "compile_mode": "default"}}}
@@ -114,7 +118,7 @@ def test_bytes_that_are_not_utf8_at_the_end_of_metrics_do_not_block_resume(copy,
     with open(copy / "metrics.csv", "ab") as handle:
         handle.write(b"\xff\xfe\x81\x00 what a damaged disk leaves\n\x80\x81\x82")
     pretrain(_args(copy, "--resume", "last"))
-    assert _loss_steps(copy / "metrics.csv") == list(range(8))
+    assert _loss_steps(copy / "metrics.csv") == list(range(4))
     assert any(f"{copy / 'metrics.csv'}: dropped 2 incomplete row(s)" in str(w.message)
                for w in recwarn)
 

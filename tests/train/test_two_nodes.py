@@ -32,10 +32,10 @@ HERE = Path(__file__).parent
 SRC = HERE.parents[1] / "src"
 
 COMMON = [
-    "--data.dataset", "digits", "--data.subset", "128", "--data.monitor_bank_size", "64",
+    "--data.dataset", "digits", "--data.subset", "64", "--data.monitor_bank_size", "32",
     "--model.views.size", "8", "--model.views.online", "eval", "--model.views.target", "eval",
     "--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false",
-    "--trainer.log_every_n_steps", "2", "--trainer.max_epochs", "2",
+    "--trainer.log_every_n_steps", "1", "--trainer.max_epochs", "2",
     "--model.method", "contrastkit.methods.SCE", "--model.method.queue_size", "48",
     "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8, "batch_norm": "none"}',
     "--model.method.backbone",
@@ -137,7 +137,7 @@ def test_two_nodes_on_one_machine_train_stop_and_resume_as_one(tmp_path, one_thr
     # in one line (a gloo error with a 190-line traceback before)
     log = (out.parent / f"{out.name}-node0.log").read_text()
     assert "contrastkit pretrain: error: another process of this 2-process run stopped, so " \
-           "process" in log and "last.ckpt holds epoch 1 (step 4): resume with --resume last " \
+           "process" in log and "last.ckpt holds epoch 1 (step 2): resume with --resume last " \
            "on every node" in log, _logs(out)
     assert "]: Traceback" not in log, _logs(out)
 
@@ -152,7 +152,7 @@ def test_two_nodes_on_one_machine_train_stop_and_resume_as_one(tmp_path, one_thr
     assert sorted(p.name for p in ckpts.iterdir() if not p.name.startswith(".")) == [
         "best.ckpt", "last.ckpt"]
     saved = torch.load(ckpts / "last.ckpt", map_location="cpu", weights_only=True)
-    assert saved["global_step"] == 4 and saved["epoch"] == 0
+    assert saved["global_step"] == 2 and saved["epoch"] == 0
 
     port = _free_port()
     nodes = [_node(rank, port, out, probes / "resumed", "--resume", "last") for rank in (0, 1)]
@@ -173,7 +173,7 @@ def test_two_nodes_on_one_machine_train_stop_and_resume_as_one(tmp_path, one_thr
     # the finished run equals the one process on the combined batch
     a = torch.load(ckpts / "last.ckpt", map_location="cpu", weights_only=True)
     b = torch.load(one / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    assert a["global_step"] == b["global_step"] == 8
+    assert a["global_step"] == b["global_step"] == 4
     for key, value in b["state_dict"].items():
         if value.is_floating_point():
             torch.testing.assert_close(a["state_dict"][key], value, rtol=1e-5, atol=1e-6,
