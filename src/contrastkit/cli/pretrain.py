@@ -52,6 +52,7 @@ from contrastkit.train.callbacks import (
     SignalStop,
     last_checkpoint,
 )
+from contrastkit.train.captured_step import check_capturable
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
@@ -189,7 +190,10 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         "default_root_dir": output_dir,
         "logger": loggers,
         "use_distributed_sampler": False,
-        "plugins": [{"class_path": "contrastkit.train.callbacks.AtomicCheckpointIO"}],
+        # checkpoints written by a background thread (background_checkpoints.py); set
+        # trainer.plugins contrastkit.train.callbacks.AtomicCheckpointIO to write in the loop
+        "plugins": [{"class_path":
+                     "contrastkit.train.background_checkpoints.BackgroundCheckpointIO"}],
         "callbacks": [
             last_checkpoint(str(Path(output_dir) / "checkpoints")),
             BestCheckpoint(str(Path(output_dir) / "checkpoints")),
@@ -274,6 +278,8 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
                          "no class sub-folders")
     if resumed is not None:
         check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path)
+    if not cli.model.automatic_optimization:
+        check_capturable(cli.model, cli.trainer)
 
 
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
