@@ -1,5 +1,6 @@
 """Export a pretrained backbone: ResNets in torchvision's state_dict layout, other backbones
-with their own keys and their description (see :mod:`contrastkit.checkpoints`)."""
+with their own keys (timm's for ``timm:<model>`` backbones) and their description (see
+:mod:`contrastkit.checkpoints`); a Hub-format folder: :mod:`contrastkit.export_hf`."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ def check_export_path(output: Path, overwrite: bool) -> None:
                               "choose another --output")
 
 
+def backbone_state(backbone: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights an export writes (detached copies): torchvision's keys for contrastkit's
+    ResNets, the backbone's own otherwise (timm's own keys for ``timm:<model>`` backbones)."""
+    if isinstance(backbone, ResNet):
+        return to_torchvision_state_dict(backbone)
+    return {k: v.detach().clone() for k, v in backbone.state_dict().items()}
+
+
 def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
                     overwrite: bool = False) -> Path:
     """Write the backbone of ``checkpoint`` to ``output`` (``.pth`` or ``.safetensors``).
@@ -53,10 +62,7 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     check_export_path(output, overwrite)
     backbone, spec = load_backbone(checkpoint)
     native = not isinstance(backbone, ResNet)
-    if native:
-        state = {k: v.detach().clone() for k, v in backbone.state_dict().items()}
-    else:
-        state = to_torchvision_state_dict(backbone)
+    state = backbone_state(backbone)
     fd, tmp = temp_file_beside(output)
     os.close(fd)
     try:

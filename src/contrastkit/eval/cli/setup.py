@@ -23,6 +23,7 @@ from contrastkit.checkpoints import (
     load_backbone,
     load_projector,
     read_metadata,
+    weights_file,
 )
 from contrastkit.data import augment, registry
 from contrastkit.data.registry import DATASET_NAMES, build_video_dataset
@@ -249,7 +250,7 @@ def setup(args: argparse.Namespace) -> Setup:
     else the built-in default."""
     check_options(args)
     device = _device(args.device)
-    path = Path(args.checkpoint).expanduser().resolve()
+    path = weights_file(Path(args.checkpoint).expanduser().resolve())
     entry = read_metadata(path)
     check_fits_data(path, entry, args.data)
     backbone, spec = _load_checkpoint(path)

@@ -1,0 +1,106 @@
+"""timm backbones in pretraining (the issue's lane): a timm ResNet-18 and a ViT-Tiny pretrain
+with SCE and SimCLR (the ViT with multi-crop under SCE) for a few steps, channels-last and bf16
+as for contrastkit's own ResNets, then export to timm's layout and load back into
+``timm.create_model`` with identical features."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+timm = pytest.importorskip("timm", reason="timm is not installed: run make test-timm")
+
+from contrastkit.checkpoints import load_backbone  # noqa: E402
+from contrastkit.cli import main  # noqa: E402
+from contrastkit.train.cli import pretrain  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+VIT = {"name": "timm:vit_tiny_patch16_224", "timm_kwargs": {"img_size": 32, "patch_size": 4}}
+RESNET = {"name": "timm:resnet18"}
+#: SCE's multi-crop at 32 px: two global views, two local ones (sides multiples of the patch)
+MULTICROP = {"local_sizes": [16, 12], "local_scales": [[0.1, 0.5], [0.05, 0.3]]}
+
+
+def _pretrain(out: Path, method: str, backbone: dict, *extra: str) -> Path:
+    momentum = ["--model.method.momentum", "0.99"] if method == "SCE" else []
+    pretrain([
+        "--data.dataset", "digits", "--data.batch_size", "16", "--data.subset", "64",
+        "--data.monitor_bank_size", "64", "--model.views.size", "32",
+        "--model.method", f"contrastkit.methods.{method}",
+        "--model.method.backbone", json.dumps(backbone),
+        "--model.method.projector", '{"hidden_dim": 32, "out_dim": 16}', *momentum,
+        "--model.optimizer", '{"name": "adamw", "base_lr": 1.5e-4, "weight_decay": 0.1}',
+        "--trainer.max_epochs", "1", "--trainer.accelerator", "cpu", "--trainer.devices", "1",
+        "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
+        "--output", str(out), *extra])
+    return out / "checkpoints" / "last.ckpt"
+
+
+def _timm_model(backbone: dict, weights: Path) -> torch.nn.Module:
+    """The exported file loaded by timm itself, as the docs show."""
+    model = backbone["name"].removeprefix("timm:")
+    kwargs = dict(backbone.get("timm_kwargs") or {})
+    if "vit" in model:
+        kwargs["dynamic_img_size"] = True
+    return timm.create_model(model, pretrained=True, num_classes=0,
+                             pretrained_cfg_overlay={"file": str(weights)}, **kwargs).eval()
+
+
+CASES = {
+    "resnet18-sce": ("SCE", RESNET, []),
+    "resnet18-simclr-bf16-channels-last": (
+        "SimCLR", RESNET, ["--trainer.precision", "bf16-mixed",
+                           "--model.performance.channels_last", "true"]),
+    "vit-tiny-sce-multicrop-bf16": (
+        "SCE", VIT, ["--model.views.multicrop", json.dumps(MULTICROP),
+                     "--trainer.precision", "bf16-mixed"]),
+    "vit-tiny-simclr-channels-last": (
+        "SimCLR", VIT, ["--model.performance.channels_last", "true"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_pretrain_then_timm_loads_the_export(tmp_path, case):
+    method, backbone, extra = CASES[case]
+    ckpt = _pretrain(tmp_path / "run", method, backbone, *extra)
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    assert state["global_step"] == 4
+    assert torch.isfinite(state["state_dict"][next(k for k in state["state_dict"]
+                                                  if k.startswith("method.backbone."))]).all()
+    exported = tmp_path / "backbone.safetensors"
+    assert main(["export", "--checkpoint", str(ckpt), "--output", str(exported)]) == 0
+    ours, spec = load_backbone(ckpt)
+    assert spec.name == backbone["name"]
+    theirs = _timm_model(backbone, exported)
+    images = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(ours(images), theirs(images))
+        if "vit" in backbone["name"]:  # another size: the position embedding resampled alike
+            small = torch.randn(3, 3, 16, 16)
+            assert torch.equal(ours(small), theirs(small))
+
+
+def test_compiled_timm_backbone_trains(tmp_path):
+    ckpt = _pretrain(tmp_path / "run", "SimCLR", RESNET, "--model.performance.compile", "true")
+    assert torch.load(ckpt, map_location="cpu", weights_only=True)["global_step"] == 4
+
+
+def test_hub_folder_of_a_vit_loads_in_timm(tmp_path):
+    ckpt = _pretrain(tmp_path / "run", "SimCLR", VIT)
+    folder = tmp_path / "hub"
+    assert main(["export", "--checkpoint", str(ckpt), "--format", "hf",
+                 "--output", str(folder)]) == 0
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architecture"] == "vit_tiny_patch16_224" and config["num_features"] == 192
+    assert config["model_args"] == {"img_size": 32, "patch_size": 4, "dynamic_img_size": True}
+    # timm's Hub loader reads the same two files (config.json for the architecture and its
+    # arguments, model.safetensors for the weights); offline, a local folder stands for the repo
+    model = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+    ours, _ = load_backbone(folder)
+    images = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        assert torch.equal(ours(images), model(images))
