@@ -176,7 +176,8 @@ def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: 
         f"| method | {method} |",
         f"| backbone | {backbone}; {config['feature_dim']} features |",
         f"| data | {dataset}" + (f", {len(classes)} classes" if classes else "") + " |",
-        f"| input | {config.get('input_size')} px, normalisation {config.get('normalize')} |",
+        f"| input | {config.get('input_size')} px, normalisation "
+        f"{config.get('normalize') or 'none'} |",
         f"| training | {epochs} (step {checkpoint.get('global_step', 'unknown')}); optimiser "
         f"{optimizer.get('name', 'unknown')}, base lr {optimizer.get('base_lr', 'unknown')} |",
         f"| trained at commit | {entry.get('commit') or 'not recorded in the checkpoint'} |",

@@ -29,12 +29,20 @@ def test_feature_size_is_the_models_own(name, kwargs, dim):
 
 def test_a_vit_takes_the_sizes_of_multicrop():
     backbone = build_backbone(VIT).eval()
-    assert backbone.timm_kwargs["dynamic_img_size"] is True
-    with torch.no_grad():
-        shapes = [backbone(torch.randn(2, 3, s, s)).shape for s in (32, 27, 18, 14)]
-    assert shapes == [(2, 192)] * 4
+    assert backbone.timm_kwargs == {**VIT.timm_kwargs, "dynamic_img_size": True,
+                                    "dynamic_img_pad": True}
+    with torch.no_grad():  # SCE's local sides scaled to 32 px: 27, 23, 18, 14
+        shapes = [backbone(torch.randn(2, 3, s, s)).shape for s in (32, 27, 23, 18, 14)]
+        assert shapes == [(2, 192)] * 5
+        # a side that is a multiple of the patch size is not padded: timm's own unpadded ViT
+        # of the same weights gives the same features
+        plain = timm.create_model("vit_tiny_patch16_224", num_classes=0, img_size=32,
+                                  patch_size=4, dynamic_img_size=True).eval()
+        plain.load_state_dict(backbone.state_dict())
+        x = torch.randn(2, 3, 16, 16)
+        assert torch.equal(plain(x), backbone(x))
     fixed = build_backbone(BackboneSpec(name=VIT.name, timm_kwargs={
-        **VIT.timm_kwargs, "dynamic_img_size": False})).eval()
+        **VIT.timm_kwargs, "dynamic_img_size": False, "dynamic_img_pad": False})).eval()
     with pytest.raises(AssertionError):  # timm's own check of a fixed-size ViT
         fixed(torch.randn(2, 3, 16, 16))
 

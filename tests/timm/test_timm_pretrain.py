@@ -21,8 +21,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 VIT = {"name": "timm:vit_tiny_patch16_224", "timm_kwargs": {"img_size": 32, "patch_size": 4}}
 RESNET = {"name": "timm:resnet18"}
-#: SCE's multi-crop at 32 px: two global views, two local ones (sides multiples of the patch)
-MULTICROP = {"local_sizes": [16, 12], "local_scales": [[0.1, 0.5], [0.05, 0.3]]}
+#: SCE's multi-crop scaled to 32 px: two global views, four local ones (27, 23, 18, 14 px)
+MULTICROP = {"local_sizes": [27, 23, 18, 14]}
 
 
 def _pretrain(out: Path, method: str, backbone: dict, *extra: str) -> Path:
@@ -41,11 +41,12 @@ def _pretrain(out: Path, method: str, backbone: dict, *extra: str) -> Path:
 
 
 def _timm_model(backbone: dict, weights: Path) -> torch.nn.Module:
-    """The exported file loaded by timm itself, as the docs show."""
+    """The exported file loaded by timm itself, as the docs show (the ViTs with the two
+    arguments contrastkit adds)."""
     model = backbone["name"].removeprefix("timm:")
     kwargs = dict(backbone.get("timm_kwargs") or {})
     if "vit" in model:
-        kwargs["dynamic_img_size"] = True
+        kwargs.update(dynamic_img_size=True, dynamic_img_pad=True)
     return timm.create_model(model, pretrained=True, num_classes=0,
                              pretrained_cfg_overlay={"file": str(weights)}, **kwargs).eval()
 
@@ -79,9 +80,10 @@ def test_pretrain_then_timm_loads_the_export(tmp_path, case):
     images = torch.randn(3, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(ours(images), theirs(images))
-        if "vit" in backbone["name"]:  # another size: the position embedding resampled alike
-            small = torch.randn(3, 3, 16, 16)
-            assert torch.equal(ours(small), theirs(small))
+        if "vit" in backbone["name"]:  # other sizes: position embedding and padding alike
+            for side in (16, 27):
+                small = torch.randn(3, 3, side, side)
+                assert torch.equal(ours(small), theirs(small))
 
 
 def test_compiled_timm_backbone_trains(tmp_path):
@@ -96,7 +98,8 @@ def test_hub_folder_of_a_vit_loads_in_timm(tmp_path):
                  "--output", str(folder)]) == 0
     config = json.loads((folder / "config.json").read_text())
     assert config["architecture"] == "vit_tiny_patch16_224" and config["num_features"] == 192
-    assert config["model_args"] == {"img_size": 32, "patch_size": 4, "dynamic_img_size": True}
+    assert config["model_args"] == {"img_size": 32, "patch_size": 4, "dynamic_img_size": True,
+                                    "dynamic_img_pad": True}
     # timm's Hub loader reads the same two files (config.json for the architecture and its
     # arguments, model.safetensors for the weights); offline, a local folder stands for the repo
     model = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()

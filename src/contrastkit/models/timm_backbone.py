@@ -9,8 +9,9 @@ size is read from the model (``head_hidden_size`` where timm sets one, else
 transformers: ViT, DeiT, EVA, ...) get ``dynamic_img_size=True`` unless the config sets it: the
 position embedding is resampled to each input's patch grid, so one backbone takes the 224-px
 global views and the 96-px local views of multi-crop (a ViT built for one size refuses
-others). A side that is not a multiple of the patch size loses its last partial patch unless
-``timm_kwargs`` sets ``dynamic_img_pad: true``.
+others); those that take ``dynamic_img_pad`` also get ``dynamic_img_pad=True``: a side that is
+not a multiple of the patch size (the 27-px local view of multi-crop scaled to 32 px) is
+zero-padded to one, where timm would refuse it; a side that is one is left as it is.
 
 timm needs a torchvision built for the installed torch (``docs/integrations.md``).
 """
@@ -54,17 +55,27 @@ def _import_timm() -> Any:
     return timm
 
 
-def _takes_dynamic_img_size(timm: Any, model: str, kwargs: Mapping[str, Any]) -> bool:
-    """Whether the class that builds ``model`` takes ``dynamic_img_size``, read from a copy
-    built on the meta device (no memory, no initialisation arithmetic)."""
+#: Arguments set to True for the models whose class takes them (module doc).
+_ANY_SIZE = ("dynamic_img_size", "dynamic_img_pad")
+
+
+def _any_size_arguments(timm: Any, model: str, kwargs: Mapping[str, Any]) -> dict[str, bool]:
+    """``{argument: True}`` for the :data:`_ANY_SIZE` arguments that the class building
+    ``model`` takes and ``kwargs`` does not set, read from a copy built on the meta device (no
+    memory, no initialisation arithmetic)."""
+    missing = [name for name in _ANY_SIZE if name not in kwargs]
+    if not missing:
+        return {}
     with torch.device("meta"):
         probe = timm.create_model(model, num_classes=0, **kwargs)
-    return "dynamic_img_size" in inspect.signature(type(probe)).parameters
+    taken = inspect.signature(type(probe)).parameters
+    return {name: True for name in missing if name in taken}
 
 
 def build_timm_backbone(model: str, timm_kwargs: Mapping[str, Any] | None = None) -> nn.Module:
     """``timm.create_model(model, num_classes=0, **timm_kwargs)`` with ``out_dim`` set to its
-    feature size; ``dynamic_img_size=True`` for models that take it (module doc). The
+    feature size; ``dynamic_img_size`` and ``dynamic_img_pad`` True for models that take them
+    (module doc). The
     arguments it was built with are kept as its ``timm_kwargs`` attribute.
 
     Args:
@@ -87,8 +98,7 @@ def build_timm_backbone(model: str, timm_kwargs: Mapping[str, Any] | None = None
         raise ValueError(f"backbone.name timm:{model}: timm {timm.__version__} has no model "
                          f"{model!r} (timm.list_models() lists them){hint}")
     try:
-        if "dynamic_img_size" not in options and _takes_dynamic_img_size(timm, model, options):
-            options["dynamic_img_size"] = True
+        options.update(_any_size_arguments(timm, model, options))
         network = timm.create_model(model, num_classes=0, **options)
     except TypeError as err:  # an argument the model's class does not take
         raise ValueError(f"backbone.timm_kwargs for timm:{model}: {err}") from None
