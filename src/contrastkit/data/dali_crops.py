@@ -163,7 +163,11 @@ class DaliCrops:
 
 
 def _to_torch(batch: Any) -> Tensor:
-    """A DALI output batch as one torch tensor (on the GPU for GPU outputs)."""
-    if hasattr(batch, "as_cpu") and type(batch).__name__.endswith("GPU"):
-        return torch.from_dlpack(batch.as_tensor())
+    """A DALI output batch as a torch tensor of its own (on the GPU for GPU outputs).
+
+    GPU outputs come through DLPack (torch's stream waits for DALI's) and are copied: DALI
+    reuses its output buffers for the batches it prefetches, while the training step may still
+    read the batch. ``as_array`` already copies a CPU batch."""
+    if type(batch).__name__.endswith("GPU"):
+        return torch.from_dlpack(batch.as_tensor()).clone()
     return torch.from_numpy(batch.as_array())
