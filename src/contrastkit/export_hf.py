@@ -37,6 +37,7 @@ from contrastkit.checkpoints import (
     file_hash,
     load_backbone,
     load_checkpoint_file,
+    weights_file,
 )
 from contrastkit.data.augment import NORMALIZATION
 from contrastkit.export import backbone_state
@@ -233,7 +234,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
     data = load_checkpoint_file(source) if source.suffix in (".ckpt", ".pth", ".pt") else {}
     entry = (data.get("contrastkit") or {}) if isinstance(data, dict) else {}
     run = source.parent.parent if source.parent.name == "checkpoints" else None
-    found = _results(run, [Path(r) for r in results or []], file_hash(source))
+    found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
     run_config = run / "config.yaml" if run is not None else None
     spec_dict = asdict(spec)
     config = hub_config(spec_dict, entry, int(backbone.out_dim),
