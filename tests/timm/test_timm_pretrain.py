@@ -118,11 +118,15 @@ def test_a_compiled_timm_vit_gives_the_same_loss_and_gradients():
     loss_b, grads_b = _step(compiled, views)
     assert loss_b == pytest.approx(loss_a, rel=1e-4)
     assert grads_a.keys() == grads_b.keys()
-    for name, grad in grads_a.items():  # fused float32 kernels (layer norm, softmax) round
-        # differently; element-wise that reaches 20% on near-zero elements, so each gradient
-        # is compared as a whole: the difference within 1% of its norm
-        difference = torch.linalg.vector_norm(grads_b[name] - grad)
-        assert difference <= 1e-2 * torch.linalg.vector_norm(grad), name
+    # Fused float32 kernels (layer norm, softmax) round differently; element-wise that reaches
+    # 20% on near-zero elements, so each gradient is compared as a whole: the difference
+    # within 1% of its norm, or of a thousandth of the whole gradient's norm for gradients that
+    # are zero in exact arithmetic (the final layer norm's bias: the projector's batch norm
+    # removes any constant shift of the features)
+    norm = torch.linalg.vector_norm
+    floor = 1e-3 * norm(torch.cat([g.flatten() for g in grads_a.values()]))
+    for name, grad in grads_a.items():
+        assert norm(grads_b[name] - grad) <= 1e-2 * max(norm(grad), floor), name
 
 
 def test_hub_folder_of_a_vit_loads_in_timm(tmp_path):
