@@ -33,7 +33,7 @@ test: $(STAMP)
 
 # The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the
 # CPU torch of .venv, so a second venv holds the pair torch 2.14.1 + torchvision 0.29.1 (a CUDA
-# build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm/
+# build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm_lane/
 # (skipped in .venv). Not part of `make test`: the install is too large for CI.
 TIMM_VENV := .venv-timm
 TIMM_PY := $(TIMM_VENV)/bin/python
@@ -48,7 +48,7 @@ $(TIMM_STAMP): pyproject.toml Makefile
 	@touch $(TIMM_STAMP)
 
 test-timm: $(TIMM_STAMP)
-	$(TIMM_PY) -m pytest -q -n 2 tests/timm
+	$(TIMM_PY) -m pytest -q -n 2 tests/timm_lane
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples

@@ -157,7 +157,7 @@ def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: 
     dataset = data.get("dataset") or "unknown data"
     timm_model = timm_model_name(spec["name"])
     tags = ["contrastkit", "self-supervised-learning", "contrastive-learning",
-            "image-feature-extraction", method.lower()]
+            "image-feature-extraction", *([method.lower()] if config.get("method") else [])]
     front = ["---", f"library_name: {'timm' if timm_model else 'contrastkit'}", "tags:",
              *[f"- {tag}" for tag in tags], "pipeline_tag: image-feature-extraction", "---", ""]
     schedule = entry.get("schedule") or {}
@@ -170,9 +170,8 @@ def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: 
     classes = data.get("classes") or []
     lines = [
         *front, f"# {method}, {spec['name']}, pretrained on {dataset}", "",
-        f"A backbone pretrained with {method} by [contrastkit](https://pypi.org/project/"
-        "contrastkit/) (self-supervised contrastive learning); the weights are the online "
-        "backbone's, without projector.", "",
+        f"A backbone pretrained with {method} by contrastkit (self-supervised contrastive "
+        "learning); the weights are the online backbone's, without projector.", "",
         "| | |", "|---|---|",
         f"| method | {method} |",
         f"| backbone | {backbone}; {config['feature_dim']} features |",

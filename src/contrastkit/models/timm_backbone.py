@@ -75,8 +75,7 @@ def _any_size_arguments(timm: Any, model: str, kwargs: Mapping[str, Any]) -> dic
 def build_timm_backbone(model: str, timm_kwargs: Mapping[str, Any] | None = None) -> nn.Module:
     """``timm.create_model(model, num_classes=0, **timm_kwargs)`` with ``out_dim`` set to its
     feature size; ``dynamic_img_size`` and ``dynamic_img_pad`` True for models that take them
-    (module doc). The
-    arguments it was built with are kept as its ``timm_kwargs`` attribute.
+    (module doc). The arguments it was built with are kept as its ``timm_kwargs`` attribute.
 
     Args:
         model: a timm model name (``resnet18``, ``vit_tiny_patch16_224``, ...).
