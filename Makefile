@@ -1,18 +1,23 @@
 # Two entry points: `make demo` (the main job) and `make test` (the whole suite).
-# Both create or reuse .venv and install what they need. torch is installed first with an
-# exact pin because on these machines that pin is the CPU build; an unpinned torch pulls CUDA.
+# Both create or reuse .venv and install what they need, torch first: TORCH_PIN from
+# TORCH_INDEX when it is set. The defaults suit these machines, whose package index serves the
+# CPU build for the exact pin; elsewhere an unpinned torch from PyPI is a CUDA build of about
+# 3 GB, so take the CPU one from PyTorch's index:
+#   make test TORCH_PIN=torch TORCH_INDEX=https://download.pytorch.org/whl/cpu
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
+TORCH_INDEX ?=
 
-.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-report clean-venv
+.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_PIN)"
+	$(PY) -c "import torch" 2>/dev/null || \
+		$(PY) -m pip install -q "$(TORCH_PIN)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
 	$(PY) -m pip install -q -e ".[dev]"
 	@touch $(STAMP)
 
@@ -21,13 +26,13 @@ DATA ?= digits
 ROOT ?=
 ARGS ?=
 demo: $(STAMP)
-	$(PY) -m contrastkit.demos.pretrain --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
+	$(PY) -m examples.demos.pretrain --data $(DATA) $(if $(ROOT),--root "$(ROOT)") \
 		--trainer.enable_progress_bar false $(ARGS)
 
 demo-losses: $(STAMP)
-	$(PY) -m contrastkit.demos.losses
+	$(PY) -m examples.demos.losses
 
-# two pytest workers: on 2 cores the suite takes 6.4 min instead of 8.9 (CONTRIBUTING.md)
+# two pytest workers: on 2 cores about 1.4 times faster than one (CONTRIBUTING.md)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
@@ -51,7 +56,7 @@ test-timm: $(TIMM_STAMP)
 	$(TIMM_PY) -m pytest -q -n 2 tests/timm_lane
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples studies
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
@@ -60,13 +65,20 @@ bench: $(STAMP)
 # each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
 # stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
 repro-cpu: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study dystress temperature & lane=$$!; \
-	OMP_NUM_THREADS=1 $(VENV)/bin/contrastkit repro cpu --study baselines sincere sce_lambda_tau; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study dystress temperature & lane=$$!; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study baselines sincere sce_lambda_tau; \
 	second=$$?; wait $$lane && test $$second -eq 0
-	$(VENV)/bin/contrastkit repro report
+	$(PY) -m studies.repro report
+
+# Part B on a GPU machine: one pretraining chunk (at most --chunk-time) or evaluation per call,
+# resumable; repeat until every run is done (docs/reproduction.md). ARGS: more options. Like
+# bench-gpu it runs without .venv (BENCH_PY, the checkout's src on PYTHONPATH).
+repro-gpu:
+	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) -m studies.repro gpu \
+		--max-steps 1 $(ARGS)
 
 repro-report: $(STAMP)
-	$(VENV)/bin/contrastkit repro report
+	$(PY) -m studies.repro report
 
 clean-venv:
 	rm -rf $(VENV)

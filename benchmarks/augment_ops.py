@@ -26,8 +26,8 @@ from collections.abc import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from contrastkit.train.specs import ViewsSpec
-from contrastkit.train.views import build_train_views
+from contrastkit.data.augment.views import build_train_views
+from contrastkit.data.specs import ViewsSpec
 from timing import median_ms
 
 HOST_READS = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero",

@@ -41,9 +41,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 
 import launch_count
+from contrastkit.cli.pretrain import build
 from contrastkit.hot_path import hot_path
 from contrastkit.losses import sce
-from contrastkit.train.cli import build
 from timing import median_ms
 from train_step import MethodStep
 
@@ -172,8 +172,8 @@ def loop_figures(args: list[str], block: int, warmup: int) -> dict[str, Any]:
 
 def kernel_figures(device: torch.device, batch: int) -> dict[str, float]:
     """Augmentation (two SCE views) and SCE loss (N 256, K 4096, D 128, bf16) times."""
-    from contrastkit.train.specs import ViewsSpec
-    from contrastkit.train.views import build_train_views
+    from contrastkit.data.augment.views import build_train_views
+    from contrastkit.data.specs import ViewsSpec
 
     views = build_train_views(ViewsSpec(size=32, normalize="cifar10"), ("strong", "weak"))
     views = views.to(device)

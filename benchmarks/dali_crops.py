@@ -8,9 +8,9 @@ same files and the same interleaving, median of ``--rounds`` after a warm-up). V
 
 * ``pil``: the plain loop (``Image.open``, ``convert("RGB")``, one random resized crop to 224,
   ``crop`` + ``resize(BILINEAR)``, ``np.asarray``);
-* ``loader2``: :class:`~contrastkit.data.loader_crops.LoaderCrops`, SCE's two 224 views,
+* ``loader2``: :class:`~contrastkit.data.loading.crops.LoaderCrops`, SCE's two 224 views,
   collated in batches of 32;
-* ``dali1`` / ``dali2``: :class:`~contrastkit.data.dali_crops.DaliCrops` with one / two 224
+* ``dali1`` / ``dali2``: :class:`~contrastkit.data.loading.dali_crops.DaliCrops` with one / two 224
   views on DALI's CPU backend (libjpeg-turbo region decode, resize), batches of 32.
 
 GPU (``--device gpu``, on a machine with a CUDA GPU): wall-clock images per second of
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.data.dali_crops import DaliCrops
-from contrastkit.data.loader_crops import CropSpec, EpochKeys, FileReader
+from contrastkit.data.loading.crops import CropSpec, EpochKeys, FileReader
+from contrastkit.data.loading.dali_crops import DaliCrops
 from loader_crops import GPU_RATE, MIXED, folder_bytes, loader, pil_loop, write_set
 
 

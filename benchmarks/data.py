@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.data.images.cache import ArrayCache
+from contrastkit.data.sources.images.cache import ArrayCache
 
 SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 DEFAULT_ARCHIVE = SHARED_DATA / "cifar10-jpg.tar.gz"

@@ -3,8 +3,8 @@
 Three ways to turn decoded uint8 images into SCE's two views (SCE Table 1 *strong* for the
 online branch, *weak* for the target branch, crop scale (0.2, 1.0)):
 
-* ``contrastkit`` -- :func:`contrastkit.data.views.make_views("sce", size)` on a collated uint8
-  batch in the main process (torch threads = 2), the loader only decodes;
+* ``contrastkit`` -- :func:`contrastkit.data.augment.views.make_views("sce", size)` on a
+  collated uint8 batch in the main process (torch threads = 2), the loader only decodes;
 * ``kornia`` -- the same pipeline composed of ``kornia.augmentation`` ops
   (:func:`contrastkit.data.augment.kornia_preset`), for reference;
 * ``pillow`` -- a per-image implementation of the same pipeline written with
@@ -39,7 +39,7 @@ from torch.utils.data import DataLoader, Dataset
 from contrastkit.data.augment import _color as color
 from contrastkit.data.augment import _geometry as geometry
 from contrastkit.data.augment import kornia_preset
-from contrastkit.data.views import make_views
+from contrastkit.data.augment.views import make_views
 
 BATCH = {32: 256, 224: 64}
 

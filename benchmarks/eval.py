@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from contrastkit.eval import knn_predict, linear_probe
+from contrastkit.eval import LinearProtocol, knn_predict, linear_probe
 
 
 def _parse() -> argparse.Namespace:
@@ -65,10 +65,11 @@ def bench_knn(args: argparse.Namespace, bank: torch.Tensor, labels: torch.Tensor
 
 def bench_probe(args: argparse.Namespace, bank: torch.Tensor, labels: torch.Tensor) -> None:
     test, test_labels = bank[:1000], labels[:1000]
-    linear_probe(bank, labels, test, test_labels, epochs=1, batch_size=args.batch_size)  # warm-up
+    warm_up = LinearProtocol(epochs=1, batch_size=args.batch_size)
+    linear_probe(bank, labels, test, test_labels, warm_up)
     start = time.perf_counter()
-    linear_probe(bank, labels, test, test_labels, epochs=args.probe_epochs,
-                 batch_size=args.batch_size)
+    linear_probe(bank, labels, test, test_labels,
+                 LinearProtocol(epochs=args.probe_epochs, batch_size=args.batch_size))
     seconds = time.perf_counter() - start
     steps = args.probe_epochs * -(-args.bank // args.batch_size)
     print(f"linear_probe {args.bank}x{args.dim}, {args.classes} classes, batch "

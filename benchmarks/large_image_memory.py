@@ -38,9 +38,9 @@ CHILD = r"""
 import sys, warnings
 from pathlib import Path
 import torch
-from contrastkit.data import registry
-from contrastkit.data.images.datasets import ImageFiles
-from contrastkit.data.loader_crops import CropSpec, FileReader, LoaderCrops
+from contrastkit.data.sources import registry
+from contrastkit.data.sources.images.datasets import ImageFiles
+from contrastkit.data.loading.crops import CropSpec, FileReader, LoaderCrops
 case, path = sys.argv[1], Path(sys.argv[2])
 torch.zeros(1) + 1
 def peak():
@@ -54,12 +54,12 @@ elif case == "crops":
     crops = LoaderCrops(FileReader([(str(path), 0)], ["x"]), [CropSpec(64, (0.2, 1.0))] * 2)
     shape = tuple(crops[0][0][0].shape)
 elif case == "finetune":
-    from contrastkit.data.transfer_sets import FileList, FileListImages
-    from contrastkit.data.wrappers import ResizedSquare
+    from contrastkit.data.sources.transfer_sets import FileList, FileListImages
+    from contrastkit.data.sources.wrappers import ResizedSquare
     files = FileListImages(FileList([path], [0], ["x"]))
     shape = tuple(ResizedSquare(files, 64)[0][0].shape)
 elif case == "pack":
-    from contrastkit.data.pack import encode_bounded
+    from contrastkit.data.loading.pack import encode_bounded
     data, ext = encode_bounded(str(path), str(path), 1024, 90)
     shape = (len(data), ext)
 else:

@@ -206,7 +206,7 @@ DEFAULT_ARGS = [
 
 def count_step(args: list[str], step: int = 2) -> dict[str, Any]:
     """Operators and estimated launches per phase of training step ``step`` (0-based)."""
-    from contrastkit.train.cli import build
+    from contrastkit.cli.pretrain import build
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as folder:

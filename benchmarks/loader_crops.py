@@ -1,5 +1,5 @@
 """Loader throughput per core: the views' crops cut from full JPEGs in the loader
-(``contrastkit.data.loader_crops``) against a plain PIL loop.
+(``contrastkit.data.loading.crops``) against a plain PIL loop.
 
 On synthetic JPEGs (smooth colour fields plus grain, quality 90, so that file sizes are close
 to photographs of the same size) written to a temporary folder, in one process with one
@@ -9,7 +9,7 @@ thread, reading the same files in the same order, the variants alternate round b
 * ``pil``: the plain loop, per image: ``Image.open``, ``convert("RGB")`` (full decode), one
   random resized crop to 224 (scale (0.2, 1), torchvision's box sampler), ``crop`` then
   ``resize(..., BILINEAR)`` as torchvision does on a PIL image, ``np.asarray``;
-* ``loader1``: :class:`~contrastkit.data.loader_crops.LoaderCrops` with one 224 view, its
+* ``loader1``: :class:`~contrastkit.data.loading.crops.LoaderCrops` with one 224 view, its
   items collated into batches of 32 (``collate_images``, as a loader worker does; the PIL
   loop makes no tensor and no batch, which favours it);
 * ``loader2``: the same with SCE's two 224 views (each its own box): a training item;
@@ -20,7 +20,8 @@ thread, reading the same files in the same order, the variants alternate round b
 
 Sets: ``500x375`` (all files 500x375) and ``mixed`` (ImageNet-like sizes, 240x320 to
 1600x1200). With ``--store`` the mixed set is also packed into a bounded-side store
-(``contrastkit.data.pack``, JPEG quality 90, side <= 320 by default) and read by ``loader2``.
+(``contrastkit.data.loading.pack``, JPEG quality 90, side <= 320 by default) and read by
+``loader2``.
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/loader_crops.py [--images 200]
 [--rounds 5] [--store]``
@@ -41,9 +42,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from contrastkit.data.images.datasets import ImageFiles, collate_images
-from contrastkit.data.loader_crops import ATTEMPTS, CropSpec, FileReader, LoaderCrops, crop_box
-from contrastkit.data.wrappers import ResizedSquare
+from contrastkit.data.decode.images import collate_images
+from contrastkit.data.loading.crops import ATTEMPTS, CropSpec, FileReader, LoaderCrops, crop_box
+from contrastkit.data.sources.images.datasets import ImageFiles
+from contrastkit.data.sources.wrappers import ResizedSquare
 
 MIXED = ((375, 500), (333, 500), (500, 375), (480, 640), (600, 800), (768, 1024),
          (1200, 1600), (240, 320))  # (height, width)
@@ -150,7 +152,7 @@ def main() -> None:
                         "loader2": loader(paths, 2), "loader1_fast": loader(paths, 1, True),
                         "loader2_fast": loader(paths, 2, True), "square256": square256(paths)}
             if args.store and name == "mixed":
-                from contrastkit.data.pack import pack_folder
+                from contrastkit.data.loading.pack import pack_folder
 
                 store = Path(tmp) / "store"
                 pack_folder(Path(tmp) / name, store, max_side=args.max_side)

@@ -28,11 +28,11 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 import train_step
+from contrastkit.data.augment.views import build_train_views
+from contrastkit.data.specs import ViewsSpec
 from contrastkit.hot_path import hot_path
 from contrastkit.losses import sce
 from contrastkit.models.factory import BackboneSpec
-from contrastkit.train.specs import ViewsSpec
-from contrastkit.train.views import build_train_views
 
 
 def _sync(device: torch.device) -> None:

@@ -42,13 +42,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from contrastkit.data.augment.views import build_train_views
+from contrastkit.data.specs import ViewsSpec
 from contrastkit.hot_path import hot_path
 from contrastkit.losses import nt_xent, sce
 from contrastkit.methods import SCE, SimCLR
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone
 from contrastkit.schedules import ScheduleState
-from contrastkit.train.specs import ViewsSpec
-from contrastkit.train.views import build_train_views
 
 BACKBONE = BackboneSpec(name="resnet18", cifar_stem=True)
 PROJECTOR = HeadSpec(hidden_dim=512, out_dim=128, num_layers=2, batch_norm="hidden")

@@ -6,7 +6,7 @@
    20,023,872 parameters) with a 512 -> 1 linear head and cross-entropy on a random float batch
    ``(B, 3, 8, 112, 112)``, after warm-up steps; median and range over the timed steps. The
    same for the pretraining views' cost on the same batch (strong-alpha with shared frame
-   parameters, :class:`contrastkit.data.video.views.ClipView`), reported apart.
+   parameters, :class:`contrastkit.data.augment.views.ClipView`), reported apart.
 
 Run: ``.venv/bin/python benchmarks/video.py [--batch-size 4] [--steps 5] [--threads 1]
 [--skip-decode]``.
@@ -51,7 +51,7 @@ def time_model(batch: int, steps: int, warmup: int, frames: int, size: int) -> d
 
 def time_views(batch: int, steps: int, frames: int, size: int) -> float:
     """Median seconds to make one strong-alpha view of a uint8 clip batch (shared frames)."""
-    from contrastkit.data.video.views import ClipView
+    from contrastkit.data.augment.views import ClipView
 
     view = ClipView("strong_alpha", size, rgb_difference_p=0.2, jitter_strength=1.0)
     clips = torch.randint(0, 256, (batch, frames, 3, 128, 171), dtype=torch.uint8)

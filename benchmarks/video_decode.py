@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastkit.data import video
+from contrastkit.data.sources import video
 
 
 def _encoder(av: object) -> tuple[str, str]:

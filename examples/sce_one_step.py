@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.data import views
+from contrastkit.data.augment import views
 from contrastkit.losses import sce
 from contrastkit.methods.queue import MemoryQueue
 from contrastkit.models import MomentumBranch, cosine_momentum, projector, small_convnet

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.data import views
+from contrastkit.data.augment import views
 from contrastkit.losses import sincere
 from contrastkit.models import projector, small_convnet
 

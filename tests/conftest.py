@@ -1,9 +1,36 @@
-"""Test-suite root: its folder is on sys.path, so helpers such as ``gloo_harness`` import."""
+"""Test-suite root: the helpers of ``tests/helpers`` import by name (``from child_runs import
+...``), and the fixtures that several folders share live here."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+from tiny_run import TINY_PRETRAIN
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The folder of a real two-epoch SimCLR run of a tiny convnet (16-d features, a 2-layer
+    projector with batch norm to 8-d) on 128 digits, pretrained once per test process and
+    shared by the evaluation tests: read it, never write into it."""
+    from contrastkit.cli.pretrain import pretrain
+
+    out = tmp_path_factory.mktemp("tiny_run") / "run"
+    pretrain([*TINY_PRETRAIN, "--output", str(out)])
+    assert (out / "checkpoints" / "last.ckpt").is_file()
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tiny_run: Path) -> Path:
+    """``last.ckpt`` of :func:`tiny_run`."""
+    return tiny_run / "checkpoints" / "last.ckpt"
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from float32_floor import CUDA_ATOL, float32_floor
 from torch.profiler import ProfilerActivity, profile
 
 from contrastkit.data import augment as A
-from contrastkit.data import views as V
+from contrastkit.data.augment import views as V
 from contrastkit.data.augment._base import check_generator
 from contrastkit.data.augment._color import (
     ORDERS,
@@ -22,8 +22,8 @@ from contrastkit.data.augment._color import (
     RandomGrayscale,
 )
 from contrastkit.data.augment._geometry import RandomResizedCropFlip, crop_boxes_from_uniforms
-from contrastkit.train.specs import ViewsSpec
-from contrastkit.train.views import build_train_views
+from contrastkit.data.augment.views import build_train_views
+from contrastkit.data.specs import ViewsSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

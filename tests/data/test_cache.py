@@ -12,8 +12,9 @@ import pytest
 import torch
 from PIL import Image
 
-from contrastkit.data.images import cache as C
-from contrastkit.data.images import datasets as D
+from contrastkit.data.decode import images as decode
+from contrastkit.data.sources.images import cache as C
+from contrastkit.data.sources.images import datasets as D
 
 RNG = np.random.default_rng(11)
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
@@ -122,7 +123,7 @@ def test_pool_decoding_and_corrupt_files(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(C, "_CHUNK", 3)  # several tasks, so the 2-process pool is used
     make_folder(tmp_path / "src", per_class=5)
     (tmp_path / "src" / "b" / "002.png").write_bytes(b"broken")
-    with pytest.raises(D.UnreadableImageError, match=r"b/002\.png"):
+    with pytest.raises(decode.UnreadableImageError, match=r"b/002\.png"):
         C.ArrayCache.build_or_load(tmp_path / "src", tmp_path / "cache", workers=2)
     assert not any(p.suffix == ".json" for p in (tmp_path / "cache").iterdir())
     with pytest.warns(UserWarning, match="skipped 1 unreadable"):

@@ -27,14 +27,14 @@ from PIL import Image
 
 pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed (contrastkit[dali])")
 
-import contrastkit.data.loader_crops as loader_crops
-from contrastkit.data.dali_crops import DaliCrops
-from contrastkit.data.loader_crops import (
+import contrastkit.data.loading.crops as loader_crops
+from contrastkit.data.loading.crops import (
     CropSpec,
     EpochKeys,
     FileReader,
     LoaderCrops,
 )
+from contrastkit.data.loading.dali_crops import DaliCrops
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrastkit.data.images import datasets as D
+from contrastkit.data.sources.images import datasets as D
 
 RNG = np.random.default_rng(1234)
 
@@ -120,7 +120,7 @@ def test_cifar_missing_files_message(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"cifar-10-python\.tar\.gz") as info:
         D.CIFAR10(tmp_path)
     command = str(info.value).split("or run: ")[1]  # a command that runs as it stands
-    assert command == (f"python -c 'from contrastkit.data.images.datasets import CIFAR10; "
+    assert command == (f"python -c 'from contrastkit.data.sources.images.datasets import CIFAR10; "
                        f"CIFAR10(\"{tmp_path}\", download=True)'")
     compile(command.split("-c ")[1].strip("'"), "<hint>", "exec")
     with pytest.raises(ValueError, match="split"):
@@ -290,7 +290,7 @@ def test_download_file_url_md5_and_offline(tmp_path: Path) -> None:
 
 
 def test_cifar10_download_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from contrastkit.data.images import _cifar
+    from contrastkit.data.sources.images import _cifar
 
     truth = write_cifar10(tmp_path / "src")
     archive = tmp_path / "mirror" / "cifar-10-python.tar.gz"
@@ -309,7 +309,7 @@ def test_cifar10_download_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def test_pickle_from_bytes_buffer_is_accepted() -> None:
     # official files are Python-2 pickles: str keys come back as str with encoding="latin1"
-    from contrastkit.data.images._cifar import _unpickle
+    from contrastkit.data.sources.images._cifar import _unpickle
 
     buf = io.BytesIO()
     pickle.dump({"data": np.zeros((1, 3072), np.uint8), "labels": [3]}, buf, protocol=2)

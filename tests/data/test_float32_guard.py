@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from contrastkit.data.augment._pipeline import exact_float32
-from contrastkit.data.views import make_views
+from contrastkit.data.augment.views import make_views
 
 #: Every per-backend precision setting torch keeps (the guard touches four of them).
 SETTINGS = {

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from contrastkit.data import datasets as D
-from contrastkit.data.images._decode import decode_image
-from contrastkit.data.images._folder import check_headers, list_images
+from contrastkit.data.decode import images as decode
+from contrastkit.data.decode.images import decode_image
+from contrastkit.data.sources.images import datasets as D
+from contrastkit.data.sources.images._folder import check_headers, list_images
 from contrastkit.outputs import SKIPPED_FILES, write_skipped_files
 
 
@@ -53,9 +54,9 @@ def test_an_image_above_the_bomb_limit_is_one_line_and_skippable(tmp_path, monke
     root = tmp_path / "root"
     _png(root / "a" / "small.png", size=4)
     _png(root / "a" / "huge.png", size=20)
-    with pytest.raises(D.UnreadableImageError, match=r"huge\.png: unreadable image"):
+    with pytest.raises(decode.UnreadableImageError, match=r"huge\.png: unreadable image"):
         check_headers(D.ImageFolder(root), same_size=False)
-    with pytest.raises(D.UnreadableImageError, match=r"huge\.png: unreadable image"):
+    with pytest.raises(decode.UnreadableImageError, match=r"huge\.png: unreadable image"):
         decode_image(root / "a" / "huge.png")
     with pytest.warns(UserWarning, match="skipped 1 unreadable"):
         kept = D.ImageFolder(root, skip_corrupt=True)
@@ -66,7 +67,7 @@ def test_a_jpeg_above_the_bomb_limit_is_refused_by_the_fast_path_too(tmp_path, m
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 50)
     path = tmp_path / "huge.jpg"
     Image.fromarray(np.full((20, 20, 3), 9, np.uint8)).save(path)
-    with pytest.raises(D.UnreadableImageError, match=r"huge\.jpg"):
+    with pytest.raises(decode.UnreadableImageError, match=r"huge\.jpg"):
         decode_image(path)
 
 

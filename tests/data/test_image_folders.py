@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from own_images import make_own_folder
 from PIL import Image
 
-from contrastkit.data.images import datasets as D
-from own_images import make_own_folder
+from contrastkit.data.decode import images as decode
+from contrastkit.data.sources.images import datasets as D
 
 RNG = np.random.default_rng(7)
 
@@ -78,7 +79,7 @@ def test_image_folder_corrupt_files(tmp_path: Path) -> None:
     ds = D.ImageFolder(tmp_path)  # lazy: constructing works, reading the bad file fails
     assert len(ds) == 7
     bad = next(i for i, (p, _) in enumerate(ds.samples) if p.endswith("c_garbage.jpg"))
-    with pytest.raises(D.UnreadableImageError, match=r"c_garbage\.jpg"):
+    with pytest.raises(decode.UnreadableImageError, match=r"c_garbage\.jpg"):
         ds[bad]
     with pytest.warns(UserWarning, match=r"skipped 2 unreadable") as record:
         skipping = D.ImageFolder(tmp_path, skip_corrupt=True)
@@ -94,15 +95,15 @@ def test_image_folder_corrupt_files(tmp_path: Path) -> None:
 def test_decode_image_modes_and_resize(tmp_path: Path) -> None:
     rgba = Image.fromarray(RNG.integers(0, 256, size=(4, 4, 4), dtype=np.uint8), "RGBA")
     rgba.save(tmp_path / "a.png")
-    arr = D.decode_image(tmp_path / "a.png")
+    arr = decode.decode_image(tmp_path / "a.png")
     assert arr.shape == (3, 4, 4)
     assert np.array_equal(arr, np.asarray(rgba.convert("RGB")).transpose(2, 0, 1))
     Image.fromarray(RNG.integers(0, 256, size=(64, 48, 3), dtype=np.uint8)).save(
         tmp_path / "b.jpg", quality=90)
-    small = D.decode_image(tmp_path / "b.jpg", size=(16, 12))
+    small = decode.decode_image(tmp_path / "b.jpg", size=(16, 12))
     assert small.shape == (3, 16, 12) and small.dtype == np.uint8
     with pytest.raises(FileNotFoundError):
-        D.decode_image(tmp_path / "none.png")
+        decode.decode_image(tmp_path / "none.png")
 
 
 @pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
@@ -113,12 +114,12 @@ def test_jpeg_fast_path_matches_pillow(tmp_path: Path, mode: str, options: dict)
     Image.fromarray(pixels).convert(mode).save(path, format="JPEG", **options)
     with Image.open(path) as img:
         expected = np.asarray(img.convert("RGB")).transpose(2, 0, 1)
-    assert np.array_equal(D.decode_image(path), expected)
-    assert np.array_equal(D.decode_image(path.read_bytes()), expected)
+    assert np.array_equal(decode.decode_image(path), expected)
+    assert np.array_equal(decode.decode_image(path.read_bytes()), expected)
     data = path.read_bytes()
     for cut in (len(data) // 2, len(data) - 3):
-        with pytest.raises(D.UnreadableImageError, match=r"part\.jpg"):
-            D.decode_image(data[:cut], name="part.jpg")
+        with pytest.raises(decode.UnreadableImageError, match=r"part\.jpg"):
+            decode.decode_image(data[:cut], name="part.jpg")
 
 
 def make_tiny_imagenet(root: Path) -> dict:
@@ -300,17 +301,18 @@ def test_check_headers_names_non_images_and_mixed_sizes(tmp_path: Path) -> None:
     same = D.ImageFolder(make_own_folder(tmp_path / "same", per_class=2, sizes=((8, 8),)))
     D.check_headers(same)  # one size, all images: nothing to say
     mixed = D.ImageFolder(make_own_folder(tmp_path / "mixed", per_class=3))
-    with pytest.raises(D.MixedImageSizesError, match=r"mixed/apple/apple_0\.png is 24x20.*16x16"):
+    with pytest.raises(decode.MixedImageSizesError,
+                       match=r"mixed/apple/apple_0\.png is 24x20.*16x16"):
         D.check_headers(mixed)
     D.check_headers(mixed, same_size=False)
     broken = D.ImageFolder(make_own_folder(tmp_path / "broken", per_class=2, corrupt=1))
-    with pytest.raises(D.UnreadableImageError, match=r"apple_broken0\.jpg"):
+    with pytest.raises(decode.UnreadableImageError, match=r"apple_broken0\.jpg"):
         D.check_headers(broken, same_size=False)
 
 
 def test_collate_images_names_the_sizes() -> None:
     small, large = torch.zeros(3, 4, 4, dtype=torch.uint8), torch.zeros(3, 6, 5, dtype=torch.uint8)
-    images, labels = D.collate_images([(small, 0), (small, 1)])
+    images, labels = decode.collate_images([(small, 0), (small, 1)])
     assert images.shape == (2, 3, 4, 4) and labels.tolist() == [0, 1]
-    with pytest.raises(D.MixedImageSizesError, match=r"3x4x4 and 3x6x5"):
-        D.collate_images([(small, 0), (large, 1)])
+    with pytest.raises(decode.MixedImageSizesError, match=r"3x4x4 and 3x6x5"):
+        decode.collate_images([(small, 0), (large, 1)])

@@ -15,11 +15,12 @@ import pytest
 import torch
 from PIL import Image, ImageFile
 
-from contrastkit.data import loader_crops, registry
-from contrastkit.data import wrappers as W
-from contrastkit.data.images import _decode
-from contrastkit.data.images._folder import ImageFiles
-from contrastkit.data.loader_crops import CropSpec, crop_views
+from contrastkit.data.decode import images as decode
+from contrastkit.data.loading import crops as loader_crops
+from contrastkit.data.loading.crops import CropSpec, crop_views
+from contrastkit.data.sources import registry
+from contrastkit.data.sources import wrappers as W
+from contrastkit.data.sources.images._folder import ImageFiles
 
 H, W_ = 1000, 1200  # (height, width) of the "large" image; the load size is 64
 LOAD = 64
@@ -82,7 +83,7 @@ def test_a_folder_read_at_a_load_size_never_holds_the_full_image(tmp_path, monke
     # the float32 resize gets the image reduced 8 times, not the 1000 x 1200 one
     assert decoded["resized"] == [(H // 8, W_ // 8)]
     # the same picture as the full decode resized directly (within JPEG's scaled IDCT)
-    full = torch.from_numpy(_decode.decode_image(path))
+    full = torch.from_numpy(decode.decode_image(path))
     reference = W.ResizedSquare([(full, 0)], LOAD)[0][0]
     difference = (image.float() - reference.float()).abs()
     assert difference.mean() < (1.0 if route == "png" else 2.0)
@@ -91,23 +92,23 @@ def test_a_folder_read_at_a_load_size_never_holds_the_full_image(tmp_path, monke
 def test_reduced_decode_of_a_png_is_the_rounded_box_mean(tmp_path):
     pixels = (np.random.default_rng(1).random((12, 20, 3)) * 255).astype(np.uint8)
     Image.fromarray(pixels).save(tmp_path / "a.png")
-    array, full = _decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 4)
+    array, full = decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 4)
     assert full == (12, 20) and array.shape == (3, 3, 5)
     mean = pixels.astype(np.float64).reshape(3, 4, 5, 4, 3).mean(axis=(1, 3))
     np.testing.assert_array_equal(array.transpose(1, 2, 0), np.floor(mean + 0.5))
-    sides = _decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 7)[0].shape[1:]
+    sides = decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 7)[0].shape[1:]
     assert sides == (3, 5)  # 7 asked: 4 applied (as libjpeg's scales), ceil(12 / 4), ceil(20 / 4)
-    sides = _decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 8)[0].shape[1:]
+    sides = decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 8)[0].shape[1:]
     assert sides == (2, 3)  # ceil(12 / 8), ceil(20 / 8)
-    assert np.array_equal(_decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 1)[0],
-                          _decode.decode_image(tmp_path / "a.png"))
+    assert np.array_equal(decode.decode_scaled(tmp_path / "a.png", None, lambda h, w: 1)[0],
+                          decode.decode_image(tmp_path / "a.png"))
 
 
 def test_sixteen_bit_reduced_decode_scales_after_averaging(tmp_path):
     levels = np.full((4, 4), 65535, np.uint16)
     levels[:, :2] = 257
     Image.fromarray(levels).save(tmp_path / "deep.png")
-    array = _decode.decode_scaled(tmp_path / "deep.png", None, lambda h, w: 2)[0]
+    array = decode.decode_scaled(tmp_path / "deep.png", None, lambda h, w: 2)[0]
     np.testing.assert_array_equal(array[0], [[1, 255], [1, 255]])
 
 
@@ -145,8 +146,8 @@ def test_the_skip_corrupt_check_decodes_a_jpeg_at_an_eighth(tmp_path, decoded):
 
 def _file_readers(path):
     """Each file dataset that evaluation wraps in ``ResizedSquare``, over the one file."""
-    from contrastkit.data.transfer_sets import FileList, FileListImages
-    from contrastkit.data.voc07 import VOC07Images, VOC07Split
+    from contrastkit.data.sources.transfer_sets import FileList, FileListImages
+    from contrastkit.data.sources.voc07 import VOC07Images, VOC07Split
 
     voc = VOC07Split("test", ["big"], ["x"], np.ones((1, 1), np.int8), [path])
     return {"voc07": VOC07Images(voc), "finetune": FileListImages(FileList([path], [0], ["x"]))}
@@ -156,8 +157,8 @@ def _file_readers(path):
 def test_evaluation_readers_decode_a_large_jpeg_reduced(tmp_path, decoded, reader):
     path = _folder(tmp_path, ".jpg")
     if reader == "shards":
-        from contrastkit.data.pack import pack_folder
-        from contrastkit.data.shards import ShardImages
+        from contrastkit.data.loading.pack import pack_folder
+        from contrastkit.data.sources.shards import ShardImages
 
         pack_folder(tmp_path / "root", tmp_path / "packed", shards=True)
         dataset = ShardImages(tmp_path / "packed" / "train")
@@ -168,7 +169,7 @@ def test_evaluation_readers_decode_a_large_jpeg_reduced(tmp_path, decoded, reade
     assert image.shape == (3, LOAD, LOAD) and label == 0
     assert decoded["decoded"] == [(W_ // 8, H // 8)]  # 1/8, never 1200 x 1000
     assert decoded["resized"] == [(H // 8, W_ // 8)]
-    full = torch.from_numpy(_decode.decode_image(path))
+    full = torch.from_numpy(decode.decode_image(path))
     reference = W.ResizedSquare([(full, 0)], LOAD)[0][0]
     assert (image.float() - reference.float()).abs().mean() < 2.0
     assert tuple(dataset[0][0].shape) == (3, H, W_)  # read alone, the image is whole
@@ -183,7 +184,7 @@ def test_finetune_file_list_reduces_a_png_before_the_resize(tmp_path, decoded):
 
 
 def test_pack_decodes_a_large_jpeg_reduced_for_its_bounded_side(tmp_path, decoded):
-    from contrastkit.data.pack import encode_bounded
+    from contrastkit.data.loading.pack import encode_bounded
 
     path = _folder(tmp_path, ".jpg")
     data = path.read_bytes()
@@ -195,7 +196,7 @@ def test_pack_decodes_a_large_jpeg_reduced_for_its_bounded_side(tmp_path, decode
     out = np.asarray(Image.open(io.BytesIO(packed)))
     assert out.shape == (167, 200, 3)
     # the resize of the full image, as pack wrote it before: the same picture
-    whole = Image.fromarray(_decode.decode_image(data).transpose(1, 2, 0))
+    whole = Image.fromarray(decode.decode_image(data).transpose(1, 2, 0))
     reference = np.asarray(whole.resize((200, 167), Image.Resampling.BICUBIC))
     assert np.abs(out.astype(np.float64) - reference).mean() < 2.0
     decoded["decoded"].clear()  # kept as it is (no bound, or within it): checked at 1/8
@@ -203,7 +204,7 @@ def test_pack_decodes_a_large_jpeg_reduced_for_its_bounded_side(tmp_path, decode
     assert encode_bounded(data, str(path), 1200, 95) == (data, None)
     assert encode_bounded(str(path), str(path), 1200, 95) == (data, None)  # a path: its bytes
     assert decoded["decoded"] == [(W_ // 8, H // 8)] * 3
-    with pytest.raises(_decode.UnreadableImageError, match=r"cut\.jpg"):
+    with pytest.raises(decode.UnreadableImageError, match=r"cut\.jpg"):
         encode_bounded(data[:-2000], "cut.jpg", None, 95)  # truncation still found at 1/8
 
 
@@ -218,13 +219,13 @@ def test_a_png_path_is_streamed_to_pillow_not_read_whole_first(tmp_path, monkeyp
         return image_open(fp, *args, **kwargs)
 
     monkeypatch.setattr(Image, "open", spy)
-    array = _decode.decode_image(tmp_path / "a.png")
+    array = decode.decode_image(tmp_path / "a.png")
     np.testing.assert_array_equal(array.transpose(1, 2, 0), pixels)
     assert opened == [tmp_path / "a.png"]  # the path: Pillow reads the file block by block
-    assert _decode.decode_scaled(str(tmp_path / "a.png"), None, lambda h, w: 2)[1] == (40, 30)
+    assert decode.decode_scaled(str(tmp_path / "a.png"), None, lambda h, w: 2)[1] == (40, 30)
     assert opened[-1] == str(tmp_path / "a.png")
-    _decode.decode_image((tmp_path / "a.png").read_bytes())  # bytes stay bytes
+    decode.decode_image((tmp_path / "a.png").read_bytes())  # bytes stay bytes
     assert isinstance(opened[-1], io.BytesIO)
     (tmp_path / "cut.png").write_bytes((tmp_path / "a.png").read_bytes()[:-40])
-    with pytest.raises(_decode.UnreadableImageError, match=r"cut\.png: unreadable"):
-        _decode.decode_image(tmp_path / "cut.png")
+    with pytest.raises(decode.UnreadableImageError, match=r"cut\.png: unreadable"):
+        decode.decode_image(tmp_path / "cut.png")

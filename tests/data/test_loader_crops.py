@@ -1,6 +1,6 @@
-"""Tests of contrastkit.data.loader_crops: the views' random resized crops cut from each full
+"""Tests of contrastkit.data.loading.crops: the views' random resized crops cut from each full
 image in the loader (SCE Table 1 / DySTreSS: crops of the whole image), and their device half
-(contrastkit.data.views ... from_crops)."""
+(contrastkit.data.augment.views ... from_crops)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from contrastkit.data import augment as A
-from contrastkit.data import views as V
+from contrastkit.data.augment import views as V
 from contrastkit.data.augment._geometry import crop_boxes_from_uniforms
-from contrastkit.data.images.datasets import ImageFolder, collate_images
-from contrastkit.data.loader_crops import (
+from contrastkit.data.decode.images import collate_images
+from contrastkit.data.loading.crops import (
     ATTEMPTS,
     CropSpec,
     EpochKeys,
@@ -31,7 +31,8 @@ from contrastkit.data.loader_crops import (
     encoded_reader,
     keyed_uniforms,
 )
-from contrastkit.data.wrappers import fixed_subset, select_classes
+from contrastkit.data.sources.images.datasets import ImageFolder
+from contrastkit.data.sources.wrappers import fixed_subset, select_classes
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

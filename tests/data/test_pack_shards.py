@@ -11,10 +11,10 @@ import torch
 from PIL import Image
 
 from contrastkit.cli import main
-from contrastkit.data.images.datasets import ImageFolder
-from contrastkit.data.pack import pack_folder
-from contrastkit.data.registry import MissingSplitError, build_dataset
-from contrastkit.data.shards import ShardImages, ShardReader
+from contrastkit.data.loading.pack import pack_folder
+from contrastkit.data.sources.images.datasets import ImageFolder
+from contrastkit.data.sources.registry import MissingSplitError, build_dataset
+from contrastkit.data.sources.shards import ShardImages, ShardReader
 
 SIZES = ((30, 40), (80, 60), (24, 100))  # (height, width)
 

@@ -13,10 +13,10 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from contrastkit.data.loader_crops import CropSpec, LoaderCrops, ViewCrops, encoded_reader
-from contrastkit.data.pack import pack_folder
-from contrastkit.data.shards import ShardImages, ShardReader
-from contrastkit.data.stream import DecodedImage, ShardStream, shuffled
+from contrastkit.data.loading.crops import CropSpec, LoaderCrops, ViewCrops, encoded_reader
+from contrastkit.data.loading.pack import pack_folder
+from contrastkit.data.sources.shards import ShardImages, ShardReader
+from contrastkit.data.sources.stream import DecodedImage, ShardStream, shuffled
 from contrastkit.train.datamodule import PretrainDataModule
 
 pytest.importorskip("webdataset")

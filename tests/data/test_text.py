@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contrastkit.data import text
+from contrastkit.data.sources import text
 
 
 def test_lines_by_index_and_in_order(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
-"""Readers of the DySTreSS transfer sets (contrastkit.data.transfer_sets) on small files in the
-distributed layouts, with a bad input each."""
+"""Readers of the DySTreSS transfer sets (contrastkit.data.sources.transfer_sets) on small files in
+the distributed layouts, with a bad input each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 import transfer_fixtures as fx
 
-from contrastkit.data.transfer_sets import FileListImages, read_transfer_set
+from contrastkit.data.sources.transfer_sets import FileListImages, read_transfer_set
 
 pytest.importorskip("PIL")
 pytest.importorskip("scipy")
@@ -79,7 +79,7 @@ def test_malformed_rows_and_unknown_split_are_named(tmp_path):
 
 
 def test_corrupt_image_is_named(tmp_path):
-    from contrastkit.data.images.datasets import UnreadableImageError
+    from contrastkit.data.decode.images import UnreadableImageError
 
     files = read_transfer_set("mhist", fx.mhist(tmp_path), "train")
     files.paths[1].write_bytes(b"broken")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contrastkit.data import video
+from contrastkit.data.augment import video as clip_augment
+from contrastkit.data.sources import video
 
 
 def test_rgb_difference_hand_values() -> None:
@@ -13,38 +14,38 @@ def test_rgb_difference_hand_values() -> None:
     clip = torch.zeros(3, 3, 2, 2, dtype=torch.float64)
     for t in range(3):
         clip[t, t] = 1.0
-    out = video.rgb_difference(clip)
+    out = clip_augment.rgb_difference(clip)
     assert out.shape == clip.shape and out.dtype == clip.dtype
     expected = torch.tensor([0.587 - 0.299, 0.114 - 0.587, 0.114 - 0.587], dtype=torch.float64)
     torch.testing.assert_close(out, expected.view(3, 1, 1, 1).expand(3, 3, 2, 2))
-    assert torch.equal(video.rgb_difference(clip[:1]), torch.zeros_like(clip[:1]))
+    assert torch.equal(clip_augment.rgb_difference(clip[:1]), torch.zeros_like(clip[:1]))
 
 
 def test_rgb_difference_batched_matches_per_clip() -> None:
     torch.manual_seed(0)
     batch = torch.rand(2, 4, 3, 5, 6)
-    out = video.rgb_difference(batch)
+    out = clip_augment.rgb_difference(batch)
     for b in range(2):
-        torch.testing.assert_close(out[b], video.rgb_difference(batch[b]))
+        torch.testing.assert_close(out[b], clip_augment.rgb_difference(batch[b]))
     gray = (0.299 * batch[:, :, 0] + 0.587 * batch[:, :, 1] + 0.114 * batch[:, :, 2])
     torch.testing.assert_close(out[:, 1, 2], gray[:, 2] - gray[:, 1])
     with pytest.raises(ValueError, match="float"):
-        video.rgb_difference(torch.zeros(2, 3, 4, 4, dtype=torch.uint8))
+        clip_augment.rgb_difference(torch.zeros(2, 3, 4, 4, dtype=torch.uint8))
 
 
 def test_random_rgb_difference_is_per_clip() -> None:
     torch.manual_seed(1)
     clips = torch.rand(64, 3, 3, 4, 4)
-    diff = video.rgb_difference(clips)
-    assert torch.equal(video.RandomRGBDifference(0.0)(clips), clips)
-    torch.testing.assert_close(video.RandomRGBDifference(1.0)(clips), diff)
-    out = video.RandomRGBDifference(0.5, generator=torch.Generator().manual_seed(0))(clips)
+    diff = clip_augment.rgb_difference(clips)
+    assert torch.equal(clip_augment.RandomRGBDifference(0.0)(clips), clips)
+    torch.testing.assert_close(clip_augment.RandomRGBDifference(1.0)(clips), diff)
+    out = clip_augment.RandomRGBDifference(0.5, generator=torch.Generator().manual_seed(0))(clips)
     as_diff = [torch.equal(out[i], diff[i]) for i in range(64)]
     as_rgb = [torch.equal(out[i], clips[i]) for i in range(64)]
     assert all(a != b for a, b in zip(as_diff, as_rgb, strict=True))  # whole clips, never mixed
     assert 16 < sum(as_diff) < 48
     with pytest.raises(ValueError, match="p must be"):
-        video.RandomRGBDifference(1.5)
+        clip_augment.RandomRGBDifference(1.5)
 
 
 def test_three_crop_positions() -> None:
@@ -70,8 +71,9 @@ def test_static_video_stays_static(name: str) -> None:
     pytest.importorskip("contrastkit.data.augment")
     clips = _static_clips()
     options = {} if name == "weak" else {"jitter_strength": 1.0}
-    out = video.video_preset(name, 24, generator=torch.Generator().manual_seed(0), **options)(
-        clips)
+    augment = clip_augment.video_preset(name, 24, generator=torch.Generator().manual_seed(0),
+                                        **options)
+    out = augment(clips)
     assert out.dtype == torch.float32 and tuple(out.shape) == (4, 5, 3, 24, 24)
     for t in range(1, 5):
         assert torch.equal(out[:, t], out[:, 0])
@@ -82,7 +84,7 @@ def test_frames_get_the_image_preset_with_the_same_parameters() -> None:
     augment = pytest.importorskip("contrastkit.data.augment")
     torch.manual_seed(3)
     clips = torch.randint(0, 256, (3, 4, 3, 32, 32), dtype=torch.uint8)
-    aug = video.VideoAugment("strong_beta", 16, jitter_strength=1.0,
+    aug = clip_augment.VideoAugment("strong_beta", 16, jitter_strength=1.0,
                              generator=torch.Generator().manual_seed(5))
     out = aug(clips)
     for t in range(4):  # a fresh generator with the same seed draws the clip's parameters again
@@ -95,10 +97,10 @@ def test_kornia_backend_shares_parameters_over_frames() -> None:
     pytest.importorskip("kornia")
     pytest.importorskip("contrastkit.data.augment")
     torch.manual_seed(4)
-    out = video.VideoAugment("strong_alpha", 24, backend="kornia", jitter_strength=1.0)(
+    out = clip_augment.VideoAugment("strong_alpha", 24, backend="kornia", jitter_strength=1.0)(
         _static_clips(3, 4))
     assert tuple(out.shape) == (3, 4, 3, 24, 24)
     for t in range(1, 4):
         torch.testing.assert_close(out[:, t], out[:, 0])
     with pytest.raises(ValueError, match="backend"):
-        video.VideoAugment("weak", 24, backend="nope")
+        clip_augment.VideoAugment("weak", 24, backend="nope")

@@ -17,7 +17,8 @@ from video_fixtures import (
     squares_folder,
 )
 
-from contrastkit.data import video
+from contrastkit.data.decode import video as video_decode
+from contrastkit.data.sources import video
 
 
 def _link_tree(root: Path, layout: dict[str, Path]) -> Path:
@@ -197,7 +198,7 @@ def _corrupt_folder(tmp_path: Path) -> Path:
 def test_corrupt_videos_raise_naming_the_file(tmp_path: Path) -> None:
     ds = video.VideoFolder(_corrupt_folder(tmp_path), frames=2, short_side=16)
     names = [p.name for p, _ in ds.samples]
-    with pytest.raises(video.VideoDecodeError, match=names[0]):
+    with pytest.raises(video_decode.VideoDecodeError, match=names[0]):
         ds[0]  # garbage.* sorts first
 
 

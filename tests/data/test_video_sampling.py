@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contrastkit.data import video
+from contrastkit.data.sources import video
 
 
 def gen(seed: int = 0) -> torch.Generator:

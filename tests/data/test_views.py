@@ -1,4 +1,5 @@
-"""Tests of contrastkit.data.views: two-view and multi-crop generators (SCE appendix D.2)."""
+"""Tests of contrastkit.data.augment.views: two-view and multi-crop generators (SCE appendix
+D.2)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 
 from contrastkit.data import augment as A
-from contrastkit.data import views as V
+from contrastkit.data.augment import views as V
 from contrastkit.data.augment._color import RandomColorJitter, RandomSolarize
 
 pytestmark = pytest.mark.usefixtures("one_thread")

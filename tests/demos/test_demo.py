@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from contrastkit.data.images import datasets as D
-from contrastkit.demos import pretrain as demo
-from contrastkit.demos import protocol as P
-from contrastkit.eval import linear_probe, sample_per_class
+from contrastkit.data.sources.images import datasets as D
+from contrastkit.eval import LinearProtocol, linear_probe, sample_per_class
+from examples.demos import pretrain as demo
+from examples.demos import protocol as P
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on a shared 2-core CPU
 CIFAR_JPG = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"
@@ -91,18 +91,18 @@ def test_few_label_accuracies_are_probes_on_stratified_seeded_draws() -> None:
         for idx in draws:  # stratified: exactly `shot` of every class
             assert torch.bincount(y[idx], minlength=3).tolist() == [shot] * 3
         assert len({tuple(d.tolist()) for d in draws}) == len(seeds)  # seeds give new draws
-        expected = [100 * linear_probe(x[i], y[i], tx, ty, seed=s, num_classes=3,
-                                       **P.PROBE)["top1"]
+        expected = [100 * linear_probe(x[i], y[i], tx, ty, P.PROBE, seed=s,
+                                       num_classes=3)["top1"]
                     for i, s in zip(draws, seeds, strict=True)]
         row = table[str(shot)]
         assert row["top1"] == expected and row["num_train"] == 3 * shot
         assert row["mean"] == pytest.approx(np.mean(expected), abs=1e-9)
         assert row["std"] == pytest.approx(np.std(expected, ddof=1), abs=1e-9)
     full = table["all"]
-    assert full["top1"] == [100 * linear_probe(x, y, tx, ty, seed=0, num_classes=3,
-                                               **P.PROBE)["top1"]]
+    assert full["top1"] == [100 * linear_probe(x, y, tx, ty, P.PROBE, seed=0,
+                                               num_classes=3)["top1"]]
     assert full["num_train"] == 36 and full["std"] == 0.0
-    assert P.PROBE == {"epochs": 100, "lr": 0.1, "batch_size": 256}  # eval lowshot defaults
+    assert P.PROBE == LinearProtocol(epochs=100, lr=0.1, batch_size=256)  # eval lowshot's
 
 
 def test_compare_runs_every_representation_on_both_test_sets() -> None:
@@ -291,7 +291,7 @@ def test_demo_cifar10_from_a_jpeg_archive(tmp_path: Path, capsys) -> None:
 def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> None:
     import lightning as L
 
-    from contrastkit.train.cli import build
+    from contrastkit.cli.pretrain import build
 
     class StopAfterOneEpoch(L.Callback):
         def on_train_epoch_end(self, trainer, pl_module) -> None:
@@ -309,3 +309,15 @@ def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> N
     assert (out / "demo.json").is_file()
     with pytest.raises(SystemExit, match="--resume needs --output"):
         demo.main(["--resume"])
+
+
+def test_the_readme_table_is_the_committed_demo_json():
+    """The README's results table is what ``make demo`` printed for the run whose demo.json is
+    committed in docs/ (``python -m examples.demos.readme_table RUN/demo.json`` writes both)."""
+    from examples.demos import readme_table as R
+
+    readme = R.README.read_text()
+    assert R.readme_table(readme) == R.table_of(R.COMMITTED)
+    assert R.main(["--check"]) == 0
+    changed = R.with_table(readme, "| stale |")
+    assert R.readme_table(changed) == "| stale |" and changed.count(R.BEGIN) == 1

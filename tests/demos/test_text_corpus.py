@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contrastkit.demos import text_corpus
+from examples.demos import text_corpus
 
 
 def test_held_out_pairs_are_near_copies_and_other_sentences():

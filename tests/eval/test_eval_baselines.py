@@ -9,37 +9,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_run import TINY_PRETRAIN
 
 from contrastkit.cli import main
 from contrastkit.data import augment
-from contrastkit.data.images.datasets import Digits
+from contrastkit.data.sources.images.datasets import Digits
 from contrastkit.eval import bootstrap_accuracy_difference, knn_predict
 
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
-TINY_PRETRAIN = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
-]
 
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("baselines")
-
-
-@pytest.fixture(scope="module")
-def checkpoint(work) -> Path:
-    from contrastkit.train.cli import pretrain
-
-    pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
-    return work / "run" / "checkpoints" / "last.ckpt"
 
 
 def _eval(capsys, work: Path, ckpt: Path, *argv: str) -> tuple[int, str, str]:
@@ -50,9 +34,9 @@ def _eval(capsys, work: Path, ckpt: Path, *argv: str) -> tuple[int, str, str]:
 
 
 def test_knn_baselines_are_the_same_protocol_on_raw_pixels_and_random_weights(
-        checkpoint, work, capsys):
+        tiny_checkpoint, work, capsys):
     out = work / "knn"
-    code, stdout, err = _eval(capsys, work, checkpoint, "knn", "--k", "20", "--baselines",
+    code, stdout, err = _eval(capsys, work, tiny_checkpoint, "knn", "--k", "20", "--baselines",
                               "--output", str(out))
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
@@ -78,24 +62,24 @@ def test_knn_baselines_are_the_same_protocol_on_raw_pixels_and_random_weights(
     assert "## Baselines" in stdout
 
     # seeded: the random initialisation is the same on a second run
-    code, _, _ = _eval(capsys, work, checkpoint, "knn", "--k", "20", "--baselines",
+    code, _, _ = _eval(capsys, work, tiny_checkpoint, "knn", "--k", "20", "--baselines",
                        "--output", str(work / "knn2"))
     again = json.loads((work / "knn2" / "results.json").read_text())["baselines"]
     assert again["random init"]["metrics"] == rand["metrics"]
 
 
-def test_linear_and_lowshot_take_baselines(checkpoint, work, capsys):
-    code, _, err = _eval(capsys, work, checkpoint, "linear", "--epochs", "3", "--baselines",
+def test_linear_and_lowshot_take_baselines(tiny_checkpoint, work, capsys):
+    code, _, err = _eval(capsys, work, tiny_checkpoint, "linear", "--epochs", "3", "--baselines",
                               "--output", str(work / "lin"))
     assert code == 0, err
     results = json.loads((work / "lin" / "results.json").read_text())
     assert set(results["baselines"]) == {"raw pixels", "random init"}
-    code, _, err = _eval(capsys, work, checkpoint, "lowshot", "--epochs", "2", "--shots", "4",
+    code, _, err = _eval(capsys, work, tiny_checkpoint, "lowshot", "--epochs", "2", "--shots", "4",
                          "--seeds", "0", "--baselines", "--output", str(work / "low"))
     assert code == 0, err
     low = json.loads((work / "low" / "results.json").read_text())["baselines"]
     assert "4" in low["raw pixels"]["metrics"]["shots"]
-    code, _, err = _eval(capsys, work, checkpoint, "linear", "--protocol", "sce_d1",
+    code, _, err = _eval(capsys, work, tiny_checkpoint, "linear", "--protocol", "sce_d1",
                          "--baselines")
     assert code == 2 and "--baselines needs --protocol fast" in err
 
@@ -104,7 +88,7 @@ def test_eval_knn_takes_the_monitors_k_and_names_the_split_best_ckpt_was_chosen_
         work, capsys):
     """One set of evaluation defaults (issue 19, item 3): without --k, eval knn uses the run's
     kNN monitor's k and temperature; best.ckpt evaluated on the monitor's split says so."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     run = work / "k20"
     pretrain([*TINY_PRETRAIN, "--model.online_eval.knn_k", "20",

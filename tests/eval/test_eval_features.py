@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from contrastkit.checkpoints import file_hash
-from contrastkit.data.images.datasets import ArrayImages
+from contrastkit.data.sources.images.datasets import ArrayImages
 from contrastkit.eval import features as F
 from contrastkit.eval.features import extract_features, feature_cache_key
 

@@ -10,49 +10,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from own_images import make_own_folder
 
 from contrastkit.cli import main
-from own_images import make_own_folder
 
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
 PNG = b"\x89PNG\r\n\x1a\n"
-TINY_PRETRAIN = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "2",
-    "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
-]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
-
-    out = tmp_path_factory.mktemp("figures") / "run"
-    pretrain([*TINY_PRETRAIN, "--output", str(out)])
-    return out
-
-
-def test_pretraining_writes_a_per_epoch_summary_beside_the_knn_monitor(run):
+def test_pretraining_writes_a_per_epoch_summary_beside_the_knn_monitor(tiny_run):
     from contrastkit.train.summary_figure import per_epoch
 
-    assert (run / "summary.png").read_bytes().startswith(PNG)
-    with open(run / "metrics.csv", newline="") as handle:
+    assert (tiny_run / "summary.png").read_bytes().startswith(PNG)
+    with open(tiny_run / "metrics.csv", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r.get("train/loss")]
-    by_epoch = per_epoch(run / "metrics.csv", "train/loss")
+    by_epoch = per_epoch(tiny_run / "metrics.csv", "train/loss")
     assert sorted(by_epoch) == [0, 1]
     for epoch, mean in by_epoch.items():
         values = [float(r["train/loss"]) for r in rows if int(r["epoch"]) == epoch]
         assert mean == pytest.approx(sum(values) / len(values))
 
 
-def test_eval_knn_and_linear_write_their_figures(run, tmp_path, capsys):
-    ckpt = run / "checkpoints" / "last.ckpt"
+def test_eval_knn_and_linear_write_their_figures(tiny_run, tmp_path, capsys):
+    ckpt = tiny_run / "checkpoints" / "last.ckpt"
     common = ["--checkpoint", str(ckpt), "--data", "digits", "--quiet", "--no-cache"]
     assert main(["eval", "knn", *common, "--output", str(tmp_path / "knn")]) == 0
     knn = json.loads((tmp_path / "knn" / "results.json").read_text())
@@ -68,13 +50,13 @@ def test_eval_knn_and_linear_write_their_figures(run, tmp_path, capsys):
 
 
 def test_linear_probe_curves_are_the_accuracies_after_each_epoch():
-    from contrastkit.eval import linear_probe
+    from contrastkit.eval import LinearProtocol, linear_probe
 
     g = torch.Generator().manual_seed(0)
     xtr, ytr = torch.randn(60, 5, generator=g), torch.randint(0, 3, (60,), generator=g)
     xte, yte = torch.randn(30, 5, generator=g), torch.randint(0, 3, (30,), generator=g)
-    one = linear_probe(xtr, ytr, xte, yte, epochs=1, lr=0.1, batch_size=16)
-    two = linear_probe(xtr, ytr, xte, yte, epochs=2, lr=0.1, batch_size=16)
+    one = linear_probe(xtr, ytr, xte, yte, LinearProtocol(epochs=1, lr=0.1, batch_size=16))
+    two = linear_probe(xtr, ytr, xte, yte, LinearProtocol(epochs=2, lr=0.1, batch_size=16))
     assert len(two["train_top1_curve"]) == 2
     # after one epoch of the 2-epoch run the lr schedule differs, so compare each run's last
     assert two["test_top1_curve"][-1] == pytest.approx(two["top1"])
@@ -82,10 +64,10 @@ def test_linear_probe_curves_are_the_accuracies_after_each_epoch():
         float((one["classifier"](xtr).argmax(1) == ytr).float().mean()))
 
 
-def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
+def test_embed_writes_embeddings_files_and_a_map(tiny_run, tmp_path, capsys):
     photos = make_own_folder(tmp_path / "photos", per_class=4, sizes=((8, 8),))
     flat = make_own_folder(tmp_path / "flat", per_class=4, sizes=((8, 8),), labelled=False)
-    ckpt = str(run / "checkpoints" / "last.ckpt")
+    ckpt = str(tiny_run / "checkpoints" / "last.ckpt")
     out = tmp_path / "emb"
     assert main(["embed", "--checkpoint", ckpt, "--data", "folder", "--root", str(photos),
                  "--quiet", "--output", str(out)]) == 0
@@ -94,7 +76,7 @@ def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
     assert z.shape == (len(files), 16) and len(files) == len(list(photos.rglob("*.png")))
     from contrastkit.checkpoints import load_backbone
     from contrastkit.data import augment
-    from contrastkit.data.images.datasets import decode_image
+    from contrastkit.data.decode.images import decode_image
 
     backbone, _ = load_backbone(ckpt)
     view = augment.preset("eval", 8, small=True, normalize=None)
@@ -112,8 +94,8 @@ def test_embed_writes_embeddings_files_and_a_map(run, tmp_path, capsys):
                  "--quiet", "--output", str(tmp_path / "flat_emb")]) == 2  # one run per folder
 
 
-def test_eval_lowshot_and_retrieval_write_their_figures(run, tmp_path):
-    common = ["--checkpoint", str(run / "checkpoints" / "last.ckpt"), "--data", "digits",
+def test_eval_lowshot_and_retrieval_write_their_figures(tiny_run, tmp_path):
+    common = ["--checkpoint", str(tiny_run / "checkpoints" / "last.ckpt"), "--data", "digits",
               "--quiet", "--no-cache"]
     assert main(["eval", "lowshot", *common, "--shots", "2", "all", "--seeds", "0",
                  "--epochs", "2", "--output", str(tmp_path / "low")]) == 0

@@ -43,7 +43,7 @@ def separable(n=300, dim=8, classes=3, seed=0):
 
 def test_probe_separable_reaches_100_percent():
     x, y = separable()
-    out = linear_probe(x[:200], y[:200], x[200:], y[200:], epochs=20, lr=0.1)
+    out = linear_probe(x[:200], y[:200], x[200:], y[200:], LinearProtocol(epochs=20, lr=0.1))
     assert out["top1"] == 1.0
     assert out["mean_per_class"] == 1.0
     assert "top5" not in out  # 3 classes: every label is among the top 5, nothing to report
@@ -53,7 +53,7 @@ def test_probe_separable_reaches_100_percent():
 
 def test_probe_on_digits_pixels_above_90_percent(digits):
     xtr, ytr, xte, yte = digits
-    out = linear_probe(xtr, ytr, xte, yte, epochs=60, lr=0.1, batch_size=128)
+    out = linear_probe(xtr, ytr, xte, yte, LinearProtocol(epochs=60, lr=0.1, batch_size=128))
     assert out["top1"] > 0.9
     # the classifier works on RAW features: the standardisation is folded into it
     pred = out["classifier"](xte).argmax(dim=1)
@@ -65,10 +65,11 @@ def test_probe_on_digits_pixels_above_90_percent(digits):
 
 def test_probe_step_schedule(digits):
     xtr, ytr, xte, yte = digits
-    kwargs = {"epochs": 10, "lr": 0.05, "batch_size": 64, "schedule": "step", "milestones": (6, 8)}
-    out = linear_probe(xtr, ytr, xte, yte, **kwargs)
+    protocol = LinearProtocol(epochs=10, lr=0.05, batch_size=64, schedule="step",
+                              milestones=(6, 8))
+    out = linear_probe(xtr, ytr, xte, yte, protocol)
     assert out["top1"] > 0.85
-    again = linear_probe(xtr, ytr, xte, yte, **kwargs)
+    again = linear_probe(xtr, ytr, xte, yte, protocol)
     assert again["top1"] == out["top1"]  # deterministic given the seed
 
 
@@ -124,7 +125,8 @@ def test_lowshot_linear(digits, monkeypatch):
 
     monkeypatch.setattr(linear, "linear_probe", spy)
     xtr, ytr, xte, yte = digits
-    out = lowshot_linear(xtr, ytr, xte, yte, shots=(2, 16, None), seeds=(0, 1), epochs=15)
+    out = lowshot_linear(xtr, ytr, xte, yte, shots=(2, 16, None), seeds=(0, 1),
+                         protocol=LinearProtocol(epochs=15))
     assert list(out) == [2, 16, None]
     assert seen[:2] == [[2] * 10, [2] * 10]
     assert seen[2:4] == [[16] * 10, [16] * 10]
@@ -177,4 +179,4 @@ def test_probe_bad_inputs(digits):
     with pytest.raises(ValueError, match="num_classes"):
         linear_probe(xtr, ytr, xte, yte, num_classes=5)
     with pytest.raises(ValueError, match="batch_size"):
-        linear_probe(xtr, ytr, xte, yte, batch_size=0)
+        linear_probe(xtr, ytr, xte, yte, LinearProtocol(batch_size=0))

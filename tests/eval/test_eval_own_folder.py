@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from own_images import make_own_folder
 
 from contrastkit.checkpoints import load_backbone
 from contrastkit.cli import main
-from contrastkit.eval.cli import eval_parser
-from contrastkit.eval.cli.eval import KNN_K, KNN_TEMPERATURE
+from contrastkit.cli.eval import eval_parser
+from contrastkit.eval.protocols import KNN_K, KNN_TEMPERATURE
 from contrastkit.outputs import file_mode
 from contrastkit.train.specs import OnlineEvalSpec
-from own_images import make_own_folder
 
 pytest.importorskip("matplotlib")
 
@@ -38,7 +38,7 @@ def own(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def run(own, tmp_path_factory) -> Path:
     """The checkpoint of a 1-epoch run on ``own`` with a 25% held-out test split."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("runs") / "run"
     pretrain([*TINY_NET, "--data.dataset", "folder", "--data.root", str(own),

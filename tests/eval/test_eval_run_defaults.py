@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from contrastkit.eval.cli.run_defaults import RunDefaults, run_defaults
+from contrastkit.eval.run_defaults import RunDefaults, run_defaults
 
 OLD_ENTRY = {"backbone": {"name": "small_convnet"}, "method": "SCE", "num_classes": 10}
 RECORD = {

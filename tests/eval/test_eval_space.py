@@ -16,15 +16,6 @@ from contrastkit.models.heads import MLPHead
 
 pytest.importorskip("sklearn")
 
-TINY_PRETRAIN = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 12, "out_dim": 8, "batch_norm": "all"}',
-]
 
 
 @pytest.mark.parametrize("layers,batch_norm", [(1, "none"), (1, "all"), (2, "none"),
@@ -48,19 +39,10 @@ def test_weights_of_no_head_are_refused() -> None:
         projector_from_weights({"layers.0.running_mean": torch.zeros(3)})
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    from contrastkit.train.cli import pretrain
-
-    work = tmp_path_factory.mktemp("space")
-    pretrain([*TINY_PRETRAIN, "--output", str(work / "run")])
-    return work / "run" / "checkpoints" / "last.ckpt"
-
-
-def test_knn_in_projector_space_reads_the_projector_output(checkpoint: Path, tmp_path) -> None:
+def test_knn_in_projector_space_reads_the_projector_output(tiny_checkpoint: Path, tmp_path) -> None:
     cache = tmp_path / "cache"
     for space in ("backbone", "projector"):
-        assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits",
+        assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
                      "--k", "1", "--space", space, "--cache-dir", str(cache), "--quiet",
                      "--output", str(tmp_path / space)]) == 0
     record = json.loads((tmp_path / "projector" / "results.json").read_text())["checkpoint"]
@@ -77,19 +59,19 @@ def test_knn_in_projector_space_reads_the_projector_output(checkpoint: Path, tmp
     for entry in entries:
         by_dim.setdefault(entry["features"].shape[1], []).append(entry["features"])
     assert sorted(by_dim) == [8, 16] and len(by_dim[8]) == len(by_dim[16]) == 2
-    head, _ = load_projector(checkpoint)
+    head, _ = load_projector(tiny_checkpoint)
     with torch.no_grad():
         projected = sorted((head(f) for f in by_dim[16]), key=len)
     for got, want in zip(sorted(by_dim[8], key=len), projected, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_projector_space_of_a_file_without_one_is_refused(checkpoint: Path, tmp_path,
+def test_projector_space_of_a_file_without_one_is_refused(tiny_checkpoint: Path, tmp_path,
                                                           capsys) -> None:
     from contrastkit.export import export_backbone
 
     exported = tmp_path / "backbone.safetensors"
-    export_backbone(checkpoint, exported)
+    export_backbone(tiny_checkpoint, exported)
     code = main(["eval", "knn", "--checkpoint", str(exported), "--data", "digits",
                  "--space", "projector", "--no-cache", "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -97,11 +79,11 @@ def test_projector_space_of_a_file_without_one_is_refused(checkpoint: Path, tmp_
     assert "--space projector" in err[0] and "holds no projector" in err[0]
 
 
-def test_random_init_baseline_in_projector_space_has_a_random_projector(checkpoint: Path,
+def test_random_init_baseline_in_projector_space_has_a_random_projector(tiny_checkpoint: Path,
                                                                         tmp_path) -> None:
     cache = tmp_path / "cache"
-    assert main(["eval", "knn", "--checkpoint", str(checkpoint), "--data", "digits", "--k", "1",
-                 "--space", "projector", "--baselines", "--cache-dir", str(cache), "--quiet",
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k",
+                 "1", "--space", "projector", "--baselines", "--cache-dir", str(cache), "--quiet",
                  "--output", str(tmp_path / "out")]) == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert set(results["baselines"]) >= {"random init", "raw pixels"}
@@ -110,12 +92,12 @@ def test_random_init_baseline_in_projector_space_has_a_random_projector(checkpoi
     assert dims == [8, 8, 8, 8, 192, 192]
 
 
-def test_analyze_in_projector_space_measures_the_projector_output(checkpoint: Path, tmp_path,
+def test_analyze_in_projector_space_measures_the_projector_output(tiny_checkpoint: Path, tmp_path,
                                                                   capsys) -> None:
     metrics = {}
     for space in ("backbone", "projector"):
         out = tmp_path / space
-        assert main(["analyze", "--checkpoint", str(checkpoint), "--data", "digits",
+        assert main(["analyze", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
                      "--space", space, "--no-cache", "--output", str(out)]) == 0
         results = json.loads((out / "results.json").read_text())
         assert results["checkpoint"]["space"] == space

@@ -24,9 +24,9 @@ from video_fixtures import (
 )
 
 from contrastkit.cli import main
-from contrastkit.data.registry import build_video_dataset
+from contrastkit.data.augment.views import VideoEvalView
+from contrastkit.data.sources.registry import build_video_dataset
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video.views import VideoEvalView
 from contrastkit.eval.finetune import FinetuneProtocol, finetune_video
 from contrastkit.eval.video import SCE_D3, MultiViewEncoder
 from contrastkit.models.factory import BackboneSpec, build_backbone
@@ -119,7 +119,7 @@ def test_sce_pretraining_then_video_retrieval_beats_chance(tmp_path, capsys):
     that the pretrain -> checkpoint -> 30-view eval pipeline keeps the motion information,
     not that 20 SCE steps improve on random features.
     """
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     root = _motion_videos(tmp_path / "motion", 8, seed=0)
     run = tmp_path / "run"

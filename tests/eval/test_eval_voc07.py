@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contrastkit.cli import main
-from contrastkit.data.voc07 import read_voc07
+from contrastkit.data.sources.voc07 import read_voc07
 from contrastkit.models.resnet import resnet18
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 

@@ -31,8 +31,8 @@ import transfer_fixtures as fx
 def test_paper_recipe_lr_per_epoch():
     assert (DYSTRESS_A2.epochs, DYSTRESS_A2.batch_size, DYSTRESS_A2.milestones) == (50, 128,
                                                                                     (30, 40))
-    multi = [DYSTRESS_A2.lr_at(e, binary=False) for e in range(50)]
-    binary = [DYSTRESS_A2.lr_at(e, binary=True) for e in range(50)]
+    multi = [DYSTRESS_A2.schedule_for(binary=False).lr_at(e) for e in range(50)]
+    binary = [DYSTRESS_A2.schedule_for(binary=True).lr_at(e) for e in range(50)]
     assert multi == pytest.approx([0.1] * 30 + [0.01] * 10 + [0.001] * 10, rel=1e-12)
     assert binary == pytest.approx([1.0] * 30 + [0.1] * 10 + [0.01] * 10, rel=1e-12)
 

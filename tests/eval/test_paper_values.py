@@ -8,7 +8,7 @@ import torch
 
 from contrastkit.eval import paper_values as pv
 from contrastkit.eval import plots, report
-from contrastkit.eval.cli.analyze import reading
+from contrastkit.eval.analyze import reading
 
 pytest.importorskip("matplotlib")
 

@@ -9,7 +9,14 @@ import pytest
 import torch
 from scipy import stats
 
-from contrastkit.data.sts import STS_SUBSETS, TASKS, STSSet, STSTask, read_pairs_file, read_task
+from contrastkit.data.sources.sts import (
+    STS_SUBSETS,
+    TASKS,
+    STSSet,
+    STSTask,
+    read_pairs_file,
+    read_task,
+)
 from contrastkit.eval.sts import evaluate_tasks, spearman
 
 tiny_bert = pytest.importorskip("tiny_bert")

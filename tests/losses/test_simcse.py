@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from contrastkit.losses import DySTreSSTemperature, LinearTemperature, PairTemperature
-from contrastkit.losses.simcse import simcse
+from contrastkit.losses import DySTreSSTemperature, LinearTemperature, PairTemperature, simcse
 
 
 def brute_force(h, hp, temperature):

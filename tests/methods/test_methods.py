@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from queue_inspect import ordered, staged_rows
 
 from contrastkit import losses
 from contrastkit.losses import MACLTemperature
 from contrastkit.methods import SCE, MoCo, ReSSL, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import LinearSchedule, ScheduleState
-from queue_inspect import ordered, staged_rows
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="none")}
@@ -113,6 +113,28 @@ def test_coeff_schedule_and_macl_temperature_are_used():
     out = method(_views(), _labels(), ScheduleState(step=5, total_steps=10))
     assert out.logs["coeff"] == pytest.approx(0.5)
     assert out.logs["temperature"] != pytest.approx(0.1)  # adapted to the alignment
+
+
+def test_every_pair_logs_into_the_mean_of_its_values():
+    """A per-pair temperature (MACL) of a symmetric SCE logs the mean over the two (query, key)
+    pairs, as the loss is their mean, not the last pair's value."""
+    method = SCE(symmetric=True, queue_size=16, momentum=0.9,
+                 temperature=MACLTemperature(t0=0.1, alpha=0.5), **TINY).double()
+    torch.manual_seed(2)
+    with torch.no_grad():  # a target unlike the online encoder: the pairs' alignments differ
+        for p in method.target.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    v = [x.double() for x in _views()]
+    out = method(v, _labels(), STATE)
+    q0, q1 = method.encode(v[0])[1], method.encode(v[1])[1]
+    k0, k1 = method.encode_target(v[0]), method.encode_target(v[1])
+    pairs = [float(method.temperature_at(STATE, (q0, k1))),
+             float(method.temperature_at(STATE, (q1, k0)))]
+    assert pairs[0] != pytest.approx(pairs[1], rel=1e-9)  # the two pairs differ
+    logged = out.logs["temperature"]
+    assert float(logged() if callable(logged) else logged) == pytest.approx(sum(pairs) / 2,
+                                                                            rel=1e-6)
+    assert out.logs["target_temperature"]() == pytest.approx(0.07)  # equal pairs: that value
 
 
 def test_supervised_uses_the_chosen_loss():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from queue_inspect import is_full, ordered, staged_rows
 
 from contrastkit.methods.queue import MemoryQueue
-from queue_inspect import is_full, ordered, staged_rows
 
 
 def _rows(start: int, n: int, dim: int = 3) -> torch.Tensor:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 import torch
+from gloo_harness import run_ranks
+from queue_inspect import ordered
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -29,8 +31,6 @@ from contrastkit.methods import SCE, MoCo, ReSSL
 from contrastkit.methods.shuffle_bn import ShuffleBN, SplitBatchNorm
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
-from gloo_harness import run_ranks
-from queue_inspect import ordered
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="hidden")}

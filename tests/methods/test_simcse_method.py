@@ -7,8 +7,7 @@ import torch
 
 tiny_bert = pytest.importorskip("tiny_bert")
 
-from contrastkit.losses import DySTreSSTemperature  # noqa: E402
-from contrastkit.losses.simcse import simcse  # noqa: E402
+from contrastkit.losses import DySTreSSTemperature, simcse  # noqa: E402
 from contrastkit.methods.simcse import SimCSE  # noqa: E402
 from contrastkit.models.text import (  # noqa: E402
     TextEncoderSpec,

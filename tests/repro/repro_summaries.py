@@ -1,6 +1,6 @@
 """Hand-written summaries of the reproduction study (the shape of ``runs/repro/summary.json``)
 for the verdict and report tests: their expected verdicts follow from the rules in
-:mod:`contrastkit.repro.verdicts`."""
+:mod:`studies.repro.verdicts`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""contrastkit.repro.cli through the ``contrastkit`` command: ``repro list``, a dry run, a
-report from a summary file, and one-line errors (outside a source checkout, a bad
-``--summary``)."""
+"""``python -m studies.repro`` (studies.repro.cli): ``list``, a dry run, a report from a summary
+file, and one-line errors (outside a source checkout, a bad ``--summary``)."""
 
 from __future__ import annotations
 
@@ -8,13 +7,13 @@ import json
 
 from repro_summaries import fake_sincere_summary
 
-from contrastkit.cli import main
-from contrastkit.repro import layout
-from contrastkit.repro.studies import STUDIES
+from studies.repro import layout
+from studies.repro.cli import main
+from studies.repro.studies import STUDIES
 
 
 def test_repro_list_names_every_study(capsys):
-    assert main(["repro", "list"]) == 0
+    assert main(["list"]) == 0
     out = capsys.readouterr().out
     for study in STUDIES.values():
         assert out.count(f"{study.name} ({study.part}, seeds {list(study.seeds)})") == 1
@@ -23,7 +22,7 @@ def test_repro_list_names_every_study(capsys):
 def test_repro_cpu_dry_run_passes_the_options(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     (tmp_path / "configs" / "repro").mkdir(parents=True)
-    assert main(["repro", "cpu", "--dry-run", "--study", "baselines", "--seeds", "4",
+    assert main(["cpu", "--dry-run", "--study", "baselines", "--seeds", "4",
                  "--epochs", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     pretrain = [line for line in lines if line.startswith("$ contrastkit pretrain")]
@@ -37,7 +36,7 @@ def test_repro_report_from_a_summary_file(tmp_path, capsys):
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps(fake_sincere_summary()))
     doc = tmp_path / "out" / "reproduction.md"
-    assert main(["repro", "report", "--summary", str(summary), "--output", str(doc),
+    assert main(["report", "--summary", str(summary), "--output", str(doc),
                  "--figures", str(tmp_path / "out" / "figures")]) == 0
     assert capsys.readouterr().out == f"wrote {doc}\n"
     text = doc.read_text()
@@ -48,10 +47,10 @@ def test_repro_report_from_a_summary_file(tmp_path, capsys):
 
 def test_repro_outside_a_checkout_is_a_one_line_error(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    assert main(["repro", "report"]) == 2
+    assert main(["report"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"contrastkit repro: error: {tmp_path / 'configs' / 'repro'} not "
-                          "found: contrastkit repro runs from a source checkout")
+    assert err.startswith(f"python -m studies.repro: error: {tmp_path / 'configs' / 'repro'} not "
+                          "found: python -m studies.repro runs from a source checkout")
     assert err.count("\n") == 1
     assert not (tmp_path / "docs").exists() and not (tmp_path / "runs").exists()
 
@@ -59,12 +58,12 @@ def test_repro_outside_a_checkout_is_a_one_line_error(monkeypatch, tmp_path, cap
 def test_repro_report_names_a_bad_summary_file(tmp_path, capsys):
     missing, broken = tmp_path / "missing.json", tmp_path / "broken.json"
     broken.write_text("{not json")
-    assert main(["repro", "report", "--summary", str(missing)]) == 2
-    assert capsys.readouterr().err == (f"contrastkit repro: error: --summary {missing}: no such "
-                                       "file\n")
-    assert main(["repro", "report", "--summary", str(broken)]) == 2
+    assert main(["report", "--summary", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"python -m studies.repro: error: --summary {missing}: "
+                                       "no such file\n")
+    assert main(["report", "--summary", str(broken)]) == 2
     assert capsys.readouterr().err.startswith(
-        f"contrastkit repro: error: --summary {broken} is not JSON (")
+        f"python -m studies.repro: error: --summary {broken} is not JSON (")
 
 
 def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_path, capsys):
@@ -72,8 +71,8 @@ def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_pat
     them and the page shows their numbers."""
     import shutil
 
-    from contrastkit.repro.layout import RECORDS
-    from contrastkit.repro.records import mark_finished
+    from studies.repro.layout import RECORDS
+    from studies.repro.records import mark_finished
 
     shutil.copytree(layout.REPO / "configs", tmp_path / "configs")
     monkeypatch.setattr(layout, "REPO", tmp_path)
@@ -84,7 +83,7 @@ def test_repro_report_on_a_fresh_checkout_reads_the_records(monkeypatch, tmp_pat
         (run / "eval" / "knn200").mkdir(parents=True)
         (run / "eval" / "knn200" / "results.json").write_text(
             json.dumps({"metrics": {"top1": top1}}))
-    assert main(["repro", "report"]) == 0
+    assert main(["report"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("restored 2 recorded runs and comparisons into runs/repro\n")
     text = (tmp_path / "docs" / "reproduction.md").read_text()

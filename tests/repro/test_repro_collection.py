@@ -1,4 +1,4 @@
-"""contrastkit.repro.collection: run state read from checkpoints, metrics.csv and evaluation
+"""studies.repro.collection: run state read from checkpoints, metrics.csv and evaluation
 folders."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import pytest
 import torch
 from repro_summaries import run_entry
 
-from contrastkit.repro.collection import (
+from studies.repro.collection import (
     _accuracy_interval,
     pretrain_finished,
     read_losses,
 )
-from contrastkit.repro.report import _cell
+from studies.repro.report import _cell
 
 
 def _fake_ckpt(path, processed, last_batch):
@@ -86,8 +86,8 @@ def test_a_run_shared_by_studies_is_collected_with_all_their_evaluations(tmp_pat
     its 200-NN result must reach the summary, whichever study comes first."""
     import json
 
-    from contrastkit.repro.collection import collect, shared_variants
-    from contrastkit.repro.layout import RUNS
+    from studies.repro.collection import collect, shared_variants
+    from studies.repro.layout import RUNS
 
     variants = shared_variants("cpu")
     stems = [v.stem for v in variants]

@@ -1,17 +1,17 @@
-"""contrastkit.repro.plan: the planned cost against hand computation, shared runs counted once."""
+"""studies.repro.plan: the planned cost against hand computation, shared runs counted once."""
 
 from __future__ import annotations
 
 import pytest
 
-from contrastkit.repro.plan import (
+from studies.repro.plan import (
     EVAL_SECONDS,
     SHARED_STEP_SECONDS,
     STEP_SECONDS,
     lane_seconds,
     planned_cost,
 )
-from contrastkit.repro.studies import STUDIES
+from studies.repro.studies import STUDIES
 
 
 def test_planned_cost_by_hand():

@@ -1,4 +1,4 @@
-"""contrastkit.repro.records: the finished mark, the cost log, and the record of finished runs
+"""studies.repro.records: the finished mark, the cost log, and the record of finished runs
 and comparisons that a fresh checkout restores."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from contrastkit.repro import layout
-from contrastkit.repro.collection import collect
-from contrastkit.repro.layout import RECORDS, RUNS, compare_dir, run_dir
-from contrastkit.repro.records import (
+from studies.repro import layout
+from studies.repro.collection import collect
+from studies.repro.layout import RECORDS, RUNS, compare_dir, run_dir
+from studies.repro.records import (
     append_cost,
     finished,
     mark_finished,

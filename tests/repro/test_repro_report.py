@@ -1,4 +1,4 @@
-"""contrastkit.repro.report and .figures: the generated page (a partial study included) and its
+"""studies.repro.report and .figures: the generated page (a partial study included) and its
 figures."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from repro_summaries import fake_sincere_summary, run_entry
 from scipy import stats
 
-from contrastkit.repro import layout
-from contrastkit.repro.collection import read_monitor
-from contrastkit.repro.figures import _learning_curves, make_figures
-from contrastkit.repro.report import render_report, write_report
-from contrastkit.repro.studies import STUDIES
+from studies.repro import layout
+from studies.repro.collection import read_monitor
+from studies.repro.figures import _learning_curves, make_figures
+from studies.repro.report import render_report, write_report
+from studies.repro.studies import STUDIES
 
 
 def _row(text, start):

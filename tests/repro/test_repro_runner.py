@@ -1,4 +1,4 @@
-"""contrastkit.repro.commands and .runner: the public commands each study runs (dry runs:
+"""studies.repro.commands and .runner: the public commands each study runs (dry runs:
 nothing trains), chunked Part B training, the step budget, the lock two lanes share, and the
 resume of a run killed mid-way (a real tiny run)."""
 
@@ -15,21 +15,21 @@ import sys
 import time
 from pathlib import Path
 
+import child_runs
 import pytest
 import torch
 
-import child_runs
-from contrastkit.repro import layout, runner
-from contrastkit.repro.collection import pretrain_finished, read_losses
-from contrastkit.repro.commands import (
+from studies.repro import layout, runner
+from studies.repro.collection import pretrain_finished, read_losses
+from studies.repro.commands import (
     chunk_arguments,
     format_duration,
     parse_duration,
     trained_seconds,
 )
-from contrastkit.repro.layout import ARCHIVE
-from contrastkit.repro.runner import Runner, run_lock, run_studies, selected
-from contrastkit.repro.studies import STUDIES, Study, Variant
+from studies.repro.layout import ARCHIVE
+from studies.repro.runner import Runner, run_lock, run_studies, selected
+from studies.repro.studies import STUDIES, Study, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -279,13 +279,17 @@ trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1,
           check_val_every_n_epoch: 4}
 """
 
+#: The lanes import ``studies`` from the checkout's root, as ``python -m studies.repro`` does.
+LANE_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)}
+
 LANE = """\
 import sys
 from pathlib import Path
 
-from contrastkit.repro import layout
-from contrastkit.repro.runner import Runner, run_studies
-from contrastkit.repro.studies import Study, Variant
+from studies.repro import layout
+from studies.repro.runner import Runner, run_studies
+from studies.repro.studies import Study, Variant
 
 layout.REPO = Path(sys.argv[1])
 study = Study("tiny", "cpu", "tiny", (0,),
@@ -295,11 +299,11 @@ sys.exit(0 if run_studies("cpu", [study], None, Runner()) else 1)
 
 
 def _start_lane(repo: Path) -> subprocess.Popen:
-    """``contrastkit repro cpu`` of the tiny study in ``repo``, in its own process group."""
+    """``python -m studies.repro cpu`` of the tiny study in ``repo``, in its own process group."""
     (repo / "configs/repro/cpu").mkdir(parents=True)
     (repo / "configs/repro/cpu/tiny.yaml").write_text(TINY)
     (repo / "lane.py").write_text(LANE)
-    return subprocess.Popen([sys.executable, str(repo / "lane.py"), str(repo)],
+    return subprocess.Popen([sys.executable, str(repo / "lane.py"), str(repo)], env=LANE_ENV,
                             start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
@@ -330,7 +334,7 @@ def _stop_after_first_checkpoints(lanes: dict[str, subprocess.Popen], ckpts: dic
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
-    """``contrastkit repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
+    """``python -m studies.repro cpu`` stopped after the first epoch's checkpoint, by SIGKILL to its
     process group (a machine's session ending) or SIGINT (Ctrl-C in its terminal): the next
     call resumes that run with ``--resume last`` and finishes it, every step logged once, its
     cost logged, the finished run recorded; a checkout with only the records trains nothing.
@@ -354,7 +358,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     logs = {name: tmp_path / f"{name}-next.log" for name in stops}
     child_runs.finish(*(child_runs.start(
         [sys.executable, "-u", str(tmp_path / name / "lane.py"), str(tmp_path / name)],
-        dict(os.environ), logs[name]) for name in stops))
+        dict(LANE_ENV), logs[name]) for name in stops))
     for name in stops:
         lines = logs[name].read_text().splitlines()
         (pretrain,) = [line for line in lines if line.startswith("$ contrastkit pretrain")]
@@ -385,7 +389,7 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     shutil.copytree(tmp_path / "SIGINT" / "docs", fresh / "docs")
     shutil.copy(tmp_path / "SIGINT" / "lane.py", fresh / "lane.py")
     done = subprocess.run([sys.executable, "-u", str(fresh / "lane.py"), str(fresh)],
-                          capture_output=True, text=True, timeout=300)
+                          env=LANE_ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
     assert "$ contrastkit" not in done.stdout

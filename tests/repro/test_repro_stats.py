@@ -1,4 +1,4 @@
-"""contrastkit.repro.stats: t-intervals and minimum detectable effects against hand computation
+"""studies.repro.stats: t-intervals and minimum detectable effects against hand computation
 with scipy.stats.t and against a printed t table."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy import stats
 
-from contrastkit.repro.stats import SEED_SD, mde, t_interval, t_quantile
+from studies.repro.stats import SEED_SD, mde, t_interval, t_quantile
 
 
 def test_t_quantile_matches_the_printed_table():

@@ -1,4 +1,4 @@
-"""contrastkit.repro.studies: every config of configs/repro belongs to a study, every claim reads
+"""studies.repro.studies: every config of configs/repro belongs to a study, every claim reads
 runs and protocols that its study has, and the Part A configs follow the study's design."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from contrastkit.repro.commands import EVALS
-from contrastkit.repro.stats import SEED_SD
-from contrastkit.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES
-from contrastkit.repro.verdicts import planned_mde
+from studies.repro.commands import EVALS
+from studies.repro.stats import SEED_SD
+from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES
+from studies.repro.verdicts import planned_mde
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = [s for s in STUDIES.values() if s.part == "cpu"]

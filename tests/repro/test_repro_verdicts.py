@@ -1,4 +1,4 @@
-"""contrastkit.repro.verdicts: every verdict of Part A's paired-seed rules, and Part B's
+"""studies.repro.verdicts: every verdict of Part A's paired-seed rules, and Part B's
 single-seed rules, from hand-written summaries."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 from repro_summaries import comparison_entry, fake_sincere_summary, run_entry
 from scipy import stats
 
-from contrastkit.repro.collection import read_losses
-from contrastkit.repro.report import _signed
-from contrastkit.repro.stats import mde
-from contrastkit.repro.studies import STUDIES
-from contrastkit.repro.verdicts import (
+from studies.repro.collection import read_losses
+from studies.repro.report import _signed
+from studies.repro.stats import mde
+from studies.repro.studies import STUDIES
+from studies.repro.verdicts import (
     PIPELINE_CHECK,
     collapsed,
     judge,

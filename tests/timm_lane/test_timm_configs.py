@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("timm", reason="timm is not installed: run make test-timm")
 
-from test_configs import _known_class_counts, _parse_and_build  # noqa: F401
+from rules.test_configs import _known_class_counts, _parse_and_build  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 VIT_CONFIGS = sorted((REPO / "configs" / "vit").glob("*.yaml"))

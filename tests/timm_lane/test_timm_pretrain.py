@@ -16,10 +16,10 @@ timm = pytest.importorskip("timm", reason="timm is not installed: run make test-
 
 from contrastkit.checkpoints import load_backbone  # noqa: E402
 from contrastkit.cli import main  # noqa: E402
+from contrastkit.cli.pretrain import pretrain  # noqa: E402
 from contrastkit.methods import SCE  # noqa: E402
 from contrastkit.models.factory import BackboneSpec, HeadSpec  # noqa: E402
 from contrastkit.schedules import ScheduleState  # noqa: E402
-from contrastkit.train.cli import pretrain  # noqa: E402
 from contrastkit.train.performance import compile_encoders  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")

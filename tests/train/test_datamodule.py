@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from contrastkit.data.images import datasets
-from contrastkit.data.images.datasets import MixedImageSizesError
-from contrastkit.data.registry import MissingSplitError, build_dataset
-from contrastkit.data.wrappers import select_classes
-from contrastkit.train.datamodule import EpochShuffleSampler, PretrainDataModule
 from own_images import make_own_folder
+
+from contrastkit.data.decode import images as decode
+from contrastkit.data.decode.images import MixedImageSizesError
+from contrastkit.data.sources.images import datasets
+from contrastkit.data.sources.registry import MissingSplitError, build_dataset
+from contrastkit.data.sources.wrappers import select_classes
+from contrastkit.train.datamodule import EpochShuffleSampler, PretrainDataModule
 
 
 def test_select_classes_keeps_and_relabels_in_the_given_order():
@@ -57,7 +58,7 @@ def test_epoch_shuffle_is_a_function_of_seed_and_epoch():
 
 
 def test_resized_square_makes_variable_images_stackable():
-    from contrastkit.data.wrappers import ResizedSquare
+    from contrastkit.data.sources.wrappers import ResizedSquare
 
     class Varied(torch.utils.data.Dataset):
         classes, targets = ["a"], [0, 0]
@@ -114,9 +115,9 @@ def test_unlabelled_folder_pretrains_without_the_monitor(tmp_path):
 def test_mixed_sizes_and_broken_files_fail_at_setup_not_at_a_batch(tmp_path):
     root = make_own_folder(tmp_path / "own", corrupt=2)
     kw = {"dataset": "folder", "root": str(root), "batch_size": 8, "test_fraction": 0.25}
-    with pytest.raises((MixedImageSizesError, datasets.UnreadableImageError)):
+    with pytest.raises((MixedImageSizesError, decode.UnreadableImageError)):
         PretrainDataModule(**kw).setup("fit")
-    with pytest.raises(datasets.UnreadableImageError, match="_broken"):
+    with pytest.raises(decode.UnreadableImageError, match="_broken"):
         PretrainDataModule(**kw, load_size=16).setup("fit")
     with pytest.warns(UserWarning, match="skipped 2 unreadable"):
         dm = PretrainDataModule(**kw, load_size=16, skip_corrupt=True)

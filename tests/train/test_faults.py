@@ -17,9 +17,9 @@ import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
 
 from contrastkit.cli import main
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.outputs import LOCK_FILE
 from contrastkit.train import callbacks
-from contrastkit.train.cli import build, pretrain
 
 DRIVER = Path(__file__).with_name("fault_driver.py")
 

@@ -28,7 +28,7 @@ import torch
 from pretrain_args import method_args
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from contrastkit.train.cli import build
+from contrastkit.cli.pretrain import build
 
 #: Operators that make a GPU wait for the host (or the host for the GPU).
 SYNCHRONISING = {"_local_scalar_dense", "item", "nonzero", "is_nonzero", "equal", "unique",

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from contrastkit.cli import main
-from contrastkit.data.loader_crops import CropSpec, LoaderCrops
+from contrastkit.data.loading.crops import CropSpec, LoaderCrops
 from contrastkit.train.datamodule import PretrainDataModule
 
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "sce" / "imagenet_sce.yaml"

@@ -6,10 +6,10 @@ import pytest
 import torch
 from pretrain_args import TINY, method_args
 
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.methods import SCE, SimCLR
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
-from contrastkit.train.cli import build, pretrain
 from contrastkit.train.performance import compile_encoders, use_channels_last
 from contrastkit.train.specs import PerformanceSpec
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from pretrain_args import TINY, method_args
 
-from contrastkit.train.cli import build, pretrain
+from contrastkit.cli.pretrain import build, pretrain
 
 
 def _args(tmp_path, *extra: str) -> list[str]:

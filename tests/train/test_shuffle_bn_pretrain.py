@@ -9,7 +9,7 @@ import pytest
 import torch
 from pretrain_args import TINY, method_args
 
-from contrastkit.train.cli import build, pretrain
+from contrastkit.cli.pretrain import build, pretrain
 
 
 class _StopAfterFirstEpoch(L.Callback):

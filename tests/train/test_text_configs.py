@@ -8,7 +8,7 @@ import pytest
 
 tiny_bert = pytest.importorskip("tiny_bert")
 
-import contrastkit.train.cli as cli_module  # noqa: E402
+import contrastkit.cli.pretrain as cli_module  # noqa: E402
 from contrastkit.losses import DySTreSSTemperature  # noqa: E402
 from contrastkit.methods.simcse import SimCSE  # noqa: E402
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config  # noqa: E402

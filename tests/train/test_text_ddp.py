@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+import child_runs
 import pytest
 import torch
 
-import child_runs
 from contrastkit.cli import main
 
 tiny_bert = pytest.importorskip("tiny_bert")
@@ -40,7 +40,7 @@ def _start(out: Path, bert: Path, text: Path, devices: int,
            batch: int) -> child_runs.Run:
     """Start ``contrastkit pretrain`` in a child process (its output in ``out``.log)."""
     command = [sys.executable, "-m", "contrastkit.cli", *_args(out, bert, text, devices, batch)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE.parent)]),
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE.parent / "helpers")]),
                OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", HF_HUB_OFFLINE="1")
     return child_runs.start(command, env, out.with_name(out.name + ".log"))
 

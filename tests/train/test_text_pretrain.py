@@ -12,7 +12,7 @@ tiny_bert = pytest.importorskip("tiny_bert")
 
 from pretrain_args import StopAfterEpochs  # noqa: E402
 
-from contrastkit.train.cli import build, pretrain  # noqa: E402
+from contrastkit.cli.pretrain import build, pretrain  # noqa: E402
 from contrastkit.train.module import NonFiniteLossError  # noqa: E402
 from contrastkit.train.text import TextPretrainModule, is_text_config  # noqa: E402
 
@@ -96,8 +96,8 @@ def _evaluate(tmp_path, ckpt, state_dict) -> None:
     from scipy import stats
 
     from contrastkit.cli import main
-    from contrastkit.data.sts import read_task
-    from contrastkit.eval.cli.sts import load_text_checkpoint
+    from contrastkit.cli.sts import load_text_checkpoint
+    from contrastkit.data.sources.sts import read_task
     from contrastkit.models.text import embed_sentences
 
     root = tiny_bert.make_senteval_root(tmp_path / "downstream")

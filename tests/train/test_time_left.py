@@ -6,7 +6,7 @@ import re
 
 from pretrain_args import TINY, method_args
 
-from contrastkit.train.cli import pretrain
+from contrastkit.cli.pretrain import pretrain
 
 
 def test_time_left_is_the_mean_of_the_last_three_epochs_times_the_epochs_to_go():

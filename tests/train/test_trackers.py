@@ -15,7 +15,7 @@ import pytest
 import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
 
-from contrastkit.train.cli import build, pretrain
+from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.train.trackers import TRACKER_RUNS
 
 DRIVER = Path(__file__).with_name("fault_driver.py")

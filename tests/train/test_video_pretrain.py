@@ -12,11 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 pytest.importorskip("av")
 from video_fixtures import squares_folder
 
-from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.video.views import ClipView, VideoTwoViews
+from contrastkit.data.augment.views import ClipView, VideoTwoViews, build_train_views
+from contrastkit.data.specs import VideoDataSpec, VideoViewsSpec, ViewsSpec
 from contrastkit.train.datamodule import PretrainDataModule
-from contrastkit.train.specs import VideoViewsSpec, ViewsSpec
-from contrastkit.train.video import build_train_views
 
 TINY_VIDEO = VideoDataSpec(frames=4, duration_s=0.64, short_side=32, crop_size=32)
 
@@ -102,10 +100,10 @@ def test_bad_video_options_are_rejected():
         PretrainDataModule(dataset="video_folder", root="x", load_size=64)
     with pytest.raises(ValueError, match="annotations"):
         PretrainDataModule(dataset="ucf101", root=str(squares_folder()), batch_size=2).setup()
+    from contrastkit.data.specs import MultiCropSpec
     from contrastkit.methods import SCE
     from contrastkit.models.factory import BackboneSpec
     from contrastkit.train.module import PretrainModule
-    from contrastkit.train.specs import MultiCropSpec
 
     method = SCE(backbone=BackboneSpec(name="resnet3d_18", width=4), queue_size=0)
     with pytest.raises(ValueError, match="multicrop"):
@@ -118,7 +116,7 @@ def test_bad_video_options_are_rejected():
 
 def test_pretrain_cli_trains_sce_on_clip_pairs(tmp_path):
     """`contrastkit pretrain` on synthetic videos: SCE (symmetric, queue) on R3D-18 width 8."""
-    from contrastkit.train.cli import pretrain
+    from contrastkit.cli.pretrain import pretrain
 
     out = tmp_path / "run"
     cli = pretrain([

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pretrain_args import TINY, method_args
 from torch import nn
 
-from contrastkit.train.cli import pretrain
+from contrastkit.cli.pretrain import pretrain
 
 WD = 1e-3
 

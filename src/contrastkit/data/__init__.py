@@ -1,21 +1,19 @@
-"""Data, in sub-packages by job:
+"""Data, by stage of the flow ``dataset (uint8) -> decode -> crop -> augment``:
 
-* ``images``: image data sets in their real on-disk formats, decoded to uint8 (``images.datasets``
-  lists them), long-tailed subsets and the checksummed uint8 array cache;
-* ``video``: video decoding, clip sampling, the video data sets, clip augmentations and views;
-* ``augment``: batched image augmentations on the batch's device (SCE Table 1, SimCLR, the
-  evaluation transforms);
+* ``sources``: what a dataset is, per format: the registry that pretraining and evaluation
+  share (a name and a split -> a dataset), image datasets in their real on-disk formats
+  (``sources.images``), videos (``sources.video``), text, STS, VOC07, the DySTreSS transfer
+  sets, packed shards (random access and streamed) and dataset wrappers;
+* ``decode``: bytes -> uint8 pixels (``decode.images``: Pillow / libjpeg-turbo, reduced DCT
+  scales; ``decode.video``: PyAV);
+* ``loading``: what the loader does beyond reading a sample: the views' random resized crops
+  cut in its workers (``loading.crops``) and the packing of a folder into a store or shards
+  (``loading.pack``);
+* ``augment``: batched augmentations on the batch's device and the views of a method
+  (``augment.views``: a uint8 batch -> its augmented views; ``augment.video``: clip
+  augmentations);
 
-and beside them the view generators (``views``: a uint8 batch -> the augmented views of a
-method), the dataset registry that pretraining and evaluation share (``registry``: a name and a
-split -> a dataset), ``wrappers`` (load-size resize, class selection, subsets) and ``specs``
-(the clip sampling record).
-
-``from contrastkit.data import augment, datasets, views``; the rest by name
-(``from contrastkit.data import registry``, ``from contrastkit.data import video``).
+and ``specs``, the configuration records of clip sampling and views. Import each by its name
+(``from contrastkit.data.sources import registry``, ``from contrastkit.data.augment import
+views``).
 """
-
-from contrastkit.data import augment, views
-from contrastkit.data.images import datasets
-
-__all__ = ["augment", "datasets", "views"]

@@ -1,4 +1,6 @@
-"""Evaluation and analysis of frozen features (tensor level).
+"""Evaluation and analysis of frozen features: one call per checkpoint and dataset
+(:func:`evaluate` with an :class:`EvalRequest` and a protocol, :func:`analyze`; the functions
+under ``contrastkit eval`` and ``contrastkit analyze``), and the tensor-level pieces below them.
 
 kNN (Wu et al. 2018, eq. 8; the protocols of DySTreSS, Manna et al. 2023, and SINCERE, Feeney &
 Hughes 2023, App. M), retrieval recall (SCE, Denize et al. 2023, Table 19), paired bootstrap of
@@ -8,23 +10,24 @@ Feeney & Hughes 2023, Table 1, Thm. 11) and figures
 (:mod:`contrastkit.eval.plots`, imported on demand because it needs matplotlib).
 """
 
+from contrastkit.eval.analyze import AnalyzeOptions, analyze
 from contrastkit.eval.bootstrap import (
     bootstrap_accuracy,
     bootstrap_accuracy_difference,
     significance_verdict,
 )
-from contrastkit.eval.knn import knn_accuracy, knn_predict, nearest_neighbors, topk_accuracy
+from contrastkit.eval.classifier import LinearProtocol, train_classifier
+from contrastkit.eval.knn import knn_accuracy, topk_accuracy
 from contrastkit.eval.linear import (
     SCE_D1,
     SCE_D2,
-    LinearProtocol,
     classification_report,
     linear_probe,
     lowshot_linear,
     mean_per_class_accuracy,
     sample_per_class,
+    train_linear_on_images,
 )
-from contrastkit.eval.linear_images import train_linear_on_images
 from contrastkit.eval.metrics import (
     alignment,
     class_centroids,
@@ -36,19 +39,38 @@ from contrastkit.eval.metrics import (
     tolerance,
     uniformity,
 )
+from contrastkit.eval.protocols import (
+    FinetuneEval,
+    KnnEval,
+    LinearEval,
+    LowshotEval,
+    RetrievalEval,
+    evaluate,
+)
 from contrastkit.eval.retrieval import retrieval_recall
+from contrastkit.eval.setup import EvalRequest
 from contrastkit.eval.video import SCE_D3
+from contrastkit.knn import knn_predict, nearest_neighbors
 
 __all__ = [
     "SCE_D1",
     "SCE_D2",
     "SCE_D3",
+    "AnalyzeOptions",
+    "EvalRequest",
+    "FinetuneEval",
+    "KnnEval",
+    "LinearEval",
     "LinearProtocol",
+    "LowshotEval",
+    "RetrievalEval",
     "alignment",
+    "analyze",
     "bootstrap_accuracy",
     "bootstrap_accuracy_difference",
     "class_centroids",
     "classification_report",
+    "evaluate",
     "hardness_weights",
     "interclass_uniformity",
     "knn_accuracy",
@@ -65,6 +87,7 @@ __all__ = [
     "target_noise_margin",
     "tolerance",
     "topk_accuracy",
+    "train_classifier",
     "train_linear_on_images",
     "uniformity",
 ]

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from contrastkit.checkpoints import file_hash
-from contrastkit.data.images.datasets import DECODE_MODE, collate_images
+from contrastkit.data.decode.images import DECODE_MODE, collate_images
 from contrastkit.outputs import temp_file_beside
 
 __all__ = ["extract_features", "feature_cache_key", "load_cached", "save_cached"]
@@ -47,7 +47,7 @@ _FORMAT_VERSION = 1
 def feature_cache_key(**parts: object) -> str:
     """Canonical cache key: sorted JSON of ``parts`` (values must be JSON-serialisable), the
     cache format version and the image decode mode
-    (:data:`~contrastkit.data.images.datasets.DECODE_MODE`).
+    (:data:`~contrastkit.data.decode.images.DECODE_MODE`).
 
     Pass everything the features depend on, e.g. ``checkpoint_sha256``, ``dataset``, ``root``,
     ``split``, ``fingerprint``, ``transform``, ``image_size``.

@@ -11,36 +11,30 @@ test video; the logits of a linear classifier on the averaged features equal the
 views' logits (our reading of "the mean average of the predictions of the 30 clips").
 
 The learning rate follows, per optimiser step ``s`` of ``S``,
-``lr_s = lr * batch / 64 * (1 + cos(pi * s / S)) / 2``.
+``lr_s = lr * batch / 64 * (1 + cos(pi * s / S)) / 2`` (the loop of :mod:`.classifier`).
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from contrastkit.cosine import cosine_anneal
+from contrastkit.eval.classifier import LinearProtocol, MappedBatches, train_classifier
 
 __all__ = ["SCE_D3_FINETUNE", "FinetuneProtocol", "VideoClassifier", "finetune_video"]
 
 
 @dataclass(frozen=True)
-class FinetuneProtocol:
-    """Hyper-parameters of fine-tuning (SGD, cross-entropy, cosine without warm-up).
+class FinetuneProtocol(LinearProtocol):
+    """Hyper-parameters of fine-tuning: a :class:`~contrastkit.eval.classifier.LinearProtocol`
+    with SCE D.3's values (200 epochs, lr 0.1 for a batch of 64, cosine without warm-up, no
+    weight decay) and what fine-tuning adds.
 
     Attributes:
-        epochs: training epochs (SCE D.3: 200).
-        lr: base learning rate for ``lr_reference_batch`` (0.1 for 64).
-        lr_reference_batch: linear scaling rule reference batch.
-        batch_size: training batch size.
-        momentum: SGD momentum.
-        weight_decay: SGD weight decay (none in SCE D.3).
         dropout: dropout probability before the classifier (0.8).
         jitter_strength: colour-jitter strength of the training views (0.5: SCE Table 1's
             *strong* values; 0: flip only).
@@ -48,34 +42,18 @@ class FinetuneProtocol:
 
     epochs: int = 200
     lr: float = 0.1
-    lr_reference_batch: int = 64
     batch_size: int = 64
-    momentum: float = 0.9
-    weight_decay: float = 0.0
+    schedule: str = "cosine"
+    lr_reference_batch: int | None = 64
     dropout: float = 0.8
     jitter_strength: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "lr_reference_batch"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be finite and > 0, got {self.lr}")
+        super().__post_init__()
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}")
-        if self.momentum < 0 or self.weight_decay < 0 or self.jitter_strength < 0:
-            raise ValueError("momentum, weight_decay and jitter_strength must be >= 0")
-
-    @property
-    def scaled_lr(self) -> float:
-        """``lr * batch_size / lr_reference_batch``."""
-        return self.lr * self.batch_size / self.lr_reference_batch
-
-    def lr_at(self, step: int, total_steps: int) -> float:
-        """Cosine annealing without warm-up: ``scaled_lr * (1 + cos(pi * step / total)) / 2``."""
-        progress = min(max(step / max(total_steps, 1), 0.0), 1.0)
-        return cosine_anneal(self.scaled_lr, 0.0, progress)
+        if self.jitter_strength < 0:
+            raise ValueError(f"jitter_strength must be >= 0, got {self.jitter_strength}")
 
 
 #: SCE appendix D.3 fine-tuning on UCF101 / HMDB51.
@@ -90,7 +68,7 @@ class VideoClassifier(nn.Module):
     def __init__(self, backbone: nn.Module, num_classes: int, dropout: float,
                  normalize: str | None = None) -> None:
         super().__init__()
-        from contrastkit.data.video.views import VideoEvalView
+        from contrastkit.data.augment.views import VideoEvalView
         from contrastkit.eval.video import MultiViewEncoder
 
         out_dim = getattr(backbone, "out_dim", None)
@@ -163,39 +141,9 @@ def finetune_video(
         drop_last = len(train_set) >= protocol.batch_size  # type: ignore[arg-type]
         loader = DataLoader(train_set, batch_size=protocol.batch_size, shuffle=True,
                             generator=generator, drop_last=drop_last, num_workers=num_workers)
-        total = protocol.epochs * len(loader)
-        if max_steps is not None:
-            total = min(total, max_steps)
-        optimizer = torch.optim.SGD(model.parameters(), lr=protocol.scaled_lr,
-                                    momentum=protocol.momentum,
-                                    weight_decay=protocol.weight_decay)
-        loss_curve: list[float] = []
-        lr_curve: list[float] = []
-        step = 0
-        model.train()
-        while step < total:
-            seen, summed = 0, 0.0
-            for clips, labels in loader:
-                if step >= total:
-                    break
-                lr = protocol.lr_at(step, total)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                x = transform(clips.to(device))
-                labels = torch.as_tensor(labels).to(device)
-                loss = F.cross_entropy(model(x), labels)
-                if not bool(torch.isfinite(loss.detach())):
-                    raise ValueError(f"fine-tuning loss is {loss.item()} at step {step}; lower "
-                                     "the learning rate")
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                lr_curve.append(lr)
-                summed += float(loss.detach()) * labels.shape[0]
-                seen += labels.shape[0]
-                step += 1
-            if seen:
-                loss_curve.append(summed / seen)
+        batches = MappedBatches(loader, lambda batch: (
+            transform(batch[0].to(device)), torch.as_tensor(batch[1]).to(device)))
+        run = train_classifier(model, batches, protocol, max_steps=max_steps)
         model.eval()
         scores, targets = [], []
         test_loader = DataLoader(test_set, batch_size=max(1, protocol.batch_size // 8),
@@ -206,6 +154,6 @@ def finetune_video(
                 targets.append(torch.as_tensor(labels).long())
     all_scores, all_labels = torch.cat(scores), torch.cat(targets)
     result: dict[str, object] = dict(classification_report(all_scores, all_labels))
-    result.update(model=model, loss_curve=loss_curve, lr_curve=lr_curve, steps=step,
-                  scores=all_scores, labels=all_labels)
+    result.update(model=model, loss_curve=run.loss_curve, lr_curve=run.lr_curve,
+                  steps=run.steps, scores=all_scores, labels=all_labels)
     return result

@@ -14,7 +14,9 @@ What the text leaves open, and our choices:
   multi-class sets: ``cross_entropy(weight=class weights)``; the prediction of a binary set is
   ``logit > 0``;
 * the epoch ``e`` (0-based) runs at ``lr * 0.1 ** #{m in (30, 40): e >= m}``: epochs 0-29 at
-  ``lr``, 30-39 at ``lr / 10``, 40-49 at ``lr / 100`` (PyTorch's ``MultiStepLR`` reading);
+  ``lr``, 30-39 at ``lr / 10``, 40-49 at ``lr / 100`` (PyTorch's ``MultiStepLR`` reading; the
+  step schedule of :class:`~contrastkit.eval.classifier.LinearProtocol`, run by the loop of
+  :mod:`.classifier`);
 * SGD momentum 0.9, weight decay 1e-4, no warm-up;
 * resolution 224: training images resized to a 256 square (shorter side, centre crop), then a
   random resized crop (scale 0.08-1) and a horizontal flip; test images resized to 256 and
@@ -32,7 +34,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -40,44 +42,47 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
-from contrastkit.data.images.datasets import collate_images
+from contrastkit.data.decode.images import collate_images
+from contrastkit.eval.classifier import LinearProtocol, MappedBatches, sgd, train_classifier
 from contrastkit.outputs import temp_file_beside
 
 __all__ = ["DYSTRESS_A2", "DYSTRESS_CLASS_WEIGHTS", "ImageFinetuneProtocol", "finetune_images"]
 
 
 @dataclass(frozen=True)
-class ImageFinetuneProtocol:
-    """Hyper-parameters of image fine-tuning (module docstring)."""
+class ImageFinetuneProtocol(LinearProtocol):
+    """Hyper-parameters of image fine-tuning (module docstring): a
+    :class:`~contrastkit.eval.classifier.LinearProtocol` with A.2's values (step decay) and what
+    fine-tuning adds.
+
+    Attributes:
+        lr_binary: the learning rate of a binary set (one logit; ``lr`` is the multi-class one).
+        size: training and test crop side.
+    """
 
     epochs: int = 50
-    batch_size: int = 128
     lr: float = 0.1
-    lr_binary: float = 1.0
-    milestones: tuple[int, ...] = (30, 40)
-    gamma: float = 0.1
-    momentum: float = 0.9
     weight_decay: float = 1e-4
+    batch_size: int = 128
+    schedule: str = "step"
+    milestones: tuple[int, ...] = (30, 40)
+    lr_binary: float = 1.0
     size: int = 224
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be a positive int, got "
-                                 f"{value!r}")
-        if min(self.lr, self.lr_binary, self.gamma) <= 0 or min(self.momentum,
-                                                                 self.weight_decay) < 0:
-            raise ValueError("lr, gamma must be > 0 and momentum, weight decay >= 0")
+        super().__post_init__()
+        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1:
+            raise ValueError(f"--size must be a positive int, got {self.size!r}")
+        if not self.lr_binary > 0:
+            raise ValueError(f"lr_binary must be > 0, got {self.lr_binary}")
         if list(self.milestones) != sorted(set(self.milestones)) or any(
                 m < 1 for m in self.milestones):
             raise ValueError(f"--milestones must be increasing positive epochs, got "
                              f"{list(self.milestones)}")
 
-    def lr_at(self, epoch: int, binary: bool) -> float:
-        """Learning rate of 0-based ``epoch``: ``base * gamma ** #{m: epoch >= m}``."""
-        base = self.lr_binary if binary else self.lr
-        return base * self.gamma ** sum(epoch >= m for m in self.milestones)
+    def schedule_for(self, binary: bool) -> ImageFinetuneProtocol:
+        """The protocol a set runs: ``lr`` for several classes, ``lr_binary`` for two."""
+        return replace(self, lr=self.lr_binary) if binary else self
 
 
 #: DySTreSS appendix A.2.
@@ -173,8 +178,8 @@ def finetune_images(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = ImageClassifier(copy.deepcopy(backbone), 1 if binary else num_classes).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=protocol.lr_at(0, binary),
-                                momentum=protocol.momentum, weight_decay=protocol.weight_decay)
+    schedule = protocol.schedule_for(binary)
+    optimizer = sgd(model.parameters(), schedule)
     shuffle = torch.Generator().manual_seed(seed)
     loss_curve: list[float] = []
     lr_curve: list[float] = []
@@ -191,27 +196,16 @@ def finetune_images(
     loader = DataLoader(train_set, batch_size=protocol.batch_size, shuffle=True,
                         generator=shuffle, drop_last=len(train_set) >= protocol.batch_size,  # type: ignore[arg-type]
                         collate_fn=collate_images)
+    batches = MappedBatches(loader, lambda batch: (
+        train_transform(batch[0].to(device)), torch.as_tensor(batch[1]).to(device)))
     end = protocol.epochs if stop_after is None else min(stop_after, protocol.epochs)
-    for epoch in range(start, end):
-        lr = protocol.lr_at(epoch, binary)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        model.train()
-        summed, seen = 0.0, 0
-        for images, labels in loader:
-            labels = torch.as_tensor(labels).to(device)
-            loss = _loss(model(train_transform(images.to(device))), labels, weights, binary)
-            if not bool(torch.isfinite(loss.detach())):
-                raise ValueError(f"fine-tuning loss is {loss.item()} in epoch {epoch}; lower "
-                                 "--lr")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            summed, seen = summed + float(loss.detach()) * labels.shape[0], seen + labels.shape[0]
-        loss_curve.append(summed / max(seen, 1))
+
+    def epoch_end(epoch: int, loss: float) -> None:
+        lr = schedule.lr_at(epoch)
+        loss_curve.append(loss)
         lr_curve.append(lr)
         if log is not None:
-            log(f"epoch {epoch + 1}/{protocol.epochs}: loss {loss_curve[-1]:.4f}, lr {lr:g}")
+            log(f"epoch {epoch + 1}/{protocol.epochs}: loss {loss:.4f}, lr {lr:g}")
         if state_path is not None:
             _save_state(state_path, {"record": record, "epoch": epoch + 1,
                                      "model": model.state_dict(),
@@ -219,6 +213,10 @@ def finetune_images(
                                      "shuffle": shuffle.get_state(),
                                      "augment": generator.get_state(),
                                      "loss_curve": loss_curve, "lr_curve": lr_curve})
+
+    train_classifier(model, batches, schedule,
+                     loss_fn=lambda logits, labels: _loss(logits, labels, weights, binary),
+                     optimizer=optimizer, start_epoch=start, stop_epoch=end, epoch_end=epoch_end)
     model.eval()
     scores, targets = [], []
     with torch.no_grad():

@@ -1,8 +1,8 @@
-"""kNN evaluation of frozen features: accuracies of the weighted kNN vote (Wu et al. 2018).
+"""Accuracies of class scores, and of the weighted kNN vote of frozen features (Wu et al. 2018).
 
-The neighbour search and the vote (:func:`knn_predict`, :func:`nearest_neighbors`) live in
-:mod:`contrastkit.knn`, below both evaluation and the pretraining engine's kNN monitor; they are
-importable from here as before.
+The neighbour search and the vote themselves (:func:`~contrastkit.knn.knn_predict`,
+:func:`~contrastkit.knn.nearest_neighbors`) are :mod:`contrastkit.knn`, below both evaluation
+and the pretraining engine's kNN monitor.
 """
 
 from __future__ import annotations
@@ -11,17 +11,9 @@ import torch
 from torch import Tensor
 
 from contrastkit.checks import check_labels
-from contrastkit.knn import Backend, Metric, Weighting, knn_predict, nearest_neighbors
+from contrastkit.knn import knn_predict
 
-__all__ = [
-    "Backend",
-    "Metric",
-    "Weighting",
-    "knn_accuracy",
-    "knn_predict",
-    "nearest_neighbors",
-    "topk_accuracy",
-]
+__all__ = ["knn_accuracy", "topk_accuracy"]
 
 
 def topk_accuracy(scores: Tensor, labels: Tensor, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
@@ -52,15 +44,17 @@ def knn_accuracy(
     test_labels: Tensor,
     **knn_kwargs: object,
 ) -> dict[str, float]:
-    """Top-1 and top-5 accuracy (fractions) of :func:`knn_predict`.
+    """Top-1 and top-5 accuracy (fractions) of :func:`~contrastkit.knn.knn_predict`.
 
     Top-1 is the accuracy of ``argmax`` of the class scores; top-5 asks whether the label is
     among the 5 highest class scores (Wu et al. 2018).
 
     Args:
-        train_features, train_labels, test_features: as in :func:`knn_predict`.
+        train_features, train_labels, test_features: as in
+            :func:`~contrastkit.knn.knn_predict`.
         test_labels: ``(N_test,)`` integer labels.
-        **knn_kwargs: keyword arguments of :func:`knn_predict` (k, temperature, metric, ...).
+        **knn_kwargs: keyword arguments of :func:`~contrastkit.knn.knn_predict` (k,
+            temperature, metric, ...).
 
     Returns:
         ``{"top1": float, "top5": float}``.

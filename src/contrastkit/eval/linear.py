@@ -1,105 +1,30 @@
-"""Linear evaluation of cached frozen features (SCE, Denize et al. 2023, appendix D.1, D.2;
-low-shot: Table 10).
+"""Linear evaluation of a frozen backbone (SCE, Denize et al. 2023, appendix D.1, D.2, D.3;
+low-shot: Table 10), every classifier trained by the one loop of :mod:`.classifier`.
 
-* :class:`LinearProtocol` and the protocols of SCE (:data:`SCE_D1`, :data:`SCE_D2`);
+* the protocols of SCE (:data:`SCE_D1`, :data:`SCE_D2`) as
+  :class:`~contrastkit.eval.classifier.LinearProtocol` s;
 * :func:`linear_probe`: the fast variant, on cached features (one forward pass of the backbone,
   no augmentation). Optionally standardises features; the returned ``nn.Linear`` acts on raw
   features (the standardisation is folded into its weights);
+* :func:`train_linear_on_images`: the frozen backbone runs on every augmented training batch;
 * :func:`lowshot_linear` on :func:`sample_per_class` draws, and the accuracies
   (:func:`classification_report`, :func:`mean_per_class_accuracy`).
-
-The augmented-image protocol, where the frozen backbone runs on every augmented batch, is
-:func:`contrastkit.eval.linear_images.train_linear_on_images`.
 
 Accuracies are fractions in [0, 1].
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastkit.checks import check_features, check_labels, check_same_dim
-from contrastkit.cosine import cosine_anneal
+from contrastkit.eval.classifier import LinearProtocol, MappedBatches, train_classifier
 from contrastkit.eval.knn import topk_accuracy
-
-
-@dataclass(frozen=True)
-class LinearProtocol:
-    """Hyper-parameters of a linear-evaluation protocol (SGD + cross-entropy).
-
-    Attributes:
-        epochs: training epochs.
-        lr: base learning rate (before linear scaling).
-        momentum: SGD momentum.
-        weight_decay: SGD weight decay.
-        batch_size: training batch size.
-        schedule: ``"step"`` (multiply by ``gamma`` at each of ``milestones``) or ``"cosine"``
-            (per-iteration cosine decay to 0 without restart, after the warm-up).
-        milestones: epochs of the step decays.
-        gamma: step decay factor.
-        warmup_epochs: linear warm-up from 0 to the learning rate (0 = none).
-        lr_reference_batch: when set, the learning rate follows the linear scaling rule
-            ``lr * batch_size / lr_reference_batch`` (Goyal et al. 2017).
-    """
-
-    epochs: int = 100
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 0.0
-    batch_size: int = 256
-    schedule: str = "cosine"
-    milestones: tuple[int, ...] = (60, 80)
-    gamma: float = 0.1
-    warmup_epochs: float = 0.0
-    lr_reference_batch: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be finite and > 0, got {self.lr}")
-        if self.schedule not in ("step", "cosine"):
-            raise ValueError(f"schedule must be 'step' or 'cosine', got {self.schedule!r}")
-        if self.momentum < 0 or self.weight_decay < 0 or self.warmup_epochs < 0:
-            raise ValueError("momentum, weight_decay and warmup_epochs must be >= 0")
-        if not 0 < self.gamma <= 1:
-            raise ValueError(f"gamma must lie in (0, 1], got {self.gamma}")
-        if self.lr_reference_batch is not None and self.lr_reference_batch < 1:
-            raise ValueError(f"lr_reference_batch must be >= 1, got {self.lr_reference_batch}")
-
-    @property
-    def scaled_lr(self) -> float:
-        """Peak learning rate after the linear scaling rule (``lr`` when no reference batch)."""
-        if self.lr_reference_batch is None:
-            return self.lr
-        return self.lr * self.batch_size / self.lr_reference_batch
-
-    def lr_at(self, epoch: float) -> float:
-        """Learning rate at (fractional) ``epoch`` in ``[0, epochs)``.
-
-        Step: ``scaled_lr * gamma ** #{m in milestones: m <= floor(epoch)}``. Cosine:
-        ``scaled_lr * (1 + cos(pi * (epoch - warmup) / (epochs - warmup))) / 2``. During the
-        warm-up (``epoch < warmup_epochs``): ``scaled_lr * epoch / warmup_epochs``.
-        """
-        peak = self.scaled_lr
-        if epoch < self.warmup_epochs:
-            return peak * epoch / self.warmup_epochs
-        if self.schedule == "step":
-            decays = sum(1 for m in self.milestones if m <= math.floor(epoch))
-            return peak * self.gamma**decays
-        span = max(self.epochs - self.warmup_epochs, 1e-12)
-        progress = min(max((epoch - self.warmup_epochs) / span, 0.0), 1.0)
-        return cosine_anneal(peak, 0.0, progress)
-
-
 
 #: Denize et al. 2023, appendix D.1 (following MoCo v2 / ReSSL): 100 epochs, SGD lr 30,
 #: momentum 0.9, no weight decay, lr x0.1 at epochs 60 and 80. The appendix gives no batch size;
@@ -151,21 +76,29 @@ def _check_pair(features: Tensor, labels: Tensor, prefix: str) -> None:
     check_labels(f"{prefix}_labels", labels, features.shape[0], f"{prefix}_features")
 
 
+class _Shuffled:
+    """Batches of ``(features, labels)`` rows in a new random order each epoch (``generator``)."""
+
+    def __init__(self, x: Tensor, y: Tensor, batch_size: int, generator: torch.Generator) -> None:
+        self.x, self.y, self.batch_size, self.generator = x, y, batch_size, generator
+
+    def __len__(self) -> int:
+        return math.ceil(self.x.shape[0] / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        order = torch.randperm(self.x.shape[0], generator=self.generator).to(self.x.device)
+        for step in range(len(self)):
+            idx = order[step * self.batch_size : (step + 1) * self.batch_size]
+            yield self.x[idx], self.y[idx]
+
+
 def linear_probe(
     train_features: Tensor,
     train_labels: Tensor,
     test_features: Tensor,
     test_labels: Tensor,
+    protocol: LinearProtocol | None = None,
     *,
-    epochs: int = 100,
-    lr: float = 0.1,
-    batch_size: int = 256,
-    momentum: float = 0.9,
-    weight_decay: float = 0.0,
-    schedule: str = "cosine",
-    milestones: Sequence[int] = (60, 80),
-    gamma: float = 0.1,
-    warmup_epochs: float = 0.0,
     standardize: bool = True,
     num_classes: int | None = None,
     seed: int = 0,
@@ -174,19 +107,19 @@ def linear_probe(
     appendix D.1/D.2).
 
     Multinomial logistic regression ``softmax(W x + b)`` trained by mini-batch SGD with momentum
-    on the cross-entropy, learning rate ``lr`` following ``schedule`` per iteration (see
-    :class:`LinearProtocol`). Weights start at zero, so the result depends on ``seed`` only
-    through the shuffling order. With ``standardize`` each feature is centred and scaled by the
-    training mean and standard deviation; the returned classifier has this folded in:
-    ``W' = W / sigma``, ``b' = b - W' mu``.
+    on the cross-entropy (:func:`~contrastkit.eval.classifier.train_classifier`), learning rate
+    following ``protocol`` per iteration. Weights start at zero, so the result depends on
+    ``seed`` only through the shuffling order. With ``standardize`` each feature is centred and
+    scaled by the training mean and standard deviation; the returned classifier has this folded
+    in: ``W' = W / sigma``, ``b' = b - W' mu``.
 
     Args:
         train_features: ``(N_train, D)`` cached features.
         train_labels: ``(N_train,)`` labels.
         test_features: ``(N_test, D)`` cached features.
         test_labels: ``(N_test,)`` labels.
-        epochs, lr, batch_size, momentum, weight_decay, schedule, milestones, gamma,
-            warmup_epochs: the :class:`LinearProtocol` fields (``lr`` already scaled).
+        protocol: the recipe (default: ``LinearProtocol()``, 100 epochs of cosine decay from
+            0.1, batch 256).
         standardize: standardise features with training statistics.
         num_classes: number of classes (default: 1 + the largest train or test label).
         seed: seed of the shuffling generator.
@@ -197,14 +130,10 @@ def linear_probe(
         ``"train_top1_curve"`` / ``"test_top1_curve"`` (top-1 on all training / test features
         after each epoch: their gap shows overfitting).
     """
+    protocol = LinearProtocol() if protocol is None else protocol
     _check_pair(train_features, train_labels, "train")
     _check_pair(test_features, test_labels, "test")
     check_same_dim("train_features", train_features, "test_features", test_features)
-    protocol = LinearProtocol(
-        epochs=epochs, lr=lr, momentum=momentum, weight_decay=weight_decay,
-        batch_size=batch_size, schedule=schedule, milestones=tuple(milestones), gamma=gamma,
-        warmup_epochs=warmup_epochs,
-    )
     top = max(int(train_labels.max()), int(test_labels.max())) + 1
     classes = top if num_classes is None else num_classes
     if classes < top:
@@ -219,33 +148,18 @@ def linear_probe(
     linear = nn.Linear(x.shape[1], classes).to(device)
     nn.init.zeros_(linear.weight)
     nn.init.zeros_(linear.bias)
-    optimizer = torch.optim.SGD(
-        linear.parameters(), lr=protocol.scaled_lr, momentum=momentum, weight_decay=weight_decay
-    )
-    generator = torch.Generator().manual_seed(seed)
-    n = x.shape[0]
-    steps = math.ceil(n / batch_size)
-    loss_curve: list[float] = []
     train_top1: list[float] = []
     test_top1: list[float] = []
     xt = (test_features.detach().to(device, torch.float32) - mean) / std
     yt = test_labels.to(device)
-    for epoch in range(epochs):
-        order = torch.randperm(n, generator=generator).to(device)
-        total = 0.0
-        for step in range(steps):
-            idx = order[step * batch_size : (step + 1) * batch_size]
-            for group in optimizer.param_groups:
-                group["lr"] = protocol.lr_at(epoch + step / steps)
-            loss = F.cross_entropy(linear(x[idx]), y[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach()) * idx.shape[0]
-        loss_curve.append(total / n)
+
+    def accuracies(epoch: int, loss: float) -> None:
         with torch.no_grad():
             train_top1.append(float((linear(x).argmax(1) == y).float().mean()))
             test_top1.append(float((linear(xt).argmax(1) == yt).float().mean()))
+
+    batches = _Shuffled(x, y, protocol.batch_size, torch.Generator().manual_seed(seed))
+    run = train_classifier(linear, batches, protocol, epoch_end=accuracies)
     with torch.no_grad():
         linear.weight.div_(std)
         linear.bias.sub_(linear.weight @ mean)
@@ -254,7 +168,7 @@ def linear_probe(
         scores = linear(test_features.detach().to(device, torch.float32))
     report: dict[str, object] = dict(classification_report(scores, test_labels.to(device)))
     report["classifier"] = linear
-    report["loss_curve"] = loss_curve
+    report["loss_curve"] = run.loss_curve
     report["train_top1_curve"] = train_top1
     report["test_top1_curve"] = test_top1
     return report
@@ -295,7 +209,10 @@ def lowshot_linear(
     test_labels: Tensor,
     shots: Sequence[int | None] = (16, 32, 64, None),
     seeds: Sequence[int] = (0, 1, 2),
-    **probe_kwargs: object,
+    protocol: LinearProtocol | None = None,
+    *,
+    standardize: bool = True,
+    num_classes: int | None = None,
 ) -> dict[int | None, dict[str, object]]:
     """Low-shot linear evaluation (Denize et al. 2023, Table 10, protocol of Zheng et al. 2021:
     16/32/64/all images per class).
@@ -309,7 +226,8 @@ def lowshot_linear(
         train_features, train_labels, test_features, test_labels: cached features and labels.
         shots: examples per class; ``None`` means all.
         seeds: one run per seed (sampling and probe shuffling).
-        **probe_kwargs: keyword arguments of :func:`linear_probe`.
+        protocol, standardize: as :func:`linear_probe`.
+        num_classes: classes of every probe (default: 1 + the largest train or test label).
 
     Returns:
         ``{shot: {"mean": float, "std": float, "top1": [per seed], "num_train": int}}``; ``std``
@@ -319,10 +237,8 @@ def lowshot_linear(
     _check_pair(test_features, test_labels, "test")
     if not shots or not seeds:
         raise ValueError("shots and seeds must be non-empty")
-    if "num_classes" not in probe_kwargs:
-        probe_kwargs["num_classes"] = (
-            max(int(train_labels.max()), int(test_labels.max())) + 1
-        )
+    if num_classes is None:
+        num_classes = max(int(train_labels.max()), int(test_labels.max())) + 1
     results: dict[int | None, dict[str, object]] = {}
     for shot in shots:
         accuracies, num_train = [], train_features.shape[0]
@@ -333,11 +249,122 @@ def lowshot_linear(
                 idx = sample_per_class(train_labels, shot, seed)
                 feats, labels = train_features[idx], train_labels[idx.to(train_labels.device)]
             num_train = feats.shape[0]
-            out = linear_probe(feats, labels, test_features, test_labels, seed=seed,
-                               **probe_kwargs)  # type: ignore[arg-type]
+            out = linear_probe(feats, labels, test_features, test_labels, protocol,
+                               standardize=standardize, num_classes=num_classes, seed=seed)
             accuracies.append(float(out["top1"]))  # type: ignore[arg-type]
         acc = torch.tensor(accuracies, dtype=torch.float64)
         std = float(acc.std(unbiased=True)) if len(accuracies) > 1 else 0.0
         results[shot] = {"mean": float(acc.mean()), "std": std, "top1": accuracies,
                          "num_train": num_train}
     return results
+
+
+def _pairs(batch: object) -> tuple[Tensor, Tensor]:
+    if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        raise ValueError("loaders must yield (images, labels) batches")
+    return batch[0], batch[1]
+
+
+def train_linear_on_images(
+    features_fn: Callable[[Tensor], Tensor],
+    train_loader: Iterable,
+    test_loader: Iterable,
+    protocol: LinearProtocol,
+    train_transform: Callable[[Tensor], Tensor] | None,
+    test_transform: Callable[[Tensor], Tensor] | None,
+    num_classes: int,
+    *,
+    device: torch.device | str | None = None,
+    seed: int = 0,
+) -> dict[str, object]:
+    """Linear evaluation on augmented images with a frozen backbone (Denize et al. 2023,
+    appendix D.1/D.2; clips: D.3).
+
+    Every training batch ``(images, labels)`` is augmented by ``train_transform`` (e.g. random
+    resized crop 0.08-1 + horizontal flip), embedded by ``features_fn`` under ``torch.no_grad``
+    (the backbone is frozen: no gradient reaches it) and used for one SGD step of a linear layer
+    on the cross-entropy (:func:`~contrastkit.eval.classifier.train_classifier`). The learning
+    rate follows ``protocol`` per iteration when ``len(train_loader)`` is known, else per epoch.
+    Test batches go through ``test_transform`` (e.g. resize 256 + centre crop 224). The loader's
+    ``batch_size`` should match ``protocol.batch_size``, which sets the learning-rate scaling.
+
+    Args:
+        features_fn: frozen backbone, ``images -> (B, D)`` features.
+        train_loader: iterable of ``(images, labels)`` re-iterable once per epoch.
+        test_loader: iterable of ``(images, labels)``.
+        protocol: e.g. :data:`SCE_D1` or :data:`SCE_D2`.
+        train_transform: batched augmentation ``images -> images`` (None = identity).
+        test_transform: batched evaluation transform (None = identity).
+        num_classes: number of classes.
+        device: device of the linear layer (default: the features' device).
+        seed: seed of torch's global generator while training (for the augmentations).
+
+    Returns:
+        ``{"top1", "top5", "mean_per_class", "classifier", "loss_curve"}`` as in
+        :func:`linear_probe`.
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}")
+    if not isinstance(protocol, LinearProtocol):
+        raise ValueError(f"protocol must be a LinearProtocol, got {type(protocol).__name__}")
+    identity: Callable[[Tensor], Tensor] = lambda images: images  # noqa: E731
+    train_tf, test_tf = train_transform or identity, test_transform or identity
+
+    def embed(images: Tensor, transform: Callable[[Tensor], Tensor]) -> Tensor:
+        with torch.no_grad():
+            feats = features_fn(transform(images))
+        check_features("features_fn output", feats)
+        return feats.detach().float()
+
+    def features(batch: object) -> tuple[Tensor, Tensor]:
+        images, labels = _pairs(batch)
+        feats = embed(images, train_tf)
+        check_labels("labels", labels, feats.shape[0], "features_fn output")
+        target = device or feats.device
+        return feats.to(target), labels.to(target)
+
+    batches = MappedBatches(train_loader, features)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        epoch0 = iter(batches)
+        first = next(epoch0, None)  # the features' width sizes the classifier
+        if first is None:
+            raise ValueError("train_loader yielded no batch")
+        linear = nn.Linear(first[0].shape[1], num_classes).to(first[0].device)
+        nn.init.zeros_(linear.weight)
+        nn.init.zeros_(linear.bias)
+        run = train_classifier(linear, _Started(first, epoch0, batches), protocol)
+    linear.eval()
+    all_scores, all_labels = [], []
+    with torch.no_grad():
+        for batch in test_loader:
+            images, labels = _pairs(batch)
+            all_scores.append(linear(embed(images, test_tf).to(linear.weight.device)))
+            all_labels.append(labels.to(linear.weight.device))
+    if not all_scores:
+        raise ValueError("test_loader yielded no batch")
+    report: dict[str, object] = dict(
+        classification_report(torch.cat(all_scores), torch.cat(all_labels))
+    )
+    report["classifier"] = linear
+    report["loss_curve"] = run.loss_curve
+    return report
+
+
+class _Started:
+    """``batches`` whose first epoch is already under way: ``first`` was drawn from the
+    iteration ``rest`` (which the first epoch finishes, so every random draw keeps its order);
+    the next epochs iterate ``batches`` afresh."""
+
+    def __init__(self, first: tuple[Tensor, Tensor], rest: Iterator[tuple[Tensor, Tensor]],
+                 batches: MappedBatches) -> None:
+        self.first, self.rest, self.batches, self.started = first, rest, batches, True
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        if self.started:
+            self.started = False
+            return itertools.chain([self.first], self.rest)
+        return iter(self.batches)

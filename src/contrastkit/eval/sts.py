@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from contrastkit.data.sts import STSTask
+from contrastkit.data.sources.sts import STSTask
 from contrastkit.eval.metrics import alignment, uniformity
 
 __all__ = ["evaluate_tasks", "rank", "spearman"]
@@ -92,7 +92,7 @@ def evaluate_tasks(embed: Embed, tasks: Sequence[STSTask], positive_score: float
     Args:
         embed: maps sentences to vectors (e.g. :func:`contrastkit.models.text.embed_sentences`
             of an encoder).
-        tasks: the tasks (:func:`contrastkit.data.sts.read_task`).
+        tasks: the tasks (:func:`contrastkit.data.sources.sts.read_task`).
         positive_score: gold score from which a pair counts as positive for alignment.
 
     Returns:

@@ -2,7 +2,7 @@
 linear protocol.
 
 * :class:`MultiViewEncoder`: a frozen R3D backbone applied to the ``V`` views of each video
-  (10 temporal clips x 3 spatial crops, :func:`contrastkit.data.video.average_views`) and
+  (10 temporal clips x 3 spatial crops, :func:`contrastkit.data.sources.video.average_views`) and
   averaged, so that ``extract_features`` / ``retrieval_recall`` / ``linear_probe`` see one
   feature vector per video. Averaging the features before a linear classifier equals averaging
   its logits over the views (SCE D.3: "the final prediction is the mean average of the
@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from contrastkit.data.video.views import to_backbone_layout
+from contrastkit.data.augment.views import to_backbone_layout
 from contrastkit.eval.linear import LinearProtocol
 
 __all__ = ["SCE_D3", "MultiViewEncoder", "SharedFrameTransform", "flip_only_transform"]
@@ -38,9 +38,9 @@ class MultiViewEncoder(nn.Module):
     """Frozen clip backbone for evaluation batches of one or several views per video.
 
     * uint8 ``(B, V, T, C, H, W)`` (the ``mode="eval"`` datasets): every view goes through
-      ``view`` (e.g. :class:`~contrastkit.data.video.views.VideoEvalView`) and the backbone, in
+      ``view`` (e.g. :class:`~contrastkit.data.augment.views.VideoEvalView`) and the backbone, in
       chunks of ``chunk`` views, and the ``V`` features of each video are averaged
-      (:func:`~contrastkit.data.video.average_views`): ``(B, D)``.
+      (:func:`~contrastkit.data.sources.video.average_views`): ``(B, D)``.
     * uint8 ``(B, T, C, H, W)``: one view per video, ``(B, D)``.
     * float ``(B, C, T, H, W)`` (already-made views, e.g. training views): the backbone only.
 
@@ -58,7 +58,7 @@ class MultiViewEncoder(nn.Module):
         self.out_dim = getattr(backbone, "out_dim", None)
 
     def forward(self, x: Tensor) -> Tensor:
-        from contrastkit.data.video import average_views
+        from contrastkit.data.sources.video import average_views
 
         if x.is_floating_point() and x.dim() == 5:
             return self.backbone(x)

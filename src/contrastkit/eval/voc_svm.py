@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contrastkit.data.voc07 import ABSENT, DIFFICULT, PRESENT
+from contrastkit.data.sources.voc07 import ABSENT, DIFFICULT, PRESENT
 from contrastkit.eval.average_precision import ap_all_point, ap_interpolated, ap_voc07
 
 __all__ = ["VOC07_SVM", "SVMProtocol", "l2_normalize", "sample_low_shot", "voc07_svm"]

@@ -11,7 +11,8 @@ anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One fi
   and :func:`resolve_temperature`; the temperature schedules of Kukleva et al. 2023 and MACL
   (Huang et al. 2023) live in :mod:`contrastkit.schedules` and are re-exported here;
 * ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
-* ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`.
+* ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`, and
+  :func:`simcse` (Gao et al. 2021: InfoNCE on two dropout encodings of each sentence).
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
@@ -32,6 +33,7 @@ from contrastkit.losses.infonce import (
     dcl,
     info_nce,
     nt_xent,
+    simcse,
 )
 from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 from contrastkit.losses.sincere import (
@@ -79,6 +81,7 @@ __all__ = [
     "sce",
     "sce_reference",
     "sce_terms",
+    "simcse",
     "sincere",
     "supcon",
 ]

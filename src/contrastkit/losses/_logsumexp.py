@@ -21,9 +21,9 @@ per-row factor of the softmax gradient to the small (N, D) side, so for a float 
 makes no N x M pass at all, and folds the normalisation Jacobian into the (M, D) gradient in
 place. Masked entries hold ``-inf``; they are never a whole row (every anchor keeps at least
 one negative), so the row maximum is finite and no NaN appears. The inputs are float32 or
-wider (:func:`._normalize.at_least_float32`); forward and backward run with autocast off, so the
-logits, their products and every reduction stay in that dtype inside a float16/bfloat16
-autocast region.
+wider (:func:`contrastkit.precision.at_least_float32`); forward and backward run with autocast
+off, so the logits, their products and every reduction stay in that dtype inside a
+float16/bfloat16 autocast region.
 """
 
 from __future__ import annotations

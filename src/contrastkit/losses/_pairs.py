@@ -21,12 +21,8 @@ from contrastkit.checks import (
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, call_temperature
-from contrastkit.losses._normalize import (
-    at_least_float32,
-    checked_norms,
-    normalize_checked,
-    rowdot,
-)
+from contrastkit.losses._normalize import checked_norms, normalize_checked, rowdot
+from contrastkit.precision import at_least_float32
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent and DCL.
+r"""InfoNCE family: InfoNCE/MoCo, SimCLR's NT-Xent, DCL, and SimCSE's loss (InfoNCE on two
+dropout encodings of each sentence).
 
 (The hard contrastive loss of Wang & Liu 2021, built from the same pieces, is
 :mod:`contrastkit.losses.hard_contrastive`.)
@@ -30,9 +31,10 @@ from contrastkit.checks import (
     check_same_shape,
 )
 from contrastkit.losses._logsumexp import Candidates, negative_lse
-from contrastkit.losses._normalize import at_least_float32, normalize_checked
+from contrastkit.losses._normalize import normalize_checked
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
 from contrastkit.losses.temperature import Temperature, check_temperature, split_temperature
+from contrastkit.precision import at_least_float32
 
 __all__ = [
     "DCLLoss",
@@ -41,6 +43,7 @@ __all__ = [
     "dcl",
     "info_nce",
     "nt_xent",
+    "simcse",
 ]
 
 
@@ -191,3 +194,37 @@ class DCLLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature!r}"
+
+
+def simcse(h: Tensor, h_positive: Tensor, *, temperature: Temperature = 0.05) -> Tensor:
+    r"""Unsupervised SimCSE loss (Gao et al. 2021, "SimCSE: Simple Contrastive Learning of
+    Sentence Embeddings", EMNLP 2021: the contrastive objective of its eq. 1 with, as section 3
+    states, the two dropout encodings of a sentence as the positive pair).
+
+    Each sentence :math:`x_i` of a batch of N is encoded twice with independent dropout masks,
+    giving :math:`h_i` and :math:`h_i^+`; the other sentences' second encodings are the
+    negatives:
+
+    .. math::
+        \ell_i = -\log \frac{e^{\mathrm{sim}(h_i, h_i^+)/\tau}}
+                            {\sum_{j=1}^N e^{\mathrm{sim}(h_i, h_j^+)/\tau}}
+
+    with :math:`\mathrm{sim}` the cosine similarity, averaged over the N anchors. It is
+    :func:`info_nce` with query :math:`h` and key :math:`h^+`, one direction only (the anchors
+    are the first encodings, as in SimCSE's code and equation). Any contrastkit temperature
+    applies: with a per-pair temperature (DySTreSS, Manna et al. 2023, Alg. 1/2) the logit of
+    each pair is divided by :math:`\tau(\mathrm{sim}(h_i, h_j^+))`, evaluated on the detached
+    similarity. SimCSE's default temperature is 0.05.
+
+    Args:
+        h: (N, D) first encodings (dropout mask 1) of the N sentences.
+        h_positive: (N, D) second encodings (dropout mask 2), row i the positive of ``h[i]``.
+        temperature: float > 0, per-pair temperature function or ``PairTemperature``.
+
+    Returns:
+        Scalar tensor, the mean of the per-sentence losses over the N sentences.
+
+    Raises:
+        ValueError: bad shapes, NaN/Inf, N < 2, or a bad temperature.
+    """
+    return info_nce(h, h_positive, temperature=temperature)

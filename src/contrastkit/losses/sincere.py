@@ -64,8 +64,9 @@ from torch import Tensor, nn
 
 from contrastkit.checks import check_embeddings, check_non_negative_float
 from contrastkit.hot_path import in_hot_path
-from contrastkit.losses._normalize import at_least_float32, autocast_off
+from contrastkit.losses._normalize import autocast_off
 from contrastkit.losses.temperature import check_temperature
+from contrastkit.precision import at_least_float32
 
 __all__ = [
     "EpsSupInfoNCELoss",

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 
 import torch
@@ -253,6 +254,24 @@ class ContrastiveMethod(nn.Module, ABC):
 def loggable(**values: object) -> dict[str, Tensor | float]:
     """The entries of ``values`` that are numbers or tensors (a per-pair temperature is not)."""
     return {k: v for k, v in values.items() if isinstance(v, (int, float, Tensor))}
+
+
+def mean_logs(per_pair: list[dict[str, Loggable]]) -> dict[str, Loggable]:
+    """Each logged value's mean over the (query, key) pairs of a step, as the loss is their mean
+    (a per-pair temperature logs its mean, not the last pair's); computed only when logged."""
+    if len(per_pair) == 1:
+        return dict(per_pair[0])
+    return {name: partial(_mean, [logs[name] for logs in per_pair if name in logs])
+            for name in dict.fromkeys(n for logs in per_pair for n in logs)}
+
+
+def _mean(values: list[Loggable]) -> Tensor:
+    resolved = [v() if callable(v) else v for v in values]
+    like = next((v for v in resolved if isinstance(v, Tensor)), None)
+    if like is None:
+        return torch.tensor(sum(float(v) for v in resolved) / len(resolved))
+    return torch.stack([torch.as_tensor(v, dtype=torch.float32, device=like.device).reshape(())
+                        for v in resolved]).mean()
 
 
 def cosine_of_pairs(a: Tensor, b: Tensor) -> Tensor:

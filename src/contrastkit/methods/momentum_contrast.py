@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from contrastkit.distributed import gather_no_grad, gather_with_grad, is_distributed
-from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs, mean_logs
 from contrastkit.methods.shuffle_bn import ShuffleBN
+from contrastkit.precision import at_least_float32
 from contrastkit.schedules import ScheduleState
 
 
@@ -93,14 +94,14 @@ class MomentumContrast(ContrastiveMethod):
         key_views = [0, 1] if self.symmetric else [1]
         query_views = [i for i in range(len(views)) if self.symmetric or i != 1]
         # float16/bfloat16 keys (autocast) in float32 once, for the loss and the queue alike
-        keys = {i: _at_least_float32(self.encode_target(views[i])) for i in key_views}
+        keys = {i: at_least_float32(self.encode_target(views[i])) for i in key_views}
         encoded = {i: self.encode(views[i]) for i in query_views}
         negatives = self.queue_negatives()
         # In-batch negatives (no queue, or an empty one) must come from the whole
         # multi-process batch: every process then computes the loss of the global batch, as
         # SimCLR does, and the gradients equal those of one process on the combined batch.
         in_batch_global = negatives is None and is_distributed()
-        losses, logs = [], {}
+        losses, pair_logs = [], []
         for qi, (_, query) in encoded.items():
             if in_batch_global:
                 query = gather_with_grad(query)
@@ -115,17 +116,14 @@ class MomentumContrast(ContrastiveMethod):
                     key = gather_no_grad(key) if in_batch_global else key
                     loss, logs = self.pair_loss(query, key.to(dtype), bank, state)
                     losses.append(loss)
+                    pair_logs.append(logs)
         if self.queue is not None:
             staged = [keys[i] for i in key_views]
             self.queue.stage(staged[0] if len(staged) == 1 else torch.cat(staged))
         features, query0 = encoded[0]
         key1 = keys[1]
+        logs = mean_logs(pair_logs)  # each pair's values, averaged as the losses are
         logs["positive_similarity"] = lambda: cosine_of_pairs(query0, key1).mean()
         # one pair: its loss itself (the mean of one value, without a stack and a division)
         loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
         return StepOutput(loss=loss, features=features.detach(), logs=logs)
-
-
-def _at_least_float32(x: Tensor) -> Tensor:
-    """``x`` in float32 if it is float16/bfloat16 (an exact cast), else ``x`` itself."""
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastkit.distributed import gather_no_grad
+from contrastkit.precision import at_least_float32
 
 __all__ = ["MemoryQueue"]
 
@@ -141,7 +142,7 @@ class MemoryQueue(nn.Module):
         if self.gather:
             keys = gather_no_grad(keys)
         if self.normalize and keys.shape[0] > 0:
-            keys = F.normalize(keys.float() if keys.dtype in _LOW else keys, dim=1)
+            keys = F.normalize(at_least_float32(keys), dim=1)
         return keys.to(device=self.keys.device, dtype=self.keys.dtype)
 
     @torch.no_grad()
@@ -191,4 +192,3 @@ class MemoryQueue(nn.Module):
         return keys.shape[0]
 
 
-_LOW = (torch.float16, torch.bfloat16)

@@ -2,7 +2,7 @@
 
 Each sentence of a batch goes through the same encoder twice in training mode, so two
 independent dropout masks give two encodings of it, the positive pair; the other sentences
-of the (multi-process) batch are the negatives (:func:`contrastkit.losses.simcse.simcse`).
+of the (multi-process) batch are the negatives (:func:`contrastkit.losses.simcse`).
 The two passes are made as one forward of the batch stacked on itself, as SimCSE's code does:
 every row draws its own dropout mask, so the two copies of a sentence are encoded with
 independent masks.
@@ -22,8 +22,7 @@ import torch
 from torch import nn
 
 from contrastkit.distributed import gather_with_grad
-from contrastkit.losses import Temperature, resolve_temperature
-from contrastkit.losses.simcse import simcse
+from contrastkit.losses import Temperature, resolve_temperature, simcse
 from contrastkit.losses.temperature import check_temperature
 from contrastkit.methods.base import StepOutput, cosine_of_pairs, loggable
 from contrastkit.models.text import TextEncoder, TextEncoderSpec, Tokens, build_text_encoder

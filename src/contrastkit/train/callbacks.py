@@ -313,7 +313,7 @@ def last_checkpoint(dirpath: str) -> ModelCheckpoint:
 
 class ReleaseAfterFit(L.Callback):
     """Release the run folder's lock (:class:`contrastkit.outputs.FolderLock`) when fitting has
-    ended normally; :func:`contrastkit.train.cli.pretrain` releases it on the other paths."""
+    ended normally; :func:`contrastkit.cli.pretrain.pretrain` releases it on the other paths."""
 
     def __init__(self, lock: FolderLock) -> None:
         self.lock = lock

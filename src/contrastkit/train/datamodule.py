@@ -1,6 +1,6 @@
 """Lightning data module for pretraining: uint8 batches, augmentation happens on the device.
 
-The datasets come from the registry (:mod:`contrastkit.data.registry`, shared with
+The datasets come from the registry (:mod:`contrastkit.data.sources.registry`, shared with
 evaluation); this module adds what only training needs: the samplers, the subsets of a study
 and the loaders.
 
@@ -26,15 +26,16 @@ import torch
 from lightning.pytorch.utilities import rank_zero_info
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from contrastkit.data.images import datasets
-from contrastkit.data.loader_crops import (
+from contrastkit.data.decode import images as decode
+from contrastkit.data.loading.crops import (
     CropSpec,
     EpochKeys,
     LoaderCrops,
     ViewCrops,
     encoded_reader,
 )
-from contrastkit.data.registry import (
+from contrastkit.data.sources.images import datasets
+from contrastkit.data.sources.registry import (
     DatasetName,
     MissingSplitError,
     build_video_dataset,
@@ -42,9 +43,9 @@ from contrastkit.data.registry import (
     is_video_dataset,
     open_split,
 )
+from contrastkit.data.sources.stream import DecodedImage, ShardStream, is_url
+from contrastkit.data.sources.wrappers import ResizedSquare, fixed_subset, select_classes
 from contrastkit.data.specs import VideoDataSpec
-from contrastkit.data.stream import DecodedImage, ShardStream, is_url
-from contrastkit.data.wrappers import ResizedSquare, fixed_subset, select_classes
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -120,18 +121,18 @@ class PretrainDataModule(L.LightningDataModule):
             full image in the loader workers, one box per view drawn from the image's own
             size (SCE Table 1, DySTreSS: the papers' crops), JPEGs decoded at a reduced DCT
             scale when every box allows it, crops resized in uint8
-            (:mod:`contrastkit.data.loader_crops`); flips and colour steps stay on the
+            (:mod:`contrastkit.data.loading.crops`); flips and colour steps stay on the
             device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
             ``shards`` of any sizes; not with ``cache_dir``. ``dali``: the same boxes, each
             decoded alone by NVIDIA DALI, on the GPU when training on one (nvJPEG), else in
-            ``num_workers`` DALI CPU threads (:mod:`contrastkit.data.dali_crops`; needs
+            ``num_workers`` DALI CPU threads (:mod:`contrastkit.data.loading.dali_crops`; needs
             ``contrastkit[dali]``; not with ``stream``).
         fast_decode: with ``crops: loader``, decode JPEGs with libjpeg's fast inverse DCT
             (``simplejpeg``'s ``fastdct``): a cheaper decode whose pixels differ from the
             accurate one by about 1 grey level on average (``benchmarks/README.md``,
             "Loader crops"). Off by default.
         stream: with ``dataset: shards``, stream the training split's shards sequentially
-            through webdataset (:mod:`contrastkit.data.stream`: shard order drawn per epoch,
+            through webdataset (:mod:`contrastkit.data.sources.stream`: shard order drawn per epoch,
             shards split across processes then workers, a bounded shuffle buffer) instead of
             reading them by random access; ``root`` may then be a URL prefix webdataset
             opens (``https://``, ``pipe:``...; the kNN monitor still reads its splits by
@@ -149,12 +150,12 @@ class PretrainDataModule(L.LightningDataModule):
             ``skipped_files.txt``).
         test_fraction: for an image ``folder`` without ``test/`` sub-folder: hold out this
             share of each class as the ``test`` split (the kNN monitor's queries) and pretrain
-            on the rest (see :func:`contrastkit.data.registry.build_dataset`). Without it such
-            a folder has no ``test`` split: set it, or ``val_split: null``.
+            on the rest (see :func:`contrastkit.data.sources.registry.build_dataset`). Without it
+            such a folder has no ``test`` split: set it, or ``val_split: null``.
         split_seed: seed of the held-out split (kept apart from ``seed`` so that runs with
             other shuffling seeds are evaluated on the same images).
         video: clip sampling of the video datasets (``ucf101``, ``hmdb51``, ``kinetics``,
-            ``video_folder``; see :func:`contrastkit.data.registry.build_video_dataset`):
+            ``video_folder``; see :func:`contrastkit.data.sources.registry.build_video_dataset`):
             training items are ``data.video.num_clips`` clips of one video, the kNN monitor
             sees the centre clip.
             Default :class:`~contrastkit.data.specs.VideoDataSpec` for those datasets.
@@ -235,7 +236,9 @@ class PretrainDataModule(L.LightningDataModule):
         self.crops, self.fast_decode = crops, bool(fast_decode)
         self._check_stream(stream, shuffle_buffer)
         self.stream, self.shuffle_buffer = bool(stream), int(shuffle_buffer)
-        #: the views' crops (set from the training module when the loader is built)
+        #: the views' crops, derived from the views config by
+        #: :func:`~contrastkit.data.augment.views.loader_crop_specs` (``contrastkit pretrain``
+        #: sets them before training)
         self.crop_specs: list[CropSpec] | None = None
         self.train_set: Dataset | None = None
         self.bank_set: Dataset | None = None
@@ -366,7 +369,7 @@ class PretrainDataModule(L.LightningDataModule):
                           num_workers=workers, drop_last=drop_last,
                           pin_memory=torch.cuda.is_available(),
                           persistent_workers=workers > 0,
-                          collate_fn=None if self.is_video else datasets.collate_images)
+                          collate_fn=None if self.is_video else decode.collate_images)
 
     def train_dataloader(self) -> Iterable:
         assert self.train_set is not None
@@ -382,7 +385,7 @@ class PretrainDataModule(L.LightningDataModule):
                                 self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
         if self.crops == "dali":
-            from contrastkit.data.dali_crops import DaliCrops
+            from contrastkit.data.loading.dali_crops import DaliCrops
 
             device = self.trainer.strategy.root_device
             return DaliCrops(encoded_reader(self.train_set), self._crop_specs(),
@@ -412,12 +415,9 @@ class PretrainDataModule(L.LightningDataModule):
 
     def _crop_specs(self) -> list[CropSpec]:
         if self.crop_specs is None:
-            module = self.trainer.lightning_module if self.trainer is not None else None
-            views = getattr(module, "train_views", None)
-            if not hasattr(views, "crop_specs"):
-                raise ValueError(f"data.crops: {self.crops} needs the views' crops: train with "
-                                 "image views (TwoViews or MultiCrop)")
-            self.crop_specs = views.crop_specs()  # type: ignore[union-attr]
+            raise ValueError(f"data.crops: {self.crops} needs the views' crops: set crop_specs to "
+                             "contrastkit.data.augment.views.loader_crop_specs(views, "
+                             "method.default_views) (contrastkit pretrain does)")
         return self.crop_specs
 
     def val_dataloader(self) -> list[DataLoader]:

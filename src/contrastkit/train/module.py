@@ -4,7 +4,7 @@ It owns what is common to every method and nothing method-specific:
 
 * views: uint8 batch on the device -> augmented float views (GPU augmentation when the batch
   is on a GPU); with ``views.video`` the batch is a pair of clip batches and view ``i`` is made
-  from clip ``i`` (:mod:`contrastkit.train.video`; Denize et al. 2023, section 4.2);
+  from clip ``i`` (:mod:`contrastkit.data.augment.views`; Denize et al. 2023, section 4.2);
 * the optimiser (SGD/LARS/AdamW, linear scaling rule, warm-up + cosine per step);
 * schedules: the :class:`~contrastkit.schedules.ScheduleState` handed to the method, and the
   method's after-step hook (EMA update, queue commit) once per optimiser step, so gradient
@@ -35,6 +35,8 @@ from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
 from contrastkit.data import augment
+from contrastkit.data.augment.views import build_eval_view, build_train_views
+from contrastkit.data.specs import ViewsSpec
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
@@ -50,8 +52,7 @@ from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
 from contrastkit.train.performance import compile_encoders, use_channels_last
-from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec, ViewsSpec
-from contrastkit.train.views import build_eval_view, build_train_views
+from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec
 
 __all__ = ["NonFiniteLossError", "PretrainModule"]
 
@@ -95,14 +96,8 @@ class PretrainModule(L.LightningModule):
                 "branch: local crops are queries only, use SCE, MoCo or ReSSL"
             )
         self.num_classes = num_classes
-        if self.views_spec.video is not None:
-            from contrastkit.train import video
-
-            self.train_views = video.build_train_views(self.views_spec, method.default_views)
-            self.eval_view = video.build_eval_view(self.views_spec)
-        else:
-            self.train_views = build_train_views(self.views_spec, method.default_views)
-            self.eval_view = build_eval_view(self.views_spec)
+        self.train_views = build_train_views(self.views_spec, method.default_views)
+        self.eval_view = build_eval_view(self.views_spec)
         use_linear = self.online_spec.linear and num_classes > 0
         self.classifier = nn.Linear(method.backbone.out_dim, num_classes) if use_linear else None
         self._val_features: dict[int, list[Tensor]] = {}

@@ -2,7 +2,7 @@
 
 ``contrastkit pretrain`` takes this path when the config's ``data`` section names a
 ``text_file`` (:func:`is_text_config`): :class:`TextDataModule` serves batches of sentences of
-a one-sentence-per-line file (:class:`~contrastkit.data.text.LineFile`, shuffled by the same
+a one-sentence-per-line file (:class:`~contrastkit.data.sources.text.LineFile`, shuffled by the same
 :class:`~contrastkit.train.datamodule.EpochShuffleSampler` as images, so resuming and DDP
 behave alike) and :class:`TextPretrainModule` is the :class:`PretrainModule` with a text
 training step: tokenise, move to the device, the method's loss. Everything else is the image
@@ -20,7 +20,7 @@ import yaml
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from contrastkit.data.text import LineFile
+from contrastkit.data.sources.text import LineFile
 from contrastkit.hot_path import hot_path
 from contrastkit.methods.simcse import SimCSE
 from contrastkit.train.datamodule import EpochShuffleSampler

@@ -54,9 +54,9 @@ Implementation choices:
   functional API serves where it is exact and no dearer (the pad-crop-flip warp of
   ``eval_train``); the rest is batched torch: each private module says why, op by op. Not
   ``kornia.augmentation``: kornia 0.9's ``ColorJitter`` draws one order per *batch* (not per
-  sample) and computes every op on the whole batch before blending by probability; on the
-  2-core CPU here its modules were 10-25x slower than the equivalent torch expressions (see
-  ``benchmarks/README.md``). :func:`kornia_preset` builds the same pipeline from
+  sample) and computes every op on the whole batch before blending by probability, and its
+  modules measured slower than the equivalent torch expressions (``benchmarks/README.md``).
+  :func:`kornia_preset` builds the same pipeline from
   ``kornia.augmentation`` ops for comparison (``RandomSolarize(thresholds=0.0,
   additions=0.0)`` gives exactly threshold 0.5, no addition).
 * Reproducibility: parameters come from the pipeline's ``generator`` (a ``torch.Generator`` on

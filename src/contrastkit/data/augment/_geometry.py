@@ -21,8 +21,8 @@ call, counted with ``torch.profiler``; each is a kernel launch or more on a GPU)
 
 kornia's functional geometry is used where it is exact and not slower: ``warp_affine`` for the
 padded crop of :class:`RandomCropPadFlip` (nearest, integer shifts, flip folded into the
-matrix). Not used: ``warp_affine`` / ``crop_and_resize`` for the crop-resize (slower on the
-2-core CPU, and kornia normalises and inverts the matrix in float32), ``resize`` (its
+matrix). Not used: ``warp_affine`` / ``crop_and_resize`` for the crop-resize (measured slower,
+and kornia normalises and inverts the matrix in float32), ``resize`` (its
 antialiasing is a Gaussian pre-blur, not the triangle filter of PIL / torch ``antialias=True``),
 ``center_crop`` (bilinear from a fractional origin where torchvision rounds the offset).
 """

@@ -63,7 +63,7 @@ def normalization(normalize: object) -> tuple[Tensor, Tensor] | None:
 
 #: On the CPU a batch is processed in chunks of about this many pixels per image plane
 #: (e.g. 5 images at 224x224, 256 at 32x32): temporaries then stay in cache and are reused by
-#: the allocator instead of being mapped afresh (measured 2-4x faster on a 2-core CPU). The
+#: the allocator instead of being mapped afresh (faster: ``benchmarks/README.md``). The
 #: parameters are drawn for the whole batch first, so the chunking never changes the result.
 CHUNK_PIXELS = 1 << 18
 

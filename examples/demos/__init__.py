@@ -1,0 +1,9 @@
+"""Applications that use both pretraining and evaluation (they sit above both; nothing in the
+library imports them):
+
+* :mod:`examples.demos.pretrain` (``make demo``): pretrain SCE, then compare the pretrained
+  features with random initialisation and raw pixels with few labels and on shifted test images
+  (protocol: :mod:`examples.demos.protocol`);
+* :mod:`examples.demos.losses` (``make demo-losses``): every contrastive loss on random
+  embeddings, with its value and wall time.
+"""

@@ -1,0 +1,116 @@
+"""The short ``contrastkit pretrain --help``: the tool's own options, the method's settings and
+the common data, model and trainer keys with their defaults (``--help-all``: Lightning's
+full list of every trainer option)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import yaml
+
+from contrastkit import methods
+from contrastkit.data.specs import ViewsSpec
+from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
+
+METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive")
+
+#: The trainer options a pretraining run usually sets (``--help-all`` lists every one).
+TRAINER_KEYS = (
+    ("max_epochs", "100", "epochs of the run (the learning-rate schedule follows it)"),
+    ("accelerator", "auto", "cpu, gpu, ..."),
+    ("devices", "auto", "devices per node"),
+    ("precision", "null", "bf16-mixed, 16-mixed, ..."),
+    ("accumulate_grad_batches", "1", "batches per optimiser step"),
+    ("enable_progress_bar", "true", "false: one summary line per epoch"),
+    ("log_every_n_steps", "10", "steps between logged losses"),
+)
+
+#: The data keys shown (the rest: ``--help-all``).
+DATA_KEYS = ("dataset", "root", "batch_size", "num_workers", "test_fraction", "load_size",
+             "skip_corrupt", "val_split", "subset", "seed")
+
+
+def _signature_defaults(cls: type) -> list[tuple[str, str]]:
+    """``(name, default)`` of the constructor arguments of ``cls`` and its bases (through
+    ``**kwargs``), as in a config."""
+    rows: list[tuple[str, str]] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = list(inspect.signature(klass.__init__).parameters.values())
+        for p in params:
+            if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                continue
+            if p.name not in (r[0] for r in rows):
+                default = "(required)" if p.default is p.empty else _yaml(p.default)
+                rows.append((p.name, default))
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return rows
+
+
+def _yaml(value: object) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    text = yaml.safe_dump(value, default_flow_style=True, width=1000).strip()
+    return text.removesuffix("\n...").removesuffix(" ...") if text != "..." else "null"
+
+
+def chosen_method(argv: list[str]) -> str | None:
+    """The method that ``--model.method`` or the ``--config`` file names (class name)."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--model.method":
+            return argv[i + 1].rpartition(".")[2]
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "--config" and Path(argv[i + 1]).is_file():
+            try:
+                config = yaml.safe_load(Path(argv[i + 1]).read_text()) or {}
+                method = (config.get("model") or {}).get("method") or {}
+            except (yaml.YAMLError, AttributeError):
+                return None
+            path = method.get("class_path", "") if isinstance(method, dict) else str(method)
+            return str(path).rpartition(".")[2] or None
+    return None
+
+
+def _rows(prefix: str, rows: list[tuple[str, str]], width: int = 34) -> list[str]:
+    pad = max(1, width - len(prefix))
+    return [f"  --{prefix}{name:<{pad}} {default}" for name, default in rows]
+
+
+def short_help(argv: list[str], run_options: str) -> str:
+    """The text of ``contrastkit pretrain --help`` (``run_options``: the tool's own options)."""
+    name = chosen_method(argv) or "SCE"
+    cls = getattr(methods, name, None)
+    lines = ["usage: contrastkit pretrain [--config FILE] [--KEY VALUE ...] [--output DIR] "
+             "[--resume PATH|last] [--overwrite]", "",
+             "Pretrain a contrastive method. Keys are those of a YAML config "
+             "(configs/README.md, docs/configs.md).", "", run_options.rstrip(), "",
+             "configuration:",
+             "  --config FILE                      YAML config (later options override it)",
+             "  --print_config                     print the resolved configuration and exit",
+             "  --help-all                         every option, Lightning's trainer included",
+             "  --version                          contrastkit's version", "",
+             f"method: --model.method {{{', '.join(METHODS)}}} (default: none, required)"]
+    if cls is None:
+        lines.append(f"  (unknown method {name!r})")
+    else:
+        lines.append(f"settings of {name} (--model.method.KEY; --model.method NAME --help "
+                     "for another method):")
+        lines += _rows("model.method.", _signature_defaults(cls))
+    for label, spec in (("views", ViewsSpec), ("optimizer", OptimizerSpec),
+                        ("online_eval", OnlineEvalSpec)):
+        lines += ["", f"model.{label}:"]
+        lines += _rows(f"model.{label}.", [(f.name, _yaml(f.default if f.default is not
+                                                           dataclasses.MISSING else None))
+                                           for f in dataclasses.fields(spec)])
+    from contrastkit.train.datamodule import PretrainDataModule
+
+    data = dict(_signature_defaults(PretrainDataModule))
+    lines += ["", "data (--data.KEY; the rest: --help-all):"]
+    lines += _rows("data.", [(k, data[k]) for k in DATA_KEYS if k in data])
+    lines += ["", "trainer (--trainer.KEY; the rest: --help-all):"]
+    lines += [f"  --trainer.{k:<24} {d:<8} {what}" for k, d, what in TRAINER_KEYS]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,272 @@
+"""Decoding of image files (JPEG, PNG, WebP) into uint8 ``(C, H, W)`` arrays with Pillow."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".webp")
+
+#: How image files are decoded for a smaller output (:func:`decode_scaled`): a JPEG at a DCT
+#: scale of 1/2, 1/4 or 1/8, another format box-averaged right after decoding, by the largest
+#: such factor the output allows. It is part of the feature cache key of ``contrastkit eval``
+#: (features cached from whole decodes are not reused): change it when decoding changes pixels.
+DECODE_MODE = "reduced:jpeg-dct-scale,box-average;1-8"
+
+
+class UnreadableImageError(ValueError):
+    """An image file could not be decoded; the message names the file."""
+
+
+class MixedImageSizesError(ValueError):
+    """Images of different sizes met where one size is needed (a batch, an array cache)."""
+
+
+def collate_images(batch: list[tuple[Any, ...]]) -> Any:
+    """``default_collate`` of ``(image, label, ...)`` items, after checking that the images
+    share one shape.
+
+    Raises:
+        MixedImageSizesError: naming two of the shapes found, instead of ``torch.stack``'s
+            "stack expects each tensor to be equal size".
+    """
+    from torch.utils.data import default_collate
+
+    shapes = sorted({tuple(item[0].shape) for item in batch if hasattr(item[0], "shape")})
+    if len(shapes) > 1:
+        raise MixedImageSizesError(
+            f"images of different sizes in one batch ({_shape(shapes[0])} and "
+            f"{_shape(shapes[-1])}): resize them to one size when loading"
+        )
+    return default_collate(batch)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def pillow() -> Any:
+    """Import Pillow's ``Image`` module or explain which extra provides it."""
+    try:
+        from PIL import Image
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "reading image files needs Pillow: pip install 'contrastkit[data]'"
+        ) from err
+    return Image
+
+
+def is_image_file(name: str, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> bool:
+    """Whether ``name`` ends with one of ``extensions``, ignoring case."""
+    return name.lower().endswith(extensions)
+
+
+# Start-of-frame markers of the JPEG processes libjpeg decodes: baseline, extended, progressive.
+_SOF = frozenset((0xC0, 0xC1, 0xC2))
+_STANDALONE = frozenset((0x01, *range(0xD0, 0xD8)))
+_SOI = b"\xff\xd8"  # start of image: the first two bytes of every JPEG
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    """``(height, width, components)`` from a JPEG's start-of-frame marker, else ``None``.
+
+    Walks the marker segments (ITU-T T.81, annex B) up to the frame header; returns ``None``
+    for non-JPEG data, unusual processes (lossless, arithmetic) or a malformed header, so that
+    the caller falls back to Pillow's own parser.
+    """
+    if data[:2] != _SOI:
+        return None
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        if marker in _STANDALONE:
+            i += 2
+            continue
+        if marker in _SOF:
+            if i + 10 > n:
+                return None
+            height = int.from_bytes(data[i + 5 : i + 7], "big")
+            width = int.from_bytes(data[i + 7 : i + 9], "big")
+            return height, width, data[i + 9]
+        if marker == 0xDA or (0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC)):
+            return None  # scan data or an unsupported frame type
+        i += 2 + int.from_bytes(data[i + 2 : i + 4], "big")
+    return None
+
+
+def _decode_jpeg_fast(data: bytes, image_mod: Any, scale: int = 1) -> np.ndarray | None:
+    """Decode a plain gray or 3-component JPEG with libjpeg directly, skipping Pillow's
+    Python-level header parsing (faster on small images: ``benchmarks/README.md``), at
+    ``1 / scale`` (1, 2, 4 or 8: libjpeg's DCT scaling, ``ceil(H / scale) x ceil(W / scale)``);
+    ``None`` if not applicable or on any error, in which case the caller uses the general path
+    (and its error message).
+    """
+    header = jpeg_header(data)
+    if header is None or header[2] not in (1, 3) or 0 in header[:2]:
+        return None
+    height, width, components = header
+    if height * width > image_mod.MAX_IMAGE_PIXELS:
+        return None  # the general path refuses it (decompression-bomb limit)
+    mode = "L" if components == 1 else "RGB"
+    out_h, out_w = -(-height // scale), -(-width // scale)
+    try:
+        img = image_mod.frombytes(mode, (out_w, out_h), data, "jpeg", mode, "", scale)
+    except (OSError, ValueError, SyntaxError):
+        return None
+    array = np.asarray(img, dtype=np.uint8)
+    if components == 1:
+        return np.ascontiguousarray(np.broadcast_to(array, (3, out_h, out_w)))
+    return np.ascontiguousarray(array.transpose(2, 0, 1))
+
+
+def dct_scale(reduction: int) -> int:
+    """The largest JPEG DCT scale denominator (1, 2, 4 or 8) not above ``reduction``."""
+    return next(s for s in (8, 4, 2, 1) if s <= max(1, reduction))
+
+
+#: Pillow modes of 16-bit gray images (``I`` is what 16-bit PNG and TIFF files decode to).
+_SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I")
+
+
+def _to_8_bits(img: Any, image_mod: Any) -> Any:
+    """A 16-bit gray image scaled to 8 bits, ``round(v * 255 / 65535)`` (``convert("RGB")``
+    would clip every value above 255 to white); other images as they are."""
+    if img.mode not in _SIXTEEN_BIT_MODES:
+        return img
+    values = np.asarray(img).astype(np.float64)
+    return image_mod.fromarray(np.round(np.clip(values, 0, 65535) * (255 / 65535))
+                               .astype(np.uint8), mode="L")
+
+
+def decode_image(
+    source: str | os.PathLike[str] | bytes,
+    name: str | None = None,
+    size: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """Decode an image file to an RGB uint8 array of shape ``(3, H, W)``.
+
+    The whole image is decoded (not only its header), so truncated files are detected.
+    Grayscale, palette, CMYK and alpha images are converted to RGB (alpha dropped); 16-bit gray
+    images are scaled to 8 bits first. An image above Pillow's decompression-bomb limit
+    (``PIL.Image.MAX_IMAGE_PIXELS`` x 2, about 179 megapixels) is refused unread. Plain
+    gray or 3-component JPEGs (the usual case) are handed to libjpeg directly through
+    ``PIL.Image.frombytes`` (same pixels, less Python overhead); anything else, and any JPEG
+    the fast path rejects, goes through ``PIL.Image.open``.
+
+    Args:
+        source: file path, or the encoded bytes.
+        name: how to name the file in error messages (defaults to the path).
+        size: optional ``(H, W)``: resize to it (bilinear). For JPEG, Pillow's draft mode
+            first decodes at the smallest scale (1/2, 1/4, 1/8) still at least ``size``.
+
+    Returns:
+        ``np.ndarray`` uint8 ``(3, H, W)``, C-contiguous.
+
+    Raises:
+        UnreadableImageError: (a ``ValueError``) when the file cannot be decoded.
+        FileNotFoundError: when the path does not exist.
+    """
+    return _decode(source, name, size, None)[0]
+
+
+def decode_scaled(
+    source: str | os.PathLike[str] | bytes,
+    name: str | None,
+    reduction: Callable[[int, int], int],
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """Decode an image reduced by ``r``, the largest of 1, 2, 4, 8 not above ``reduction(H, W)``
+    of its full size ``(H, W)``, so that a large image is never held at full size as an RGB
+    array.
+
+    A JPEG is decoded at libjpeg's DCT scale ``1 / r``: only the reduced image is ever in
+    memory. Other formats (PNG, WebP) have no reduced decode: Pillow decodes the whole image
+    (the peak memory is that decoded image, at most the decompression-bomb limit of about 179
+    megapixels), then ``Image.reduce(r)`` takes the rounded means of ``r x r`` boxes before any
+    other copy is made (conversion to RGB or 8 bits, the array). The output is ``ceil(H / r) x
+    ceil(W / r)`` (the last row and column cover what is left); with ``r = 1`` it is
+    :func:`decode_image`'s array. The factors stop at 8 as libjpeg's do: the geometry of a
+    partial last box stays within 7 pixels of the full image, and the array is at most 1/64 of
+    it. Errors as in :func:`decode_image`.
+
+    Args:
+        source: file path, or the encoded bytes.
+        name: how to name the file in error messages (``None``: the path).
+        reduction: ``(H, W) -> s >= 1``, the wanted factor, from the file's full size.
+
+    Returns:
+        ``(array, (H, W))``: the uint8 ``(3, h, w)`` array and the file's full size.
+    """
+    return _decode(source, name, None, reduction)
+
+
+def decode_at_least(source: str | os.PathLike[str] | bytes, side: int,
+                    name: str | None = None) -> np.ndarray:
+    """:func:`decode_scaled` by the largest factor (1, 2, 4, 8) that keeps the shorter side at
+    least ``side`` (``r <= min(H, W) // side``): what a resize to a ``side`` square needs."""
+    return decode_scaled(source, name, lambda h, w: max(1, min(h, w) // side))[0]
+
+
+def _decode(source: str | os.PathLike[str] | bytes, name: str | None,
+            size: tuple[int, int] | None, reduction: Callable[[int, int], int] | None
+            ) -> tuple[np.ndarray, tuple[int, int]]:
+    image_mod = pillow()
+    if name is None:
+        name = "<bytes>" if isinstance(source, bytes) else str(source)
+    if isinstance(source, bytes):
+        data = source
+    else:  # a JPEG's bytes go to the direct decoder; any other file is streamed by Pillow
+        with open(source, "rb", buffering=0) as f:  # unbuffered: one allocation of the file
+            data = f.read(2)
+            if data == _SOI:
+                f.seek(0)
+                data = f.read()
+    header = jpeg_header(data)
+    if header is not None and (size is None or header[:2] == size):
+        scale = 1 if reduction is None else dct_scale(reduction(*header[:2]))
+        fast = _decode_jpeg_fast(data, image_mod, scale)
+        if fast is not None:
+            return fast, header[:2]
+    fp = io.BytesIO(data) if isinstance(source, bytes) or data[:2] == _SOI else source
+    try:
+        with image_mod.open(fp) as img:
+            full = (img.size[1], img.size[0])
+            scale = 1 if reduction is None else dct_scale(reduction(*full))
+            if img.format == "JPEG" and (size is not None or scale > 1):
+                img.draft("RGB", (size[1], size[0]) if size is not None else
+                          (max(1, full[1] // scale), max(1, full[0] // scale)))
+            elif scale > 1:
+                img = _reduce(img, scale)
+            rgb = _to_8_bits(img, image_mod)
+            rgb = rgb if rgb.mode == "RGB" else rgb.convert("RGB")
+            if size is not None and rgb.size != (size[1], size[0]):
+                rgb = rgb.resize((size[1], size[0]), image_mod.Resampling.BILINEAR)
+            array = np.asarray(rgb, dtype=np.uint8)
+    except FileNotFoundError:
+        raise
+    except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
+        raise UnreadableImageError(
+            f"{name}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
+        ) from err
+    return np.ascontiguousarray(array.transpose(2, 0, 1)), full
+
+
+#: Modes ``Image.reduce`` averages directly (16-bit gray goes through ``I``, others RGB first).
+_REDUCIBLE = ("L", "LA", "RGB", "RGBA", "CMYK", "I", "F")
+
+
+def _reduce(img: Any, factor: int) -> Any:
+    """``img`` reduced ``factor`` times by box averages (``ceil`` of each side)."""
+    if img.mode in _SIXTEEN_BIT_MODES:
+        img = img.convert("I")
+    elif img.mode not in _REDUCIBLE:
+        img = img.convert("RGB")  # palette and 1-bit images: average colours, not indices
+    return img.reduce(factor)

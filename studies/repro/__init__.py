@@ -1,0 +1,35 @@
+"""Reproduce the papers' claims with the public commands (docs/reproduction.md).
+
+``python -m studies.repro`` (from a source checkout)::
+
+    python -m studies.repro cpu [--study NAME ...] [--seeds 0 1 2] [--epochs N] [--dry-run]
+                          [--max-steps N]
+    python -m studies.repro gpu [--study NAME ...] [--seeds 0] [--chunk-time 00:00:08:30]
+                          [--device cuda] [--max-steps N] [--dry-run]
+    python -m studies.repro report [--summary FILE] [--output FILE] [--figures DIR]
+    python -m studies.repro list
+
+``cpu`` (Part A) pretrains, evaluates and compares every run of the CPU studies (3 paired seeds,
+a random-initialisation baseline in each; two lanes may run at once) and collects the results
+into ``runs/repro/summary.json``, recording each finished run's small files in
+``docs/reproduction/runs`` (committed: the study goes on from there on another machine);
+``gpu`` (Part B) does the same at full scale, training in chunks; ``report`` collects again
+and writes ``docs/reproduction.md`` and its figures: each claim next to the paper's table or
+figure and numbers, with a verdict.
+
+One module per job:
+
+* :mod:`~studies.repro.studies`: the studies, their runs and the papers' claims;
+* :mod:`~studies.repro.layout`: the checkout and the run folders' layout;
+* :mod:`~studies.repro.commands`: the ``contrastkit`` command line of each step;
+* :mod:`~studies.repro.runner`: runs those commands in order, resumable;
+* :mod:`~studies.repro.records`: finished runs kept in git, restored on another machine;
+* :mod:`~studies.repro.collection`: scans the run folders into a summary;
+* :mod:`~studies.repro.stats`: paired t-intervals and minimum detectable effects;
+* :mod:`~studies.repro.verdicts`: the verdict rules;
+* :mod:`~studies.repro.plan`: the planned cost of Part A (an estimate);
+* :mod:`~studies.repro.report`: the Markdown report;
+* :mod:`~studies.repro.scale`: its sections on the planned and measured cost and the scale;
+* :mod:`~studies.repro.figures`: its figures;
+* :mod:`~studies.repro.cli`: the ``python -m studies.repro`` command line.
+"""

@@ -1,0 +1,236 @@
+"""Collection of the study's results: scan the run folders into one summary, and read it back.
+
+:func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
+reached its last epoch (its finished mark, or the checkpoint's loop state), the first and last
+epochs' training loss and the online monitor's learning curve from ``metrics.csv``, the CPU and
+wall time of its commands (``cost.jsonl``, :mod:`studies.repro.records`), every
+evaluation's ``results.json`` (with a bootstrap interval of its top-1 when it saved
+predictions) and every ``comparison.json``.
+:func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
+:func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
+of a summary.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from contrastkit.outputs import temp_file_beside
+from studies.repro import layout, records
+from studies.repro.layout import RUNS, eval_dir
+from studies.repro.studies import STUDIES, Variant
+
+
+def config_epochs(config: str) -> int:
+    """``trainer.max_epochs`` of a config (path relative to the checkout; 0 when unset)."""
+    import yaml
+
+    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    return int((raw.get("trainer") or {}).get("max_epochs") or 0)
+
+
+def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
+    """Whether ``ckpt`` was written after the last batch of epoch ``max_epochs`` (Lightning
+    loop state). Lightning writes it at the training epoch's end (the epoch is then counted
+    ``processed``) or, in an epoch that runs the validation monitor, at the validation's end,
+    before the epoch is counted processed: then the epoch has ``started`` and all its batches
+    are ``completed``."""
+    if not ckpt.is_file():
+        return False
+    import torch
+
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    loop = (state.get("loops") or {}).get("fit_loop") or {}
+    epochs = (loop.get("epoch_progress") or {}).get("current") or {}
+    batches = loop.get("epoch_loop.batch_progress") or {}
+    in_epoch = batches.get("current") or {}
+    if not batches.get("is_last_batch", False):
+        return False
+    if int(epochs.get("processed", 0)) >= max_epochs:
+        return True
+    return (int(epochs.get("started", 0)) >= max_epochs
+            and int(in_epoch.get("completed", 0)) >= int(in_epoch.get("ready", 1)))
+
+
+def read_losses(metrics_csv: Path) -> dict[str, float]:
+    """Mean ``train/loss`` of the first and of the last logged epoch (Feeney & Hughes 2023,
+    Table 4), and the last epoch's mean ``train/positive_similarity`` when logged (see
+    :func:`studies.repro.verdicts.collapsed`)."""
+    import csv
+
+    by_epoch: dict[int, list[float]] = {}
+    positive: dict[int, list[float]] = {}
+    with open(metrics_csv, newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row.get("train/loss") and row.get("epoch"):
+                epoch = int(float(row["epoch"]))
+                by_epoch.setdefault(epoch, []).append(float(row["train/loss"]))
+                if row.get("train/positive_similarity"):
+                    positive.setdefault(epoch, []).append(float(row["train/positive_similarity"]))
+    if not by_epoch:
+        return {}
+    first, last = min(by_epoch), max(by_epoch)
+    out = {"initial_loss": sum(by_epoch[first]) / len(by_epoch[first]),
+           "final_loss": sum(by_epoch[last]) / len(by_epoch[last]),
+           "logged_epochs": last + 1}
+    if positive.get(last):
+        out["final_positive_similarity"] = sum(positive[last]) / len(positive[last])
+    return out
+
+
+#: The online monitor's column in ``metrics.csv`` (``model.online_eval``: 200-NN top-1 of the
+#: test split against the training images, every few epochs): the learning curves.
+MONITOR = "val/knn_top1"
+
+
+def read_monitor(metrics_csv: Path) -> list[tuple[int, float]]:
+    """``(epochs trained, monitor top-1)`` at each validation of ``metrics.csv``: a row logged
+    in (0-based) epoch ``e`` follows ``e + 1`` epochs of training; empty without a monitor."""
+    import csv
+
+    with open(metrics_csv, newline="") as handle:
+        return [(int(float(row["epoch"])) + 1, float(row[MONITOR]))
+                for row in csv.DictReader(handle) if row.get(MONITOR) and row.get("epoch")]
+
+
+def _flat(prefix: str, metrics: dict) -> dict[str, float]:
+    """The numeric entries of ``metrics`` flattened to ``prefix + "a/b"`` keys, as floats."""
+    from contrastkit.eval.report import flatten_metrics
+
+    return {key: float(value) for key, value in flatten_metrics(metrics, prefix).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def shared_variants(part: str) -> list[Variant]:
+    """One variant per run folder (config stem) of the studies of ``part``: a run that several
+    studies share (the random-init baseline, the SimCLR temperature grid) is evaluated with the
+    protocols of all of them, so its variant carries the union of their evaluations, in study
+    order (the first study's variant otherwise)."""
+    merged: dict[str, Variant] = {}
+    for study in STUDIES.values():
+        if study.part != part:
+            continue
+        for variant in study.variants:
+            first = merged.setdefault(variant.stem, variant)
+            extra = tuple(e for e in variant.evals if e not in first.evals)
+            if extra:
+                merged[variant.stem] = replace(first, evals=first.evals + extra)
+    return list(merged.values())
+
+
+def collect(root: Path | None = None) -> dict:
+    """Scan ``runs/repro`` under ``root`` (default: the checkout) for every known run,
+    evaluation and comparison."""
+    root = layout.REPO if root is None else root
+    runs: dict[str, dict] = {}
+    comparisons: dict[str, dict] = {}
+    for tag_dir in sorted((root / RUNS).glob("*")):
+        if not tag_dir.is_dir():
+            continue
+        tag = tag_dir.name
+        part, _, ep = tag.partition("-e")
+        for variant in shared_variants(part):
+            for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
+                key = f"{tag}/{variant.stem}/{seed_dir.name}"
+                runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
+        for study in STUDIES.values():
+            if study.part != part:
+                continue
+            for a, b, protocol in study.all_pairs():
+                sa, sb = study.variant(a).stem, study.variant(b).stem
+                base = tag_dir / "compare" / f"{sa}__vs__{sb}" / protocol
+                for seed_dir in sorted(base.glob("seed*")):
+                    data = _read_json(seed_dir / "comparison.json")
+                    if data:
+                        comparisons[f"{tag}/{sa}__vs__{sb}/{protocol}/{seed_dir.name}"] = {
+                            **{k: data.get(k) for k in ("difference", "ci_low", "ci_high",
+                                                        "confidence", "verdict", "num_test",
+                                                        "accuracy_a", "accuracy_b",
+                                                        "n_resamples")},
+                            "cpu_seconds": records.read_costs(seed_dir).get("cost/cpu_seconds")}
+    return {"generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "runs": runs, "comparisons": comparisons}
+
+
+def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:
+    """95% percentile bootstrap interval of top-1 (1,000 test-set resamples, seed 0) from the
+    evaluation's predictions (read with ``contrastkit.eval.report.load_run``); empty when it
+    wrote none."""
+    if not isinstance(results.get("predictions"), str):
+        return {}
+    from contrastkit.eval import bootstrap_accuracy
+    from contrastkit.eval.report import load_run
+
+    try:
+        _, arrays = load_run(folder)
+    except FileNotFoundError:
+        return {}
+    _, low, high = bootstrap_accuracy(arrays["pred"], arrays["labels"])
+    return {f"{protocol}/top1_ci_low": low, f"{protocol}/top1_ci_high": high}
+
+
+def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
+                 root: Path) -> dict:
+    epochs = int(ep) if ep else config_epochs(variant.config)
+    pre = seed_dir / "pretrain"
+    finished = records.finished(pre, epochs) or pretrain_finished(
+        pre / "checkpoints" / "last.ckpt", epochs)
+    metrics: dict[str, float] = {}
+    curve: list[tuple[int, float]] = []
+    if (pre / "metrics.csv").is_file():
+        metrics.update(_flat("pretrain/", read_losses(pre / "metrics.csv")))
+        curve = read_monitor(pre / "metrics.csv")
+    metrics.update(records.read_costs(seed_dir))
+    figures: dict[str, str] = {}
+    for protocol in variant.evals:
+        data = _read_json(eval_dir(seed_dir, protocol) / "results.json")
+        if data:
+            metrics.update(_flat(f"{protocol}/", data.get("metrics") or {}))
+            metrics.update(_accuracy_interval(eval_dir(seed_dir, protocol), data, protocol))
+            for name in data.get("figures") or []:
+                figures[f"{protocol}/{name}"] = str(
+                    (eval_dir(seed_dir, protocol) / name).relative_to(root))
+    evals_done = [p for p in variant.evals
+                  if (eval_dir(seed_dir, p) / "results.json").is_file()]
+    return {"part": part, "tag": tag, "config": variant.config, "stem": variant.stem,
+            "seed": int(seed_dir.name.removeprefix("seed")), "epochs": epochs,
+            "pretrain_finished": finished, "evals_done": evals_done,
+            "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
+            "metrics": metrics, "monitor": [list(point) for point in curve],
+            "figures": figures}
+
+
+def write_summary(summary: dict, path: Path) -> None:
+    """Write ``summary`` as indented JSON to ``path``, atomically."""
+    fd, tmp = temp_file_beside(path)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(summary, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def run_tags(summary: dict, part: str) -> list[str]:
+    """Run tags of ``part`` in the summary: the configs' own budget first, then overrides."""
+    tags = {r["tag"] for r in summary.get("runs", {}).values() if r.get("part") == part}
+    return sorted(tags, key=lambda t: (t != part, t))
+
+
+def seed_values(summary: dict, tag: str, stem: str, metric: str) -> list[float]:
+    """``metric`` of every finished run of config ``stem`` under ``tag``, one value per seed."""
+    out = []
+    for run in summary.get("runs", {}).values():
+        if run.get("tag") == tag and run.get("stem") == stem and run.get("pretrain_finished") \
+                and metric in run.get("metrics", {}):
+            out.append(run["metrics"][metric])
+    return out

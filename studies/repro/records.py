@@ -1,0 +1,177 @@
+"""The study's durable record: what a finished run or comparison leaves in git.
+
+The run folders under ``runs/repro`` are a working copy: checkpoints, the runs under way, and
+everything else a machine loses when it goes. When a run has finished (pretraining to its last
+epoch and every evaluation) or a comparison has been made, the runner copies its small files,
+everything but ``checkpoints/`` and the lock, to the same relative path under
+:data:`~studies.repro.layout.RECORDS` (``docs/reproduction/runs``, committed with the
+report). ``python -m studies.repro cpu|gpu|report`` first restores every recorded folder that the
+working copy lacks, so a study spans sessions and machines: a recorded run is not trained
+again, and its numbers and figures stay in the report.
+
+Two files the runner writes make a folder self-describing without its checkpoint:
+
+* ``pretrain/finished.json``: pretraining reached its last epoch (``{"epochs": N}``), written
+  once the checkpoint's loop state says so (:func:`mark_finished`, read by :func:`finished`);
+* ``cost.jsonl``: one line per command run for the folder (``step``, ``cpu_seconds`` of the
+  command's process tree, ``wall_seconds``, ``exit_status``, ``started``), appended by
+  :class:`~studies.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`).
+
+Checkpoints (about 11 MB per run) are not recorded: a recorded run is evaluated with a protocol
+added after it finished only by training it again (delete its folder and its record).
+
+Usage (what the runner does)::
+
+    restore("cpu")                     # before the runs: recorded folders back into runs/repro
+    mark_finished(pretrain_dir, 30)    # once the last epoch's checkpoint is written
+    record(run_dir("cpu", "sce", 0))   # once its evaluations are done
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import filecmp
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from studies.repro import layout
+from studies.repro.layout import RECORDS, RUNS
+
+FINISHED = "finished.json"
+COST_LOG = "cost.jsonl"
+#: Names never recorded: the checkpoints folder and the runner's lock.
+UNRECORDED = frozenset({"checkpoints", ".lock"})
+
+
+def mark_finished(pretrain_dir: Path, epochs: int) -> None:
+    """Write ``pretrain_dir/finished.json``: pretraining reached epoch ``epochs``."""
+    (pretrain_dir / FINISHED).write_text(json.dumps({"epochs": epochs}) + "\n")
+
+
+def finished(pretrain_dir: Path, epochs: int) -> bool:
+    """Whether ``pretrain_dir/finished.json`` says pretraining reached ``epochs`` epochs."""
+    try:
+        return int(json.loads((pretrain_dir / FINISHED).read_text())["epochs"]) >= epochs
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def append_cost(log: Path, step: str, cpu_seconds: float, wall_seconds: float,
+                exit_status: int, started: dt.datetime) -> None:
+    """Append one command's cost to ``log`` (``cost.jsonl``), one JSON object per line."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = {"step": step, "cpu_seconds": round(cpu_seconds, 2),
+            "wall_seconds": round(wall_seconds, 2), "exit_status": exit_status,
+            "started": started.isoformat(timespec="seconds")}
+    with open(log, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def read_costs(folder: Path) -> dict[str, float]:
+    """Sums of ``folder/cost.jsonl``: ``cost/cpu_seconds`` and ``cost/wall_seconds`` of every
+    command, ``cost/pretrain_cpu_seconds`` and ``pretrain/wall_minutes`` of the pretraining
+    commands (over all invocations of a resumed run); empty without a log. A line cut short
+    by a crash is left out."""
+    try:
+        lines = (folder / COST_LOG).read_text().splitlines()
+    except OSError:
+        return {}
+    entries = [entry for entry in map(_cost_entry, lines) if entry is not None]
+    if not entries:
+        return {}
+    pretrain = [e for e in entries if e["step"] == "pretrain"]
+    out = {"cost/cpu_seconds": sum(e["cpu_seconds"] for e in entries),
+           "cost/wall_seconds": sum(e["wall_seconds"] for e in entries)}
+    if pretrain:
+        out["cost/pretrain_cpu_seconds"] = sum(e["cpu_seconds"] for e in pretrain)
+        out["pretrain/wall_minutes"] = sum(e["wall_seconds"] for e in pretrain) / 60.0
+    return out
+
+
+def _cost_entry(line: str) -> dict | None:
+    """One ``cost.jsonl`` line; None for a blank line or one cut short (a crash mid-write)."""
+    try:
+        entry = json.loads(line)
+        float(entry["cpu_seconds"]), float(entry["wall_seconds"]), str(entry["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return entry
+
+
+def _files(folder: Path) -> list[Path]:
+    """Files under ``folder`` that are recorded, relative to it, sorted."""
+    out = []
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if path.is_file() and not UNRECORDED.intersection(rel.parts):
+            out.append(rel)
+    return sorted(out)
+
+
+def _same(a: Path, b: Path) -> bool:
+    files = _files(a)
+    return b.is_dir() and files == _files(b) and all(
+        filecmp.cmp(a / f, b / f, shallow=False) for f in files)
+
+
+def record(folder: Path) -> Path:
+    """Copy the run or comparison folder ``folder`` (relative to the checkout, under
+    ``runs/repro``) to its record, replacing an older record whole; return the record's path.
+    Nothing is written when the record already holds the same files."""
+    source = layout.REPO / folder
+    target = layout.REPO / RECORDS / folder.relative_to(RUNS)
+    if _same(source, target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    for rel in _files(source):
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / rel, staging / rel)
+    old = target.with_name(f".{target.name}.old")
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def _restorable(recorded: Path, working: Path) -> list[Path]:
+    """The files of a record to copy back: those of a recorded run that the working copy lacks
+    where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
+    it is; a run restored earlier gets the evaluations recorded since, and its cost log, which
+    grew with them); those of a comparison where none was made."""
+    if (recorded / "pretrain" / FINISHED).is_file():
+        pre = working / "pretrain"
+        if (pre / "checkpoints" / "last.ckpt").is_file():
+            return []
+        if not (pre / FINISHED).is_file():  # nothing trained here: the whole record
+            return _files(recorded)
+        cost = Path(COST_LOG)
+        grown = (working / cost).is_file() and (recorded / cost).is_file() and (
+            (working / cost).read_bytes() != (recorded / cost).read_bytes())
+        return [f for f in _files(recorded) if not (working / f).is_file() or (grown and f == cost)]
+    return [] if (working / "comparison.json").is_file() else _files(recorded)
+
+
+def restore(tag: str | None = None) -> list[Path]:
+    """Copy every recorded folder (of run tag ``tag``, e.g. ``cpu``; all tags by default), or
+    the files of it that the working copy lacks, back under ``runs/repro`` (see
+    :func:`_restorable`); return the folders restored (relative to the checkout)."""
+    base = layout.REPO / RECORDS
+    pattern = f"{tag or '*'}/"
+    units = [p.parent.parent for p in base.glob(pattern + f"*/seed*/pretrain/{FINISHED}")]
+    units += [p.parent for p in base.glob(pattern + "compare/*/*/seed*/comparison.json")]
+    restored = []
+    for recorded in sorted(units):
+        rel = recorded.relative_to(base)
+        working = layout.REPO / RUNS / rel
+        files = _restorable(recorded, working)
+        if not files:
+            continue
+        for f in files:
+            (working / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(recorded / f, working / f)
+        restored.append(RUNS / rel)
+    return restored

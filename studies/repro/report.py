@@ -1,0 +1,423 @@
+"""The Markdown report of the reproduction study (``docs/reproduction.md``).
+
+:func:`render_report` turns a collected summary into the page: how to rerun, the budget and
+what the scale can show (:mod:`studies.repro.scale`), the
+verdict rules, a count of verdicts per part, then per study its claims (paper's numbers,
+measured values per seed, verdict), a table of its runs per tag and its figures
+(:mod:`studies.repro.figures`). :func:`write_report` writes it atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from contrastkit.outputs import temp_file_beside
+from studies.repro.collection import run_tags, seed_values
+from studies.repro.figures import make_figures
+from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
+from studies.repro.stats import SEED_SD, mde, t_interval
+from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES, Study
+from studies.repro.verdicts import (
+    ABSOLUTE_TOLERANCE,
+    COLLAPSE_MAX_DROP,
+    COLLAPSE_SIMILARITY,
+    SIGN_STANDARD_ERRORS,
+    Verdict,
+    collapsed,
+    judge,
+    planned_mde,
+)
+
+#: Why a part may have no runs yet, printed under its heading while it has none.
+PART_PENDING = {
+    "gpu": "It needs a GPU (its measured speed: `benchmarks/README.md`). On a GPU machine, "
+           "`python -m studies.repro gpu --max-steps 1` trains one "
+           "chunk of at most 10 minutes (or one evaluation) per call and resumes exactly "
+           "from the last epoch; repeat it until every run is done, then "
+           "`python -m studies.repro report`.",
+}
+
+
+def _mean_std(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
+    if not values:
+        return "not yet run"
+    vals = [scale * v for v in values]
+    mean = sum(vals) / len(vals)
+    if len(vals) == 1:
+        return f"{mean:.{digits}f} (1 seed)"
+    var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
+    return f"{mean:.{digits}f} ± {var ** 0.5:.{digits}f} ({len(vals)} seeds)"
+
+
+def _all_seeds_done(summary: dict, study: Study, tag: str, stem: str) -> bool:
+    """Every planned seed of the run ``stem`` is finished and evaluated (``status`` done)."""
+    done = {r.get("seed") for r in summary.get("runs", {}).values()
+            if r.get("tag") == tag and r.get("stem") == stem and r.get("status") == "done"}
+    return set(study.seeds) <= done
+
+
+def _signed(value: float) -> str:
+    """``+1.234`` style, with 3 significant digits for values below 0.01 (never ``+0.000``)."""
+    return f"{value:+.3f}" if value == 0 or abs(value) >= 0.01 else f"{value:+.3g}"
+
+
+def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits: int) -> str:
+    """Seed mean ± std; for one seed of an accuracy, its bootstrap interval instead."""
+    values = seed_values(summary, tag, stem, metric)
+    low = seed_values(summary, tag, stem, f"{metric}_ci_low")
+    high = seed_values(summary, tag, stem, f"{metric}_ci_high")
+    if len(values) == 1 and len(low) == 1 and len(high) == 1:
+        return (f"{scale * values[0]:.{digits}f} [{scale * low[0]:.{digits}f}, "
+                f"{scale * high[0]:.{digits}f}] (1 seed)")
+    return _mean_std(values, scale, digits)
+
+
+#: Per-study table columns: (header, metric, scale, digits).
+COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
+    "sincere": [("target-noise margin", "analyze_projector/target_noise_margin", 1, 3),
+                ("initial loss", "pretrain/initial_loss", 1, 2),
+                ("final loss", "pretrain/final_loss", 1, 2),
+                ("1-NN top-1 %", "knn1_projector/top1", 100, 2),
+                ("5-NN top-1 %", "knn5_projector/top1", 100, 2),
+                ("backbone: margin", "analyze/target_noise_margin", 1, 3),
+                ("backbone: 1-NN %", "knn1/top1", 100, 2),
+                ("backbone: 5-NN %", "knn5/top1", 100, 2)],
+    "temperature": [("200-NN top-1 %", "knn200/top1", 100, 2),
+                    ("uniformity", "analyze/uniformity", 1, 3),
+                    ("tolerance", "analyze/tolerance", 1, 3),
+                    ("positive sim.", "analyze/positive_similarity_mean", 1, 3),
+                    ("nearest negative sim.", "analyze/nearest_negative_similarity_mean", 1, 3)],
+    "baselines": [("200-NN top-1 %", "knn200/top1", 100, 2)],
+    "dystress": [("200-NN top-1 %", "knn200/top1", 100, 2),
+                 ("uniformity", "analyze/uniformity", 1, 4),
+                 ("alignment", "analyze/alignment", 1, 4),
+                 ("inter-class uniformity", "analyze/interclass_uniformity", 1, 4)],
+    "gpu_table6": [("linear (D.1) top-1 %", "linear_d1/top1", 100, 2),
+                   ("linear (fast) top-1 %", "linear/top1", 100, 2),
+                   ("200-NN top-1 %", "knn200/top1", 100, 2)],
+}
+
+
+#: Appended to every study's run table: the pretraining wall time (the run's ``cost.jsonl``).
+TIME_COLUMN = ("pretrain min", "pretrain/wall_minutes", 1, 1)
+
+
+def _columns(study: Study) -> list[tuple[str, str, float, int]]:
+    cols = COLUMNS["dystress" if study.name == "gpu_table3" else study.name]
+    return [*cols, TIME_COLUMN]
+
+
+def _verdict_rules() -> list[str]:
+    """The verdict rules in plain words (the rules of :mod:`studies.repro.verdicts`)."""
+    acc_mde = mde(SEED_SD["accuracy"][0], len(CPU_SEEDS))
+    return [
+        "## Verdict rules",
+        "",
+        f"Part A (CPU): every claim is measured on {len(CPU_SEEDS)} seeds "
+        f"({', '.join(map(str, CPU_SEEDS))}), the same seeds for every run it compares, so "
+        "each seed gives one paired value (for an accuracy claim: run A's top-1 minus run B's, "
+        "in points). Values are oriented so that the paper's claim says *positive*.",
+        "",
+        "* **Minimum detectable effect (MDE), fixed before the runs.** MDE = t(0.975, n - 1) x "
+        "sigma / sqrt(n), with n the planned seeds and sigma an assumed seed standard deviation "
+        "of the paired value: the true effect at which, with that spread, the 95% interval's "
+        "lower end is expected at 0. sigma comes from the earlier Part A runs (below); for an "
+        f"accuracy difference sigma = {SEED_SD['accuracy'][0]:g} points, so MDE = "
+        f"{acc_mde:.2f} points over {len(CPU_SEEDS)} seeds.",
+        "* **Not testable at this scale**: the paper's effect is smaller than the MDE (for a "
+        "*not worse* claim: its margin is). Decided before the runs; the measured values are "
+        "still shown.",
+        "* **Reproduced** (*A beats B*, or a quantity has the paper's sign): the 95% Student "
+        "t-interval of the mean paired value lies above 0 *and* every seed's value is positive "
+        f"(sign consistency). *A is not worse than B*: the interval lies above -"
+        f"{NOT_WORSE_MARGIN:g} points (the margin: the smallest that {len(CPU_SEEDS)} seeds can "
+        "test, at least the MDE).",
+        "* **Not reproduced**: otherwise, with the mean, the interval, the number of positive "
+        "seeds and the reason (interval includes 0, opposite direction, signs differ).",
+        "* **Collapsed**: a run the claim reads collapsed in pretraining (last epoch: the views' "
+        f"mean cosine similarity >= {COLLAPSE_SIMILARITY}, the loss down by less than "
+        f"{COLLAPSE_MAX_DROP:.0%}); the evidence is printed.",
+        "* **Not yet run**: fewer seeds than planned have every number the claim needs (the "
+        "finished seeds' values are shown), or only runs shortened with `--epochs` have.",
+        "* Each seed's paired bootstrap 95% interval of an accuracy difference (`contrastkit "
+        "compare`, 1,000 test-set resamples) is reported beside its value: it is test-set "
+        "noise within one seed, not the seed noise the verdict rests on.",
+        "",
+        "Assumed seed standard deviations (pooled paired-difference spread of the earlier "
+        "Part A runs, ResNet-18 width 8, 156 steps, `docs/reproduction.json` as of commit "
+        "e5c16f6 (`git show e5c16f6:docs/reproduction.json`): for each pair "
+        "of runs of a study with two seeds, (d0 - d1)^2 / 2 estimates sigma^2):",
+        "",
+        "| quantity | sigma | MDE, "
+        f"{len(CPU_SEEDS)} seeds | from |",
+        "|---|---|---|---|",
+        *(f"| {key} | {sd:g} | {mde(sd, len(CPU_SEEDS)):.3g} | {source} |"
+          for key, (sd, source) in SEED_SD.items()),
+        "",
+        "Part B (GPU, one seed per run) keeps its own rules: *A beats B* when the seed's "
+        "bootstrap interval lies above 0, *not worse* when it does not lie below 0, other "
+        "quantities are *inconclusive* with one seed (with more: the paper's sign in every seed "
+        f"and a mean above {SIGN_STANDARD_ERRORS:g} standard errors), absolute numbers are "
+        f"reproduced at most {ABSOLUTE_TOLERANCE:g} point below the paper's.",
+        "",
+    ]
+
+
+def render_report(summary: dict, figures_dir: Path | None = None,
+                  doc_dir: Path | None = None) -> str:
+    """Markdown of docs/reproduction.md; figures are written to ``figures_dir`` when given."""
+    lines = [
+        "# Reproduction of the papers' claims",
+        "",
+        "Generated by `python -m studies.repro report` from `runs/repro/summary.json` (written by",
+        "`python -m studies.repro cpu` / `gpu`; its copy beside this page, `reproduction.json`,",
+        "holds every number; the finished runs' own files, checkpoints aside, are recorded in",
+        "`reproduction/runs/`); do not edit by hand. Every number below was",
+        "measured by the public commands (`contrastkit pretrain`, `eval`, `analyze`, `compare`)",
+        "on the configs of `configs/repro/`; a claim whose runs do not exist yet says",
+        "**not yet run**.",
+        "",
+        f"Summary generated: {summary.get('generated', '–')}.",
+        "",
+        "## How to rerun",
+        "",
+        "```bash",
+        "# Part A in two lanes of one thread each (resumable: rerun the same commands after "
+        "any stop)",
+        "OMP_NUM_THREADS=1 python -m studies.repro cpu --study dystress temperature &",
+        "OMP_NUM_THREADS=1 python -m studies.repro cpu --study baselines sincere sce_lambda_tau &",
+        "python -m studies.repro cpu --dry-run       # the commands, without running them",
+        "python -m studies.repro gpu --max-steps 1   # Part B: one chunk (<= 10 min) per call",
+        "python -m studies.repro report              # this page and docs/figures/repro_*",
+        "```",
+        "",
+        "Two lanes may also run the same studies: a lane that reaches a run the other holds",
+        "takes the next free one and comes back to it at the end.",
+        "",
+        "A run goes on from its last checkpoint after any stop on the same machine. Once a run",
+        "is finished and evaluated, the runner records its files, checkpoints aside, in",
+        "`docs/reproduction/runs/` (and each comparison once made): commit them, and the study",
+        "goes on from there on any machine, whose `python -m studies.repro cpu` and `report`",
+        "restore them instead of training those runs again. A run under way when its machine is",
+        "lost starts again from its first epoch.",
+        "",
+        "Part A (CPU): ResNet-18 width 16 with the CIFAR stem, the first 10,000 images of a",
+        "fixed shuffle of the CIFAR-10 JPEG archive's train split (the same images for every",
+        "run and seed; 958 to 1,053 images per class, close to but not exactly balanced),",
+        "batch 256, 30 epochs (1,170 steps), seeds 0, 1, 2 paired across the",
+        "runs of each claim; shuffled key batch norm (8 virtual devices) for MoCo v2, ReSSL and",
+        "SCE; batch norm after both projector layers for SINCERE and SupCon; one random-",
+        "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`) evaluated with",
+        "every study's protocols and shown in every run table. An online 200-NN monitor every",
+        "5 epochs (the 10,000 training images as bank, the test split as queries) draws the",
+        "learning curves; it changes nothing in training. Evaluation on the full train",
+        "(bank) and test splits of the archive. Part B (one GPU): full width, the 50,000",
+        "training images, 200 epochs, bf16, GPU augmentation. The archive's JPEG re-encoding",
+        "makes accuracies close to, not equal to, the official files'.",
+        "",
+        "## Plan and cost (Part A)",
+        "",
+        *plan_lines(),
+        "",
+        *measured_cost_lines(summary),
+        *scale_lines(),
+        *_verdict_rules(),
+    ]
+    lines += _at_a_glance(summary)
+    for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
+        lines += [f"## {title}", ""]
+        if not run_tags(summary, part):
+            lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
+                      ""]
+        for study in (s for s in STUDIES.values() if s.part == part):
+            lines += _study_section(study, summary, figures_dir, doc_dir)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+#: Verdict labels counted in the overview, in the order they are matched.
+LABELS = ("not yet run", "not reproduced", "not testable at this scale", "collapsed",
+          "inconclusive", "reproduced")
+
+
+def _at_a_glance(summary: dict) -> list[str]:
+    """Count of verdicts per part (the first words of each claim's verdict)."""
+    order = ("reproduced", "not reproduced", "not testable at this scale", "collapsed",
+             "inconclusive", "not yet run")
+    lines = ["## At a glance", "", "| part | claims | " + " | ".join(order) + " |",
+             "|---|---|" + "---|" * len(order)]
+    for part, title in (("cpu", "A (CPU scale)"), ("gpu", "B (GPU, full scale)")):
+        counts = dict.fromkeys(order, 0)
+        for study in (s for s in STUDIES.values() if s.part == part):
+            for claim in study.claims:
+                verdict = judge(claim, study, summary).verdict
+                counts[next(k for k in LABELS if verdict.startswith(k))] += 1
+        lines.append(f"| {title} | {sum(counts.values())} | "
+                     + " | ".join(str(counts[k]) for k in order) + " |")
+    return [*lines, "", *_past_random_init(summary)]
+
+
+def _past_random_init(summary: dict) -> list[str]:
+    """Each trained Part A run's accuracy minus that of the random-init baseline of its seed
+    (points; the study's 200-NN, or 1-NN where it has none), and the smallest gain."""
+    runs = summary.get("runs", {})
+    rows, gains = [], []
+    planned = 0  # trained runs of the plan
+    seen: set[str] = set()
+    for study in (s for s in STUDIES.values() if s.part == "cpu"):
+        for v in study.variants:
+            if v.name == "random_init" or v.stem in seen:
+                continue
+            seen.add(v.stem)
+            protocol = "knn200" if "knn200" in v.evals else "knn1"
+            metric = f"{protocol}/top1"
+            cells = []
+            for seed in study.seeds:
+                planned += 1
+                run = runs.get(f"cpu/{v.stem}/seed{seed}") or {}
+                base = runs.get(f"cpu/random_init/seed{seed}") or {}
+                if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
+                        and run.get("pretrain_finished"):
+                    gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
+                    gains.append((gain, v.label, seed))
+                    cells.append(f"s{seed}: {gain:+.1f}")
+            rows.append(f"| {v.label} | {protocol} | {', '.join(cells) or 'not yet run'} |")
+    lines = ["Trained past random initialisation: each finished run's top-1 minus that of the "
+             "same backbone randomly initialised with the same seed (points, test split):", "",
+             "| run | protocol | gain over random init, per seed |", "|---|---|---|", *rows, ""]
+    if gains:
+        low = min(gains)
+        so_far = " so far" if len(gains) < planned else ""
+        lines += [f"Smallest gain{so_far}: {low[0]:+.1f} points ({low[1]}, seed {low[2]}), "
+                  f"over {len(gains)} of the {planned} trained runs.", ""]
+    return lines
+
+
+def _measured(v: Verdict, study: Study) -> str:
+    """The claim's measured cell: mean, t-interval and signs, then each seed's value."""
+    if not v.values:
+        return "–"
+    cells = []
+    for i, (seed, value) in enumerate(zip(v.seeds, v.values, strict=True)):
+        cell = f"s{seed}: {_signed(value)}"
+        if i < len(v.intervals):
+            cell += f" [{v.intervals[i][0]:+.2f}, {v.intervals[i][1]:+.2f}]"
+        cells.append(cell)
+    text = ", ".join(cells)
+    if v.t_interval is not None:
+        low, high = v.t_interval
+        text = (f"mean {_signed(v.mean)} [{_signed(low)}, {_signed(high)}], "
+                f"{v.positive}/{len(v.values)} positive; {text}")
+    if v.tag != study.part:
+        text += (f" ({v.tag}: {v.tag.partition('-e')[2]} epochs instead of the "
+                 "configs': a pipeline check, not evidence)")
+    return text
+
+
+def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
+                        stem: str) -> str:
+    """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
+    its 95% t-interval from two seeds on."""
+    base = study.variant("random_init").stem
+    runs = summary.get("runs", {})
+    diffs = []
+    for run in runs.values():
+        if run.get("tag") != tag or run.get("stem") != stem or not run.get("pretrain_finished"):
+            continue
+        other = runs.get(f"{tag}/{base}/seed{run['seed']}") or {}
+        if metric in run["metrics"] and metric in other.get("metrics", {}):
+            diffs.append(100.0 * (run["metrics"][metric] - other["metrics"][metric]))
+    if not diffs:
+        return "–"
+    if len(diffs) == 1:
+        return f"{diffs[0]:+.2f} (1 seed)"
+    mean, low, high = t_interval(diffs)
+    return f"{mean:+.2f} [{low:+.2f}, {high:+.2f}] ({len(diffs)} seeds)"
+
+
+def _study_section(study: Study, summary: dict, figures_dir: Path | None,
+                   doc_dir: Path | None) -> list[str]:
+    tags = [study.part, *(t for t in run_tags(summary, study.part) if t != study.part)]
+    lines = [f"### {study.title}", ""]
+    if study.note:
+        lines += [study.note, ""]
+    configs = ", ".join(f"`{v.config}`" for v in dict.fromkeys(study.variants)) or "none"
+    lines += [f"Study `{study.name}`; seeds {list(study.seeds)}; configs: {configs}.", ""]
+    mde_header = " MDE (planned) |" if study.part == "cpu" else ""
+    lines += [f"| claim | paper (source) | paper's numbers |{mde_header} measured | verdict |",
+              "|---|---|---|" + ("---|" if mde_header else "") + "---|---|"]
+    for claim in study.claims:
+        v = judge(claim, study, summary)
+        cell = ""
+        if mde_header:
+            limit = planned_mde(claim, study)
+            cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
+        lines.append(f"| {claim.statement} | {claim.source} | {claim.paper} |{cell} "
+                     f"{_measured(v, study)} | {v.verdict} |")
+    lines.append("")
+    if not study.variants:
+        return lines
+    cols = _columns(study)
+    names = {v.name for v in study.variants}
+    accuracy = next((c for c in cols if c[1].endswith("/top1")), None)
+    versus = accuracy is not None and "random_init" in names
+    for tag in tags:
+        header = ["run", "epochs", *[c[0] for c in cols]]
+        if versus:
+            header.append(f"{accuracy[0].split(' top-1')[0]} vs random init (points)")
+        rows = []
+        for variant in study.variants:
+            epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
+                           if r.get("tag") == tag and r.get("stem") == variant.stem), None)
+            cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
+            if _all_seeds_done(summary, study, tag, variant.stem):  # a metric it does not have
+                cells = ["–" if c == "not yet run" else c for c in cells]
+            if versus:
+                cells.append("–" if variant.name == "random_init" else _versus_random_init(
+                    study, summary, tag, accuracy[1], variant.stem))
+            rows.append([variant.label, str(epochs) if epochs else "–", *cells])
+        if all(all(c in ("not yet run", "–") for c in r[2:]) for r in rows) and tag != tags[0]:
+            continue
+        lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
+                     "single seed, accuracies carry their 95% test-set bootstrap interval; "
+                     "*vs random init*: mean paired difference with its 95% t-interval; "
+                     "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
+                     "cores shared with other work, so they follow the machine's load as much "
+                     "as the method):")
+        lines.append("")
+        lines.append("| " + " | ".join(header) + " |")
+        lines.append("|" + "---|" * len(header))
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines.append("")
+        stuck = sorted({v.label for v in study.variants for r in summary.get("runs", {}).values()
+                        if r.get("tag") == tag and r.get("stem") == v.stem
+                        and r.get("pretrain_finished") and collapsed(r.get("metrics", {}))})
+        if stuck:
+            lines += [f"Collapsed or nearly ({', '.join(stuck)}): in the last epoch the two views' "
+                      "mean "
+                      f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
+                      f"less than {COLLAPSE_MAX_DROP:.0%}: every embedding is nearly the same "
+                      "vector, so claims that read these runs are *collapsed*.", ""]
+    if figures_dir is not None:
+        for name, caption in make_figures(study, summary, figures_dir):
+            rel = os.path.relpath(figures_dir / name, doc_dir) if doc_dir else str(
+                figures_dir / name)
+            lines += [f"![{caption}]({rel})", "", f"*{caption}*", ""]
+    return lines
+
+
+def write_report(summary: dict, doc: Path, figures_dir: Path) -> Path:
+    """Write the report of ``summary`` to ``doc`` (atomically) and its figures to
+    ``figures_dir``, linked relative to ``doc``; return ``doc``. The ``repro_*.png`` figures
+    of an earlier report that this one no longer shows are removed from ``figures_dir``."""
+    text = render_report(summary, figures_dir, doc.parent)
+    fd, tmp = temp_file_beside(doc)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, doc)
+    shown = set(re.findall(r"\]\((?:[^)]*/)?(repro_[^)/]+\.png)\)", text))
+    for stale in figures_dir.glob("repro_*.png"):
+        if stale.name not in shown:
+            stale.unlink()
+    return doc

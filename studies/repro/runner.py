@@ -1,0 +1,287 @@
+"""The subprocess runner of the reproduction study: every run, resumable, in report order.
+
+:func:`run_studies` makes, for every study, seed and run, the ``contrastkit pretrain`` call(s)
+until the checkpoint's loop state says the last epoch finished (a finished run is skipped; with
+``chunk_seconds`` it trains in chunks resumed with ``--resume last``), then the run's
+evaluations (each skipped when its ``results.json`` exists), then ``contrastkit compare`` for
+the study's pairs, and collects everything into ``runs/repro/summary.json``. A run shared by
+several studies (the random-initialisation baseline, the SimCLR runs) is trained once and
+evaluated with every protocol any of them needs. Two processes ("lanes", e.g. two
+``python -m studies.repro cpu --study ...`` calls with one thread each) may share runs, even run the
+same studies: each run is trained and evaluated under an exclusive lock on ``<run>/.lock``
+(:func:`run_lock`); a lane that reaches a run the other holds takes the next free one, and
+waits for the runs it left only at the end (then finding them finished). A
+:class:`Runner` executes (or, dry, only prints) each command from the checkout, with an
+optional budget of steps (pretraining chunks and evaluations) so that one call fits a short
+window, and logs each command's CPU and wall time to its folder's ``cost.jsonl``.
+
+Across machines (:mod:`studies.repro.records`): :func:`run_studies` first restores the
+recorded runs and comparisons the working copy lacks, and records each run once it is finished
+and evaluated, and each comparison once it is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from studies.repro import layout
+from studies.repro.collection import collect, config_epochs, pretrain_finished, write_summary
+from studies.repro.commands import (
+    chunk_arguments,
+    compare_command,
+    eval_command,
+    pretrain_command,
+    trained_seconds,
+)
+from studies.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from studies.repro.records import (
+    COST_LOG,
+    append_cost,
+    finished,
+    mark_finished,
+    record,
+    restore,
+)
+from studies.repro.studies import STUDIES, Study, Variant
+
+
+class Runner:
+    """Runs (or, with ``dry_run``, prints) commands from the repository root."""
+
+    def __init__(self, dry_run: bool = False, log: Callable[[str], None] = print,
+                 max_steps: int | None = None) -> None:
+        self.dry_run = dry_run
+        self.log = log
+        self.commands: list[list[str]] = []
+        self.steps_left = max_steps  # pretraining chunks and evaluations still allowed
+
+    def spend(self) -> bool:
+        """Take one step of the budget; False when it is exhausted."""
+        if self.steps_left is None:
+            return True
+        if self.steps_left <= 0:
+            return False
+        self.steps_left -= 1
+        return True
+
+    def __call__(self, cmd: list[str], cost_log: Path | None = None, step: str = "") -> int:
+        """Run ``cmd``; with ``cost_log`` (relative to the checkout), append its CPU and wall
+        time as ``step`` (:func:`studies.repro.records.append_cost`).
+
+        A SIGTERM or SIGINT that reaches the runner while the command runs (a lane stopped by
+        signalling its process group, or Ctrl-C) waits for the command, which got it too and
+        stops on its own (``contrastkit pretrain`` after writing a checkpoint); its cost is
+        logged, then the runner exits with status 128 + the signal's number.
+        """
+        self.commands.append(cmd)
+        self.log("$ " + shlex.join(cmd))
+        if self.dry_run:
+            return 0
+        exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent)) or cmd[0]
+        started, wall, cpu = dt.datetime.now(dt.timezone.utc), time.monotonic(), _children_cpu()
+        with _deferred_stop() as stop:
+            code = subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
+        if cost_log is not None:
+            append_cost(layout.REPO / cost_log, step, _children_cpu() - cpu,
+                        time.monotonic() - wall, code, started)
+        if stop:
+            raise SystemExit(128 + stop[0])
+        return code
+
+
+def _children_cpu() -> float:
+    """User + system CPU-seconds of the waited-for child processes (and theirs) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@contextlib.contextmanager
+def _deferred_stop() -> Iterator[list[int]]:
+    """Note SIGTERM and SIGINT in the yielded list instead of acting on them (main thread
+    only; elsewhere the handlers stay as they are)."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                for s in signals}
+    try:
+        yield caught
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def selected(names: Sequence[str] | None, part: str) -> list[Study]:
+    """The studies of ``part`` named in ``--study`` (all of them when none is named)."""
+    chosen = [s for s in STUDIES.values() if s.part == part]
+    if names:
+        unknown = [n for n in names if n not in STUDIES or STUDIES[n].part != part]
+        if unknown:
+            known = ", ".join(s.name for s in chosen)
+            raise SystemExit(f"--study: unknown {part} study {unknown}; choose from {known}")
+        chosen = [STUDIES[n] for n in names]
+    return chosen
+
+
+def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, run: Runner, *,
+                epochs: int | None = None, chunk_seconds: int | None = None,
+                device: str = "cpu") -> bool:
+    """Pretrain, evaluate and compare every run of ``studies``; True when all finished.
+
+    The recorded runs and comparisons of this part (and ``epochs`` tag) are restored first,
+    each run is recorded once finished and evaluated, each comparison once made. A run another
+    lane holds (its lock is taken) is left for later: this lane takes the next free run, and
+    once it has been through all of them it waits for the runs it left, in order (finishing
+    whatever the other lane did not), then makes their comparisons."""
+    if not run.dry_run:
+        for folder in restore(run_tag(part, epochs)):
+            run.log(f"# {folder}: restored from its record")
+    all_done = True
+    done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
+    trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
+    left: list[tuple[Study, int, Variant]] = []  # held by another lane when reached
+
+    def train(variant: Variant, seed: int, wait: bool) -> bool | None:
+        """Train and evaluate one run under its lock; None when another lane holds it and
+        ``wait`` is False."""
+        key = (variant.stem, seed, variant.evals)
+        if key in done_runs:
+            return True
+        folder = layout.REPO / run_dir(part, variant.stem, seed, epochs)
+        with run_lock(folder, run, wait=wait) as held:  # a second lane may share the run
+            if not held:
+                return None
+            done = _train_and_eval(part, variant, seed, run, epochs=epochs,
+                                   chunk_seconds=chunk_seconds, device=device, trained=trained)
+            if done and not run.dry_run:
+                record(run_dir(part, variant.stem, seed, epochs))
+        if done:
+            done_runs.add(key)
+        return done
+
+    for study in studies:
+        for seed in (seeds if seeds else study.seeds):
+            for variant in study.variants:
+                done = train(variant, seed, wait=False)
+                if done is None:
+                    left.append((study, seed, variant))
+                else:
+                    all_done &= done
+            _compare(part, study, seed, run, epochs)
+    for study, seed, variant in left:
+        all_done &= bool(train(variant, seed, wait=True))
+        _compare(part, study, seed, run, epochs)
+    if not run.dry_run:
+        write_summary(collect(), layout.REPO / SUMMARY)
+    return all_done
+
+
+def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None) -> None:
+    """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
+    and that are not made yet; each recorded once made."""
+    for a, b, protocol in study.all_pairs():
+        va, vb = study.variant(a), study.variant(b)
+        da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
+        db = eval_dir(run_dir(part, vb.stem, seed, epochs), protocol)
+        out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
+        ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
+                                and (layout.REPO / db / "results.json").is_file())
+        if ready and not (layout.REPO / out / "comparison.json").is_file():
+            code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
+            if code == 0 and not run.dry_run:
+                record(out)
+
+
+@contextlib.contextmanager
+def run_lock(folder: Path, run: Runner, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on ``folder/.lock`` (``fcntl.flock``) while a run is trained and
+    evaluated, and yield True. While another process holds it: with ``wait``, wait for it,
+    saying so; without, say so and yield False (nothing held). The kernel releases the lock
+    when its holder exits, however it exits. A dry run takes no lock and writes nothing."""
+    if run.dry_run:
+        yield True
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                run.log(f"# {folder}: another process is running it; taking the next run")
+                yield False
+                return
+            run.log(f"# {folder}: another process is running it; waiting")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epochs: int | None,
+                    chunk_seconds: int | None, device: str,
+                    trained: set[tuple[str, int]]) -> bool:
+    """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate;
+    ``trained``: the runs already pretrained by this call (added to)."""
+    out = run_dir(part, variant.stem, seed, epochs)
+    pre = layout.REPO / out / "pretrain"
+    ckpt = pre / "checkpoints" / "last.ckpt"
+
+    def chunk() -> list[str] | None:
+        if chunk_seconds is None:
+            return None
+        return chunk_arguments(chunk_seconds, trained_seconds(ckpt))
+
+    if run.dry_run:
+        if (variant.stem, seed) not in trained:
+            run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,
+                                 chunk=chunk()))
+            trained.add((variant.stem, seed))
+        for protocol in variant.evals:
+            run(eval_command(variant, protocol, seed, out, device))
+        return True
+    target_epochs = epochs or config_epochs(variant.config)
+    while not finished(pre, target_epochs):
+        if pretrain_finished(ckpt, target_epochs):
+            mark_finished(pre, target_epochs)
+            break
+        if not run.spend():
+            run.log(f"# {out}: step budget spent; rerun to continue")
+            return False
+        code = run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,
+                                    chunk=chunk()), out / COST_LOG, "pretrain")
+        if code != 0:
+            run.log(f"# {out}: pretraining failed with exit status {code}")
+            return False
+        if chunk_seconds is None and not pretrain_finished(ckpt, target_epochs):
+            run.log(f"# {out}: pretraining ended before epoch {target_epochs}")
+            return False
+    for protocol in variant.evals:
+        if not (layout.REPO / eval_dir(out, protocol) / "results.json").is_file():
+            if not ckpt.is_file():
+                run.log(f"# {out}: {protocol} needs the checkpoint, which a recorded run does "
+                        f"not keep: delete {out} and its record to train the run again")
+                return False
+            if not run.spend():
+                run.log(f"# {out}: step budget spent; rerun to continue")
+                return False
+            code = run(eval_command(variant, protocol, seed, out, device), out / COST_LOG,
+                       protocol)
+            if code != 0:
+                run.log(f"# {out}: {protocol} failed with exit status {code}")
+                return False
+    return True

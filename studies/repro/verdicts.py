@@ -1,0 +1,260 @@
+"""Verdict rules: whether the measured runs reproduce each claim of a study.
+
+Part A (``cpu``): a claim is judged on the paired values of its seeds (one value per seed,
+e.g. the 200-NN accuracy of run A minus that of run B trained with the same seed), once every
+seed the study plans (``Study.seeds``) has them:
+
+* *not testable at this scale* when, before any run, the paper's effect is below the minimum
+  detectable effect of the planned seeds (:func:`planned_mde`; for a ``not_worse`` claim: when
+  its margin is), whatever the runs later measure; once every planned seed has run, a
+  t-interval that excludes 0 is stated beside it, as what the study shows at its own scale;
+* *collapsed* when a run the claim reads collapsed in pretraining (:func:`collapsed`), with the
+  evidence (last-epoch positive similarity, first and last epochs' loss);
+* *reproduced* (``better``, ``sign``) when the 95% t-interval of the mean paired value lies
+  above 0 and every seed's value is positive (sign consistency); (``not_worse``) when the
+  interval lies above minus the margin (:data:`studies.repro.studies.NOT_WORSE_MARGIN`);
+* *not reproduced* otherwise, with the reason;
+* *not yet run* while fewer seeds than planned have every number the claim needs, or when only
+  runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`).
+
+The per-seed paired bootstrap interval of an accuracy difference (``contrastkit compare``) is
+reported beside each seed's value; it describes test-set noise within one seed, not the seed
+noise the verdict is about.
+
+Part B (``gpu``, one seed per run) keeps the rules it was planned with: *A beats B* when the
+seed's bootstrap interval lies above 0, *not worse* when it does not lie below 0, a ``sign``
+claim is *inconclusive* with one seed and needs the paper's sign in every seed and a mean
+above :data:`SIGN_STANDARD_ERRORS` standard errors with more, an absolute number is reproduced
+when the seed mean is at least the paper's minus :data:`ABSOLUTE_TOLERANCE` point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from studies.repro.collection import run_tags
+from studies.repro.stats import SEED_SD, mde, t_interval
+from studies.repro.studies import NOT_WORSE_MARGIN, Claim, Study
+
+ABSOLUTE_TOLERANCE = 1.0  # points: Part B absolute numbers
+SIGN_STANDARD_ERRORS = 2.0  # Part B: a sign claim's seed mean must exceed this many std errors
+
+#: A run counts as collapsed when, in its last epoch, the two views' mean cosine similarity is
+#: at least this and the loss fell by less than COLLAPSE_MAX_DROP of its first epoch's value.
+COLLAPSE_SIMILARITY = 0.95
+COLLAPSE_MAX_DROP = 0.03
+
+#: Verdict of a claim measured only on runs shortened with ``--epochs`` (pipeline checks).
+PIPELINE_CHECK = "not yet run (only a shortened pipeline-check run so far)"
+
+
+def collapsed(metrics: dict[str, float]) -> bool:
+    """Whether a run's pretraining collapsed or nearly so: every embedding nearly the same
+    vector, the loss stuck near its value for identical similarities (log of the number of
+    candidates). Such a run carries no evidence about a claim. The thresholds were set after
+    the earlier Part A runs: every hard-loss run ended at 4.177 ~ log 65 (64 hard negatives +
+    the positive) with view similarity 0.96-0.998, the CIFAR-2 runs at log 257 / log 511, and
+    the SINCERE/SupCon CIFAR-10 runs at similarity 0.97 after a 2% fall; every other run had
+    similarity <= 0.94 or a fall of 5% or more."""
+    try:
+        similarity = metrics["pretrain/final_positive_similarity"]
+        first, final = metrics["pretrain/initial_loss"], metrics["pretrain/final_loss"]
+    except KeyError:
+        return False
+    return similarity >= COLLAPSE_SIMILARITY and final >= (1.0 - COLLAPSE_MAX_DROP) * first
+
+
+def collapse_evidence(label: str, metrics: dict[str, float]) -> str:
+    """``label: positive cosine 0.981, loss 6.24 -> 6.20`` (the numbers :func:`collapsed`
+    reads)."""
+    return (f"{label}: last-epoch positive cosine "
+            f"{metrics['pretrain/final_positive_similarity']:.3f}, loss "
+            f"{metrics['pretrain/initial_loss']:.2f} -> {metrics['pretrain/final_loss']:.2f}")
+
+
+def planned_mde(claim: Claim, study: Study) -> float | None:
+    """Minimum detectable effect of ``claim`` over the study's seeds, from the assumed seed
+    noise of its value (:data:`studies.repro.stats.SEED_SD`); None without an assumption
+    or with fewer than 2 seeds."""
+    if claim.noise is None or len(study.seeds) < 2:
+        return None
+    return mde(SEED_SD[claim.noise][0], len(study.seeds))
+
+
+def untestable_reason(claim: Claim, study: Study) -> str | None:
+    """Why ``claim`` is not testable at this scale (decided before the runs), or None."""
+    if study.part != "cpu":
+        return None
+    limit = planned_mde(claim, study)
+    if limit is None:
+        return None
+    if claim.kind == "not_worse":
+        if NOT_WORSE_MARGIN < limit:
+            return f"margin {NOT_WORSE_MARGIN:g} < MDE {limit:.3g}{claim.unit}"
+        return None
+    if claim.paper_value is not None and abs(claim.paper_value) < limit:
+        return f"paper effect {claim.paper_value:+g} < MDE {limit:.3g}{claim.unit}"
+    return None
+
+
+@dataclass
+class Verdict:
+    """What the report says about one claim: the verdict, the seeds' paired values, their
+    per-seed bootstrap intervals (accuracy claims) and, with two seeds or more, the mean's 95%
+    t-interval."""
+
+    verdict: str
+    seeds: list[int]
+    values: list[float]
+    intervals: list[tuple[float, float]]
+    tag: str | None = None
+    t_interval: tuple[float, float] | None = field(default=None)
+
+    @property
+    def mean(self) -> float | None:
+        return sum(self.values) / len(self.values) if self.values else None
+
+    @property
+    def positive(self) -> int:
+        """Number of seeds whose value has the paper's sign (is positive)."""
+        return sum(v > 0 for v in self.values)
+
+
+def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> Verdict:
+    """Verdict of ``claim`` from the collected ``summary`` (see the module docstring)."""
+    runs, comparisons = summary.get("runs", {}), summary.get("comparisons", {})
+    reason = untestable_reason(claim, study)
+    if claim.value is None:
+        return Verdict(f"not testable at this scale ({reason}; not run)" if reason
+                       else "not yet run", [], [], [])
+    for candidate in ([tag] if tag else run_tags(summary, study.part)):
+        seeds = sorted({r["seed"] for r in runs.values() if r.get("tag") == candidate})
+        values, intervals, used = [], [], []
+        stuck: dict[str, str] = {}  # label -> evidence, of collapsed runs the claim reads
+        for seed in seeds:
+            def get(name: str, metric: str, seed: int = seed, tag: str = candidate,
+                    stuck: dict[str, str] = stuck) -> float:
+                run = runs.get(f"{tag}/{study.variant(name).stem}/seed{seed}") or {}
+                if not run.get("pretrain_finished"):
+                    raise KeyError(metric)
+                if collapsed(run["metrics"]):
+                    label = study.variant(name).label
+                    stuck.setdefault(label, collapse_evidence(f"{label} seed {seed}",
+                                                              run["metrics"]))
+                return run["metrics"][metric]
+
+            try:
+                value = claim.value(get)
+            except KeyError:
+                continue
+            interval = None
+            if claim.compare:
+                a, b, protocol = claim.compare
+                key = (f"{candidate}/{study.variant(a).stem}__vs__{study.variant(b).stem}/"
+                       f"{protocol}/seed{seed}")
+                comp = comparisons.get(key)
+                if comp is None:
+                    continue
+                interval = (100.0 * comp["ci_low"], 100.0 * comp["ci_high"])
+            values.append(value)
+            used.append(seed)
+            if interval is not None:
+                intervals.append(interval)
+        if values:
+            ci = t_interval(values)[1:] if len(values) >= 2 else None
+            verdict = Verdict("", used, values, intervals, candidate, ci)
+            if candidate != study.part:  # a shortened run: measured, but not evidence
+                verdict.verdict = PIPELINE_CHECK
+            elif study.part == "gpu":
+                verdict.verdict = _decide_single_seed(claim, values, intervals)
+            elif reason:
+                verdict.verdict = (f"not testable at this scale ({reason})"
+                                   + _untestable_measured(claim, verdict, study))
+            elif stuck:
+                verdict.verdict = f"collapsed ({'; '.join(stuck[k] for k in sorted(stuck))})"
+            elif not set(study.seeds) <= set(used):
+                verdict.verdict = (f"not yet run ({len(set(used) & set(study.seeds))} of "
+                                   f"{len(study.seeds)} planned seeds finished)")
+            else:
+                verdict.verdict = _decide_paired(claim, verdict)
+            return verdict
+    if reason:
+        return Verdict(f"not testable at this scale ({reason})", [], [], [])
+    return Verdict("not yet run", [], [], [])
+
+
+def _untestable_measured(claim: Claim, v: Verdict, study: Study) -> str:
+    """What every planned seed of an untestable claim measured, when its t-interval excludes
+    0: the study may still show a direction at its own scale, which is not the paper's claim
+    tested (the paper's effect could not have been detected) but is worth reading."""
+    if (claim.kind not in ("better", "sign") or v.t_interval is None
+            or not set(study.seeds) <= set(v.seeds)):
+        return ""
+    low, high = v.t_interval
+    if low > 0 and v.positive == len(v.values):
+        side = "above 0, the claimed direction"
+    elif high < 0 and v.positive == 0:
+        side = "below 0, the opposite direction"
+    else:
+        return ""
+    return (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
+            f"t-interval [{low:+.3g}, {high:+.3g}] {side}")
+
+
+def _decide_paired(claim: Claim, v: Verdict) -> str:
+    """Part A: the t-interval and sign rules of the module docstring."""
+    assert v.t_interval is not None and v.mean is not None
+    low, high = v.t_interval
+    measured = (f"mean {v.mean:+.3g}{claim.unit}, 95% t-interval [{low:+.3g}, {high:+.3g}], "
+                f"{v.positive} of {len(v.values)} seeds positive")
+    if claim.kind == "not_worse":
+        if low > -NOT_WORSE_MARGIN:
+            return "reproduced"
+        return f"not reproduced ({measured}: the interval reaches below -{NOT_WORSE_MARGIN:g})"
+    if claim.kind not in ("better", "sign"):
+        raise ValueError(f"claim {claim.id}: kind {claim.kind!r} has no Part A rule")
+    if low > 0 and v.positive == len(v.values):
+        return "reproduced"
+    if high < 0:
+        why = "the opposite direction"
+    elif low <= 0:
+        why = "the interval includes 0"
+    else:
+        why = "the sign differs between seeds"
+    return f"not reproduced ({measured}: {why})"
+
+
+def _decide_single_seed(claim: Claim, values: list[float],
+                        intervals: list[tuple[float, float]]) -> str:
+    """Part B: the bootstrap-interval and absolute rules of the module docstring."""
+    mean = sum(values) / len(values)
+    if claim.kind == "better":
+        ok = all(low > 0 for low, _ in intervals)
+        why = "" if ok else "; the 95% interval is not above 0 in every seed"
+    elif claim.kind == "not_worse":
+        ok = all(high >= 0 for _, high in intervals)
+        why = "" if ok else "; a seed's 95% interval lies below 0"
+    elif claim.kind == "sign":
+        if len(values) < 2:
+            side = "the paper's sign" if values[0] > 0 else "the opposite sign"
+            return (f"inconclusive (one seed, measured {values[0]:+.3f}{claim.unit}: "
+                    f"{side}, with no seed spread to judge its size by)")
+        sem = (sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+        ok = all(v > 0 for v in values) and mean > SIGN_STANDARD_ERRORS * sem
+        why = "" if ok else (
+            "; the sign differs from the paper's in some seed" if not all(v > 0 for v in values)
+            else f"; the mean is within {SIGN_STANDARD_ERRORS:g} standard errors of 0 over "
+                 f"{len(values)} seeds")
+    elif claim.kind == "absolute":
+        assert claim.paper_value is not None
+        ok = mean >= claim.paper_value - ABSOLUTE_TOLERANCE
+        why = f"; more than {ABSOLUTE_TOLERANCE:g} point below the paper" if not ok else ""
+    else:
+        raise ValueError(f"claim {claim.id}: unknown kind {claim.kind!r}")
+    if ok:
+        return "reproduced"
+    if claim.paper_value is None:
+        return f"not reproduced (measured {mean:+.3f}{claim.unit}{why})"
+    gap = mean - claim.paper_value
+    return (f"not reproduced (measured {mean:+.3f} vs paper {claim.paper_value:+g}{claim.unit}"
+            f", gap {gap:+.3f}{why})")
