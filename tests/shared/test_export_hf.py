@@ -6,6 +6,7 @@ the weights), and the card says what the model is, with the run's evaluation res
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,28 +17,18 @@ from contrastkit.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-TINY = [
-    "--data.dataset", "digits", "--data.batch_size", "32", "--data.subset", "128",
-    "--data.monitor_bank_size", "128", "--model.views.size", "8",
-    "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--trainer.max_epochs", "1",
-    "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
-    "--model.method", "contrastkit.methods.SimCLR",
-    "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-    "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
-]
-
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    """A one-epoch SimCLR run, its checkpoint evaluated by kNN inside its folder and by a
-    linear probe outside it."""
+def run(tiny_run: Path, tmp_path_factory) -> Path:
+    """A copy of the session's tiny SimCLR run (``tiny_run``, two epochs), its checkpoint
+    evaluated by kNN inside the copied run folder and by a linear probe outside it."""
     work = tmp_path_factory.mktemp("export_hf")
-    assert main(["pretrain", *TINY, "--output", str(work / "run")]) == 0
+    shutil.copytree(tiny_run, work / "run")
     ckpt = work / "run" / "checkpoints" / "last.ckpt"
-    common = ["--checkpoint", str(ckpt), "--data", "digits", "--quiet", "--cache-dir",
-              str(work / "cache")]
+    common = ["--checkpoint", str(ckpt), "--data", "digits", "--quiet", "--threads", "1",
+              "--cache-dir", str(work / "cache")]
     assert main(["eval", "knn", *common, "--k", "5", "--output", str(work / "run" / "knn")]) == 0
-    assert main(["eval", "linear", *common, "--epochs", "2", "--output",
+    assert main(["eval", "linear", *common, "--epochs", "1", "--output",
                  str(work / "linear")]) == 0
     return work
 
@@ -80,7 +71,7 @@ def test_the_card_says_what_the_model_is(run):
     knn = json.loads((run / "run" / "knn" / "results.json").read_text())
     linear = json.loads((run / "linear" / "results.json").read_text())
     assert "# SimCLR, small_convnet, pretrained on digits" in card
-    assert "| training | 1 of 1 epochs (step 4)" in card
+    assert "| training | 2 of 2 epochs (step 8)" in card
     knn_top1 = next(v for k, v in _flat(knn["metrics"]) if k.endswith("top1"))
     linear_top1 = next(v for k, v in _flat(linear["metrics"]) if k.endswith("top1"))
     assert f"{knn_top1:.4f} | knn |" in card  # found in the run folder
