@@ -7,7 +7,9 @@ older ``huggingface-cli upload``; nothing here uploads):
 * ``model.safetensors``: the backbone's weights in the layout :func:`contrastkit.export.
   export_backbone` writes (torchvision's keys for contrastkit's ResNets, timm's own keys for
   ``timm:<model>`` backbones, contrastkit's keys otherwise), with the backbone's description
-  in the header metadata (``contrastkit_backbone``) and ``format: pt``;
+  in the header metadata (``contrastkit_backbone``), ``format: pt``, and the SHA-256 of the
+  tensors with the run's identity (:mod:`contrastkit.export_metadata`; the digest is checked
+  whenever contrastkit loads the folder);
 * ``config.json``: the backbone description, its feature size, the method, the data and the
   input the run used; for timm backbones also timm's own fields (``architecture``,
   ``num_classes``, ``num_features``, ``model_args``, ``pretrained_cfg``), so that
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,11 @@ from contrastkit.checkpoints import (
     weights_file,
 )
 from contrastkit.data.augment import NORMALIZATION
-from contrastkit.export import backbone_state
+from contrastkit.export import backbone_state, run_identity_of
+from contrastkit.export_metadata import export_metadata
 from contrastkit.models.timm_backbone import timm_model_name
 from contrastkit.outputs import check_output_folder, clear_outputs, write_bytes_atomic
+from contrastkit.provenance import source_commit
 
 __all__ = ["export_hub_folder"]
 
@@ -52,26 +55,6 @@ MODEL_CARD = "README.md"
 HUB_FILES = frozenset({HUB_CONFIG, HUB_WEIGHTS, MODEL_CARD})
 #: The run folder's evaluation results (``contrastkit eval --output``).
 RESULTS_JSON = "results.json"
-
-
-def source_commit() -> str | None:
-    """The git commit of the contrastkit source this process runs, with ``-dirty`` when the
-    work tree has uncommitted changes; None outside a git checkout (an installed wheel)."""
-    package = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(package), *args], capture_output=True,
-                                  text=True, timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if not commit:
-        return None
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", str(package))
-    return f"{commit}-dirty" if dirty else commit
 
 
 def _results(run: Path | None, extra: list[Path], sha256: str) -> list[dict]:
@@ -149,8 +132,10 @@ def _mean_std(normalize: Any) -> tuple[list[float], list[float]] | None:
 
 
 def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: str | None,
-               commit: str | None) -> str:
-    """``README.md``: Hub front matter, then what the model is and how it was made."""
+               trained_at: str | None, commit: str | None) -> str:
+    """``README.md``: Hub front matter, then what the model is and how it was made
+    (``trained_at``: the commit of the code that trained it; ``commit``: of the exporting
+    code; None when unknown)."""
     entry = checkpoint.get("contrastkit") or {}
     spec, method = config["backbone"], config.get("method") or "unknown method"
     data = config.get("data") or {}
@@ -180,7 +165,7 @@ def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: 
         f"{config.get('normalize') or 'none'} |",
         f"| training | {epochs} (step {checkpoint.get('global_step', 'unknown')}); optimiser "
         f"{optimizer.get('name', 'unknown')}, base lr {optimizer.get('base_lr', 'unknown')} |",
-        f"| trained at commit | {entry.get('commit') or 'not recorded in the checkpoint'} |",
+        f"| trained at commit | {trained_at or 'not recorded'} |",
         f"| exported by | contrastkit {__version__}, commit {commit or 'unknown (no git checkout)'}"
         " |", "", "## Evaluation", ""]
     if results:
@@ -238,13 +223,15 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
     spec_dict = asdict(spec)
     config = hub_config(spec_dict, entry, int(backbone.out_dim),
                         getattr(backbone, "timm_kwargs", None))
+    identity = run_identity_of(source)
     card = model_card(config, data if isinstance(data, dict) else {}, found,
                       run_config.read_text() if run_config and run_config.is_file() else None,
-                      source_commit())
+                      (identity or {}).get("commit"), source_commit())
     from safetensors.torch import save
 
-    state = {k: v.contiguous() for k, v in backbone_state(backbone).items()}
-    weights = save(state, metadata={"format": "pt", SPEC_METADATA: json.dumps(spec_dict)})
+    state = backbone_state(backbone)
+    weights = save(state, metadata={"format": "pt", SPEC_METADATA: json.dumps(spec_dict),
+                                    **export_metadata(state, identity)})
     clear_outputs(earlier)
     output.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output / HUB_WEIGHTS, weights)

@@ -14,6 +14,8 @@ import torch
 
 from contrastkit.checkpoints import load_backbone, read_metadata
 from contrastkit.cli import main
+from contrastkit.export_metadata import RUN_METADATA
+from contrastkit.provenance import source_commit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -54,6 +56,14 @@ def test_the_folder_round_trips_offline(run, monkeypatch):
     with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
         assert handle.metadata()["format"] == "pt"  # what the Hub's PyTorch loaders expect
         assert set(handle.keys()) == set(original.state_dict())
+        assert json.loads(handle.metadata()[RUN_METADATA])["method"] == "SimCLR"
+    corrupted = run / "hub_corrupted"  # the weights' digest is checked when the folder loads
+    shutil.copytree(folder, corrupted)
+    raw = bytearray((corrupted / "model.safetensors").read_bytes())
+    raw[-1] ^= 0x01
+    (corrupted / "model.safetensors").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="corrupted"):
+        load_backbone(corrupted)
     card = ModelCard.load(folder / "README.md")
     assert card.data.library_name == "contrastkit"
     assert {"contrastkit", "simclr", "self-supervised-learning"} <= set(card.data.tags)
@@ -79,6 +89,7 @@ def test_the_card_says_what_the_model_is(run):
     assert "model.method.backbone" not in card  # the config is the saved YAML, not the argv
     assert (run / "run" / "config.yaml").read_text().strip() in card
     assert "exported by | contrastkit" in card and "commit" in card
+    assert f"| trained at commit | {source_commit() or 'not recorded'} |" in card
 
 
 def test_bad_exports_are_refused_and_nothing_is_lost(run, capsys):
