@@ -23,6 +23,7 @@ from contrastkit.checkpoints import (
     load_backbone,
     load_projector,
     read_metadata,
+    weights_file,
 )
 from contrastkit.data import augment
 from contrastkit.data.augment.views import VideoEvalView
@@ -247,7 +248,7 @@ def setup(request: EvalRequest) -> Setup:
     if request.held_out is not None:  # the queries: the held-out images of the train split
         request = replace(request, test_split=HELD_OUT_SPLIT)
     device = _device(request.device)
-    path = Path(request.checkpoint).expanduser().resolve()
+    path = weights_file(Path(request.checkpoint).expanduser().resolve())
     entry = read_metadata(path)
     check_fits_data(path, entry, request.data)
     backbone, spec = _load_checkpoint(path)
