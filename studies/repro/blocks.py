@@ -150,13 +150,18 @@ def best_fixed_temperature(summary: dict) -> str | None:
     return max(TEMPERATURES, key=lambda t: (means[t], -TEMPERATURES.index(t)))
 
 
+def baseline_temperature() -> float:
+    """The fixed temperature of block 2's SimCLR run (its config's)."""
+    baseline = variant_of(next(s for s in ORDER if s.run == "simclr"))
+    return float(_config(baseline)["model"]["method"]["init_args"]["temperature"])
+
+
 def plan(summary: dict) -> list[Block]:
     """Every step of :data:`ORDER` with its state; ``summary``: Part A's (for
     :func:`best_fixed_temperature`)."""
     out: list[Block] = []
     found_next = False
-    baseline = variant_of(next(s for s in ORDER if s.run == "simclr"))
-    baseline_t = float(_config(baseline)["model"]["method"]["init_args"]["temperature"])
+    baseline_t = baseline_temperature()
     for number, step in enumerate(ORDER, start=1):
         variant = variant_of(step)
         args: tuple[str, ...] = ()

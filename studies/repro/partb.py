@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from studies.repro.blocks import BLOCK_SECONDS, ORDER, PART, SEED, best_fixed_temperature
+from studies.repro.blocks import (
+    BLOCK_SECONDS,
+    ORDER,
+    PART,
+    SEED,
+    baseline_temperature,
+    best_fixed_temperature,
+)
 from studies.repro.recipe import recipe_lines, table_variant
 from studies.repro.verdicts import ABSOLUTE_TOLERANCE
 
@@ -89,8 +96,8 @@ def _pending(row: Row, summary: dict) -> str:
         if t is None:
             return (f"not yet run (block {number} of the order; waits for Part A's best fixed "
                     "t)")
-        if t == "0.2":
-            return "Part A's best fixed t is 0.2: the row SimCLR, t = 0.2"
+        if float(t) == baseline_temperature():
+            return f"Part A's best fixed t is {t}: the row SimCLR, t = {t}"
     return f"not yet run (block {number} of the order)"
 
 
