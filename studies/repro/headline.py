@@ -15,15 +15,16 @@ from __future__ import annotations
 from studies.repro.collection import seed_values
 from studies.repro.stats import standardised
 from studies.repro.studies import STUDIES, Claim, Study
+from studies.repro.superseded import PENDING
 from studies.repro.tuning import resolve_study
 from studies.repro.verdicts import REVERSED, Verdict, judge
 
 #: Verdict categories of the tally, in column order (a verdict is counted under the first one
 #: its text starts with; "reproduced" is matched last, being a suffix of "not reproduced").
 CATEGORIES = ("reproduced", REVERSED, "not reproduced", "not testable at this scale",
-              "collapsed", "inconclusive", "not yet run")
+              "collapsed", "inconclusive", PENDING, "not yet run")
 _MATCH_ORDER = (REVERSED, "not reproduced", "not testable at this scale", "collapsed",
-                "inconclusive", "not yet run", "reproduced")
+                "inconclusive", PENDING, "not yet run", "reproduced")
 ROLE_WORDS = {"beside": "beside (not counted)", "not_comparable": "not comparable (not counted)"}
 
 
@@ -41,7 +42,12 @@ def tally_lines(summary: dict) -> list[str]:
     lines = ["## At a glance", "",
              "Primary claims per verdict (a claim reported *beside* another, e.g. in a second "
              "layer or against a stricter baseline, and one *not comparable* with the paper's "
-             "number are listed in the results table but not counted):", "",
+             "number are listed in the results table but not counted). A verdict is counted "
+             "once every planned seed has measured it; *not testable at this scale* is decided "
+             "before the runs (the paper's effect below the planned minimum detectable one, "
+             "with no run planned or every seed run). A claim whose second-round runs are not "
+             "all finished is *pending rerun* and has no verdict: the results table points to "
+             "its superseded first-round result.", "",
              "| part | claims | " + " | ".join(CATEGORIES) + " | beside | not comparable |",
              "|---|---|" + "---|" * (len(CATEGORIES) + 2)]
     for part, title in (("cpu", "A (CPU scale)"), ("gpu", "B (GPU, full scale)")):
@@ -82,6 +88,14 @@ def _paper_cell(claim: Claim, summary: dict) -> str:
     return cell
 
 
+def _verdict_cell(v: Verdict) -> str:
+    """The verdict's category in bold; for a pending claim, its first-round pointer too."""
+    kind = category(v.verdict)
+    if kind == PENDING:
+        return f"**{kind}**<br>{v.verdict[len(PENDING):].lstrip('; ')}"
+    return f"**{kind}**"
+
+
 def _measured_cell(v: Verdict) -> str:
     if not v.values:
         return "–"
@@ -119,5 +133,5 @@ def results_lines(summary: dict, part: str = "cpu") -> list[str]:
         v = judge(claim, study, summary)
         lines.append(f"| {study.title.split('.')[0]} | {_claim_cell(claim)} | "
                      f"{_paper_cell(claim, summary)} | {_measured_cell(v)} | "
-                     f"**{category(v.verdict)}** |")
+                     f"{_verdict_cell(v)} |")
     return [*lines, ""]

@@ -140,6 +140,28 @@ def read_provenance(folder: Path) -> dict[str, object]:
                                         "torch_threads", "gpu")}}
 
 
+#: The checkout that trains the second round's runs (issue 38), one for the whole round.
+STUDY_CHECKOUT = "1955f53"
+#: How to go on with the second round at that checkout, and bring its records here.
+CONTINUE_AT_STUDY_CHECKOUT = (
+    f"The second round's runs are trained by one checkout, {STUDY_CHECKOUT} (see Provenance), "
+    "so that each claim's seeds come from one code. `make repro-cpu` on a later commit also "
+    "goes on with them, with that commit's code (the provenance table then names both "
+    "commits). To keep the one checkout, go on at it and bring its records here (at that "
+    "commit the command is `contrastkit repro`; its `make repro-cpu` predates the round's "
+    "study list):",
+    "",
+    "```bash",
+    f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
+    "cd ../contrastkit-study && make lint   # creates its .venv",
+    "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/contrastkit repro cpu --study \\",
+    "    temperature dystress sincere_grid sincere cifar2 > ../study-lane$lane.log 2>&1 & done",
+    "# later, whenever runs have finished (rerun the same loop after any stop: it resumes):",
+    "cd - && cp -rn ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
+    "&& make repro-report",
+    "```",
+    "",
+)
 #: What the first-steps check found about the records and today's code (tests/repro/
 #: test_pinned_stream.py holds it): measured 2026-11-27 on this project's machine.
 STREAM_CHECK = (
@@ -149,7 +171,8 @@ STREAM_CHECK = (
     "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
     "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
     "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
-    "this round's study checkout (step 9: 6.3309): no code change since the records' "
+    f"this round's study checkout, {STUDY_CHECKOUT} (step 9: 6.3309): no code change since "
+    "the records' "
     "checkout altered the training stream. The record itself has 6.5892 at step 9: the same "
     "code and config give it only in another environment. On this machine they give 6.3309 "
     "with one thread and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding "
@@ -160,7 +183,11 @@ STREAM_CHECK = (
     "bitwise, the same. `tests/repro/test_pinned_stream.py` pins the first three steps of "
     "that run: exactly in the environment that pinned them, to a relative 1e-5 on the first "
     "two steps elsewhere; a change of the data order, augmentation, initialisation, loss or "
-    "optimiser fails it.")
+    "optimiser fails it. The second round's runs are all trained by that one study checkout, "
+    f"{STUDY_CHECKOUT} (the table above), even where this page is generated at a later "
+    "commit; the test "
+    "runs in `make test` wherever `../shared/data` lies beside the checkout (as in CI), so the "
+    "code of a commit whose tests pass trains the same first steps as the study checkout.")
 
 
 def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:

@@ -24,7 +24,7 @@ from studies.repro.figures import make_figures
 from studies.repro.headline import results_lines, tally_lines
 from studies.repro.partb import partb_lines
 from studies.repro.plan import ROUND_TWO
-from studies.repro.provenance import provenance_lines
+from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
 from studies.repro.rules import verdict_rule_lines
 from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
 from studies.repro.stats import t_interval
@@ -184,6 +184,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "its grid (`sincere_grid`) has chosen its setting; a lane that reaches it earlier goes",
         "on with other runs.",
         "",
+        *CONTINUE_AT_STUDY_CHECKOUT,
         "Part A (CPU): ResNet-18 width 16 with the CIFAR stem, the first 10,000 images of a",
         "fixed shuffle of the CIFAR-10 JPEG archive's train split (the same images for every",
         "run and seed; 958 to 1,053 images per class, close to but not exactly balanced),",

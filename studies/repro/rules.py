@@ -5,8 +5,10 @@ report prints them."""
 
 from __future__ import annotations
 
+from studies.repro.plan import ROUND_TWO
 from studies.repro.stats import SEED_SD, mde, mde_at_power, power
 from studies.repro.studies import CPU_SEEDS, EQUIVALENCE_MARGIN, NOT_WORSE_MARGIN
+from studies.repro.superseded import FIRST_ROUND_COMMIT, PENDING
 from studies.repro.verdicts import (
     ABSOLUTE_TOLERANCE,
     COLLAPSE_MAX_DROP,
@@ -63,6 +65,11 @@ def verdict_rule_lines() -> list[str]:
         f"{COLLAPSE_MAX_DROP:.0%}); the evidence is printed.",
         "* **Not yet run**: fewer seeds than planned have every number the claim needs (the "
         "finished seeds' values are shown), or only runs shortened with `--epochs` have.",
+        f"* **{PENDING.capitalize()}**: a claim of a study the second round reruns "
+        f"({', '.join(f'`{n}`' for n in ROUND_TWO)}) has no verdict, not even *not testable*, "
+        "until every planned seed has every number it needs (a finished rerun may still be "
+        f"*reversed*); beside it, the first round's result (commit {FIRST_ROUND_COMMIT}, "
+        "superseded) and why it was superseded.",
         "* **Standardised effects.** Geometric quantities (uniformity, tolerance, margins) "
         "have other scales here than in the papers (uniformity about -1 in the backbone, -3 "
         "to -4 in the projector's output, -2.2 to -2.8 in DySTreSS Table 13). The results "

@@ -36,8 +36,9 @@ def plan_lines() -> list[str]:
     return [
         "**Second round (issue 38), planned before its runs**: the studies "
         + ", ".join(f"`{n}`" for n in ROUND_TWO) + " (their runs, evaluations, the tuning "
-        "rule, the layers and the margins were fixed in `studies.repro.studies` before "
-        "the first of these runs started). Runs x their steps x CPU-seconds per step, plus "
+        "rule, the layers and the margins were fixed in `studies.repro.studies`, then "
+        "`contrastkit.repro.studies`, at 7ae8bf4 and 1955f53, before the first of these runs "
+        "started). Runs x their steps x CPU-seconds per step, plus "
         "each evaluation's CPU-seconds, both from the first round's measured costs "
         f"(`studies.repro.plan`: SimCLR {STEP_SECONDS['simclr']:.2f}, DySTreSS "
         f"{STEP_SECONDS['dystress']:.2f}, SINCERE {STEP_SECONDS['sincere']:.2f}, SupCon "

@@ -20,7 +20,12 @@ seed the study plans (``Study.seeds``) has them:
   margin (:data:`studies.repro.studies.EQUIVALENCE_MARGIN`);
 * *not reproduced* otherwise, with the reason;
 * *not yet run* while fewer seeds than planned have every number the claim needs, or when only
-  runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`).
+  runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`);
+* *pending rerun (second-round plan)* instead, for a claim of a study the second round reruns
+  (:data:`studies.repro.plan.ROUND_TWO`), until every planned seed has every number it needs
+  (a collapse aside): no verdict before then, not even *not testable*, since a finished rerun
+  may still be *reversed*; the first round's superseded result and why it was superseded are
+  said beside (:mod:`studies.repro.superseded`).
 
 The per-seed paired bootstrap interval of an accuracy difference (``contrastkit compare``) is
 reported beside each seed's value; it describes test-set noise within one seed, not the seed
@@ -38,8 +43,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from studies.repro.collection import run_tags
+from studies.repro.plan import ROUND_TWO
 from studies.repro.stats import SEED_SD, mde, t_interval
 from studies.repro.studies import EQUIVALENCE_MARGIN, NOT_WORSE_MARGIN, Claim, Study
+from studies.repro.superseded import pending_verdict
 from studies.repro.tuning import resolve_study
 
 #: The verdict's first words of a claim whose interval lies on the side opposite the paper.
@@ -136,6 +143,15 @@ class Verdict:
 
 def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> Verdict:
     """Verdict of ``claim`` from the collected ``summary`` (see the module docstring)."""
+    verdict = _judge(claim, study, summary, tag)
+    if (study.part == "cpu" and study.name in ROUND_TWO
+            and (verdict.tag != study.part or not set(study.seeds) <= set(verdict.seeds))
+            and not verdict.verdict.startswith("collapsed")):
+        verdict.verdict = pending_verdict(claim.id)
+    return verdict
+
+
+def _judge(claim: Claim, study: Study, summary: dict, tag: str | None) -> Verdict:
     runs, comparisons = summary.get("runs", {}), summary.get("comparisons", {})
     study = resolve_study(study, summary.get("choices") or {})  # tuned runs as chosen
     reason = untestable_reason(claim, study)

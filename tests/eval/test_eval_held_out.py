@@ -37,8 +37,8 @@ def test_held_out_items_follow_the_subset_and_never_overlap_it() -> None:
 def test_knn_on_the_held_out_images(tiny_checkpoint: Path, tmp_path) -> None:
     # the tiny run trained on data.subset 128 (data.seed 0): the bank is its training images
     cache = tmp_path / "cache"
-    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k", "1",
-                 "--subset", "128", "--held-out", "64", "--space", "projector",
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
+                 "--k", "1", "--subset", "128", "--held-out", "64", "--space", "projector",
                  "--cache-dir", str(cache), "--quiet", "--output", str(tmp_path / "val")]) == 0
     data = json.loads((tmp_path / "val" / "results.json").read_text())["data"]
     assert (data["test_split"], data["subset"], data["held_out"]) == ("held-out", 128, 64)
@@ -46,8 +46,8 @@ def test_knn_on_the_held_out_images(tiny_checkpoint: Path, tmp_path) -> None:
     sizes = sorted(load_file(str(p))["features"].shape[0] for p in cache.glob("*.safetensors"))
     assert sizes == [64, 128]
     # the whole split's features are another cache entry, not these
-    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits", "--k", "1",
-                 "--space", "projector", "--cache-dir", str(cache), "--quiet"]) == 0
+    assert main(["eval", "knn", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
+                 "--k", "1", "--space", "projector", "--cache-dir", str(cache), "--quiet"]) == 0
     assert len(list(cache.glob("*.safetensors"))) == 4
 
 

@@ -19,9 +19,11 @@ from repro_summaries import (
 from scipy import stats
 
 from studies.repro.collection import read_losses
+from studies.repro.plan import ROUND_TWO
 from studies.repro.report import _signed
 from studies.repro.stats import mde
 from studies.repro.studies import STUDIES
+from studies.repro.superseded import FIRST_ROUND_COMMIT, PENDING, SUPERSEDED, pending_verdict
 from studies.repro.verdicts import (
     PIPELINE_CHECK,
     collapsed,
@@ -31,6 +33,8 @@ from studies.repro.verdicts import (
 )
 
 SINCERE = STUDIES["sincere"]
+#: The same study as if the second round did not rerun it: the rules without *pending rerun*.
+SINCERE_ELSEWHERE = dataclasses.replace(SINCERE, name="sincere_not_rerun")
 
 
 def _claim(study, cid):
@@ -73,10 +77,36 @@ def test_paired_verdicts_on_a_fake_summary():
     assert knn5.verdict.startswith("not reproduced (mean -7 points, 90% t-interval [-8.69, ")
     assert knn5.verdict.endswith("reaches beyond -/+3.5 points, the difference is significant "
                                  "at 5%)")
-    # no run of the temperature study: every claim is "not yet run"
+    # no run of the temperature study (rerun by the second round): every claim is pending,
+    # with its first-round result and why it was superseded beside
     temperature = STUDIES["temperature"]
-    assert {judge(c, temperature, summary).verdict for c in temperature.claims} == {
-        "not yet run"}
+    for claim in temperature.claims:
+        verdict = judge(claim, temperature, summary)
+        assert verdict.verdict == pending_verdict(claim.id) and not verdict.values
+        assert verdict.verdict.startswith(f"{PENDING}; first round ({FIRST_ROUND_COMMIT}): ")
+    assert judge(_claim(temperature, "t-uniformity"), temperature, summary).verdict.endswith(
+        "superseded: it read the backbone's features; the projector's output is now the "
+        "claims' primary layer (fixed before the rerun), on runs of one recorded checkout")
+
+
+def test_every_rerun_claim_points_to_its_first_round_result():
+    """No claim of a study the second round reruns is silently without its pointer."""
+    rerun = {c.id for name in ROUND_TWO for c in STUDIES[name].claims}
+    assert rerun == set(SUPERSEDED)
+    assert {"sincere-knn1", "t-uniformity", "dys-knn-best", "cifar2-margin"} <= rerun
+    assert pending_verdict("dys-knn-best") == (
+        "pending rerun (second-round plan); first round (b27d5e1): -2.70 [-4.80, -0.60] points, "
+        "0/3 seeds positive: below 0, shown then as not testable (paper effect below the MDE); "
+        "superseded: its SimCLR and DySTreSS records name no checkout (a seed trained again "
+        "moved 200-NN by about 1 point); retrained with one recorded checkout")
+    assert pending_verdict("cifar2-knn1") == (
+        "pending rerun (second-round plan); new in the second round: the first round (b27d5e1) "
+        "ran no CIFAR-2 study")
+    # a study the second round does not rerun keeps its verdicts: SCE vs MoCo v2, untestable
+    baselines = STUDIES["baselines"]
+    assert "baselines" not in ROUND_TWO
+    assert judge(_claim(baselines, "b-moco"), baselines, {}).verdict.startswith(
+        "not testable at this scale")
 
 
 def test_interval_including_zero_and_signs_that_differ():
@@ -94,17 +124,42 @@ def test_interval_including_zero_and_signs_that_differ():
 
 def test_partial_study_is_not_yet_run_but_shows_its_values():
     two = fake_sincere_summary(seeds=(0, 1))
-    margin = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
+    margin = judge(_claim(SINCERE, "sincere-margin"), SINCERE_ELSEWHERE, two)
     assert margin.verdict == "not yet run (2 of 3 planned seeds finished)"
     assert margin.values == pytest.approx([0.20, 0.21]) and margin.t_interval is not None
-    one = _margin_verdict([0.2])
+    one = _margin_verdict([0.2], SINCERE_ELSEWHERE)
     assert one.verdict == "not yet run (1 of 3 planned seeds finished)"
     assert one.t_interval is None
     # an unfinished pretraining does not count, whatever its metrics
     summary = fake_sincere_summary()
     summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]["pretrain_finished"] = False
-    assert judge(SINCERE.claims[0], SINCERE, summary).verdict.startswith(
+    assert judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary).verdict.startswith(
         "not yet run (2 of 3")
+    # in a study the second round reruns, the same partial runs are pending, values shown
+    rerun = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
+    assert rerun.verdict == pending_verdict("sincere-margin")
+    assert rerun.values == pytest.approx([0.20, 0.21])
+    assert judge(SINCERE.claims[0], SINCERE, summary).verdict.startswith(PENDING)
+
+
+def test_a_rerun_claim_planned_untestable_stays_pending_until_every_seed_has_run():
+    """DySTreSS vs SimCLR at t = 0.2: paper effect below the MDE, but no verdict, not even
+    *not testable*, before the rerun's 3 seeds: a finished rerun may still be reversed."""
+    dystress = STUDIES["dystress"]
+    claim = _claim(dystress, "dys-knn")
+    assert untestable_reason(claim, dystress) is not None
+    runs, comps = {}, {}
+    for seed in (0, 1, 2):
+        runs |= run_entry("dystress", seed, {"knn200/top1": 0.40 + 0.001 * seed})
+        runs |= run_entry("simclr_t0.2", seed, {"knn200/top1": 0.50})
+        comps |= comparison_entry("dystress", "simclr_t0.2", "knn200", seed, -0.12, -0.08,
+                                  -0.10)
+    assert judge(claim, dystress, {}).verdict == pending_verdict("dys-knn")
+    two = {k: v for k, v in runs.items() if not k.endswith("seed2")}
+    assert judge(claim, dystress, {"runs": two, "comparisons": comps}).verdict == (
+        pending_verdict("dys-knn"))
+    finished = judge(claim, dystress, {"runs": runs, "comparisons": comps}).verdict
+    assert finished.startswith("reversed at this scale (mean -9.9 points")
 
 
 def test_claims_below_the_minimum_detectable_effect_are_not_testable():
@@ -188,9 +243,11 @@ def test_epoch_override_runs_never_give_a_verdict():
                        for k, v in summary["runs"].items()}
     summary["comparisons"] = {k.replace("cpu/", "cpu-e2/", 1): v
                               for k, v in summary["comparisons"].items()}
-    verdict = judge(SINCERE.claims[0], SINCERE, summary)
+    verdict = judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary)
     assert verdict.verdict == PIPELINE_CHECK and verdict.tag == "cpu-e2"
     assert verdict.verdict.startswith("not yet run") and verdict.values
+    rerun = judge(SINCERE.claims[0], SINCERE, summary)  # a second-round study: pending
+    assert rerun.verdict.startswith(PENDING) and rerun.values and rerun.tag == "cpu-e2"
 
 
 def test_tuned_claims_wait_for_their_grid():
@@ -198,7 +255,10 @@ def test_tuned_claims_wait_for_their_grid():
     when runs of some grid cell exist."""
     summary = fake_sincere_summary()
     summary.pop("choices")
-    assert {judge(c, SINCERE, summary).verdict for c in SINCERE.claims} == {"not yet run"}
+    assert {judge(c, SINCERE_ELSEWHERE, summary).verdict for c in SINCERE.claims} == {
+        "not yet run"}
+    assert [judge(c, SINCERE, summary).verdict for c in SINCERE.claims] == [
+        pending_verdict(c.id) for c in SINCERE.claims]
 
 
 def test_not_worse_claims_reverse_only_beyond_the_margin():
