@@ -73,12 +73,11 @@ repro-cpu: $(STAMP)
 	second=$$?; wait $$lane && test $$second -eq 0
 	$(PY) -m studies.repro report
 
-# Part B on a GPU machine: one pretraining chunk (at most --chunk-time) or evaluation per call,
-# resumable; repeat until every run is done (docs/reproduction.md). ARGS: more options. Like
-# bench-gpu it runs without .venv (BENCH_PY, the checkout's src on PYTHONPATH).
-repro-gpu:
-	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) -m studies.repro gpu \
-		--max-steps 1 $(ARGS)
+# Part B, one paper run per block of GPU time (docs/reproduction.md, Part B): the next block's
+# estimate and its device call (the run tool's command, carry and timeout), from this machine.
+# ARGS: --json (the call only), --force, or --record FOLDER (a finished block's files).
+repro-gpu: $(STAMP)
+	$(PY) -m studies.repro gpu $(ARGS)
 
 repro-report: $(STAMP)
 	$(PY) -m studies.repro report

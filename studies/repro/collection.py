@@ -23,6 +23,7 @@ from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
 from studies.repro import layout, records
+from studies.repro.block_records import BLOCK_SUMMARY
 from studies.repro.layout import RUNS, eval_dir
 from studies.repro.provenance import read_provenance
 from studies.repro.studies import STUDIES, Variant
@@ -220,7 +221,8 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
             "pretrain_finished": finished, "evals_done": evals_done,
             "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
             "metrics": metrics, "monitor": [list(point) for point in curve],
-            "figures": figures, "provenance": read_provenance(seed_dir)}
+            "figures": figures, "provenance": read_provenance(seed_dir),
+            "block": _read_json(seed_dir / BLOCK_SUMMARY)}  # Part B: its block's summary
 
 
 def write_summary(summary: dict, path: Path) -> None:

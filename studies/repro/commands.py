@@ -105,7 +105,7 @@ def chunk_arguments(chunk_seconds: int, trained: float) -> list[str]:
 def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
                  device: str = "cpu") -> list[str]:
     """``contrastkit eval`` / ``analyze`` (:data:`EVALS`) of the last checkpoint in ``out``,
-    with the variant's ``eval_args`` last."""
+    with the variant's ``eval_args`` and its ``protocol_args`` for ``protocol`` last."""
     cmd = ["contrastkit", *EVALS[protocol], "--checkpoint",
            str(out / "pretrain" / "checkpoints" / "last.ckpt"), *data_args(),
            "--output", str(eval_dir(out, protocol)), "--cache-dir", FEATURE_CACHE,
@@ -113,7 +113,7 @@ def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
            "--overwrite"]  # run only when results.json is missing: replace what is there
     if protocol.startswith("analyze"):
         cmd += list(variant.analyze_args)
-    return cmd + list(variant.eval_args)
+    return cmd + list(variant.eval_args) + list(dict(variant.protocol_args).get(protocol, ()))
 
 
 def compare_command(a: Path, b: Path, out: Path, seed: int) -> list[str]:

@@ -29,10 +29,20 @@ STUDY_OUTPUT = ("docs/reproduction", "docs/reproduction.md", "docs/reproduction.
 PACKAGES = ("torch", "numpy", "lightning", "contrastkit")
 
 
+#: The commit (and ``1`` when its tree differed) that a Part B block on the GPU machine runs:
+#: the copy of the checkout sent there carries no git history, so the session's planner
+#: passes what it read (:mod:`studies.repro.device_block`); set, they replace git's answer.
+COMMIT_VARIABLE, DIRTY_VARIABLE = "REPRO_COMMIT", "REPRO_DIRTY"
+
+
 def git_state(repo: Path) -> dict[str, object]:
     """``{"commit": sha or None, "dirty": bool or None}`` of the checkout ``repo``: ``dirty``
     when a tracked file outside :data:`STUDY_OUTPUT` differs from the commit (untracked files
-    do not count). None for both outside a git checkout or without git."""
+    do not count). None for both outside a git checkout or without git. The environment's
+    :data:`COMMIT_VARIABLE` and :data:`DIRTY_VARIABLE`, when set, are the answer instead."""
+    if os.environ.get(COMMIT_VARIABLE):
+        return {"commit": os.environ[COMMIT_VARIABLE],
+                "dirty": os.environ.get(DIRTY_VARIABLE) == "1"}
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,

@@ -22,6 +22,7 @@ from studies.repro.collection import run_tags, seed_values
 from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
 from studies.repro.headline import results_lines, tally_lines
+from studies.repro.partb import partb_lines
 from studies.repro.plan import ROUND_TWO
 from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
 from studies.repro.rules import verdict_rule_lines
@@ -45,11 +46,8 @@ from studies.repro.verdicts import (
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
-    "gpu": "It needs a GPU (its measured speed: `benchmarks/README.md`). On a GPU machine, "
-           "`python -m studies.repro gpu --max-steps 1` trains one "
-           "chunk of at most 10 minutes (or one evaluation) per call and resumes exactly "
-           "from the last epoch; repeat it until every run is done, then "
-           "`python -m studies.repro report`.",
+    "gpu": "It needs a GPU: one run per block of GPU time, in the order below "
+           "(`python -m studies.repro gpu` plans the next one).",
 }
 
 
@@ -122,7 +120,6 @@ COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
                  ("projector: uniformity", "analyze_projector/uniformity", 1, 4),
                  ("projector: alignment", "analyze_projector/alignment", 1, 4)],
     "gpu_table6": [("linear (D.1) top-1 %", "linear_d1/top1", 100, 2),
-                   ("linear (fast) top-1 %", "linear/top1", 100, 2),
                    ("200-NN top-1 %", "knn200/top1", 100, 2)],
 }
 
@@ -173,7 +170,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
         f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
         "python -m studies.repro cpu --dry-run         # the commands, without running them",
-        "python -m studies.repro gpu --max-steps 1     # Part B: one chunk (<= 10 min) per call",
+        "python -m studies.repro gpu                   # Part B: the next block's device call",
         "python -m studies.repro report                # this page and docs/figures/repro_*",
         "```",
         "",
@@ -216,6 +213,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         if not run_tags(summary, part):
             lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
                       ""]
+        if part == "gpu":
+            lines += partb_lines(summary)
         for study in (s for s in STUDIES.values() if s.part == part):
             lines += _study_section(resolve_study(study, choices), summary, figures_dir,
                                     doc_dir)

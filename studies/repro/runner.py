@@ -100,19 +100,29 @@ class Runner:
         self.log("$ " + shlex.join(cmd))
         if self.dry_run:
             return 0
-        exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent)) or cmd[0]
+        argv = _executable(cmd)
         started, wall, cpu = dt.datetime.now(dt.timezone.utc), time.monotonic(), _children_cpu()
         if cost_log is not None:
             append_provenance(layout.REPO / cost_log.parent / PROVENANCE_LOG, step,
                               environment(layout.REPO), started)
         with _deferred_stop() as stop:
-            code = subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
+            code = subprocess.run(argv, cwd=layout.REPO, check=False).returncode
         if cost_log is not None:
             append_cost(layout.REPO / cost_log, step, _children_cpu() - cpu,
                         time.monotonic() - wall, code, started)
         if stop:
             raise SystemExit(128 + stop[0])
         return code
+
+
+def _executable(cmd: list[str]) -> list[str]:
+    """``cmd`` with its program resolved beside this Python (a virtual environment's
+    ``contrastkit`` script); where no ``contrastkit`` script is installed (a GPU machine that
+    has the checkout's ``src`` on ``PYTHONPATH`` only), ``python -m contrastkit.cli``."""
+    exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent))
+    if exe is None and cmd[0] == "contrastkit" and shutil.which(cmd[0]) is None:
+        return [sys.executable, "-m", "contrastkit.cli", *cmd[1:]]
+    return [exe or cmd[0], *cmd[1:]]
 
 
 def _children_cpu() -> float:
@@ -264,6 +274,14 @@ def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None
             code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
             if code == 0 and not run.dry_run:
                 record(out)
+
+
+def compare_pairs(part: str, study: Study, seed: int, run: Runner,
+                  epochs: int | None = None) -> None:
+    """``contrastkit compare`` of ``study``'s pairs for ``seed`` whose two evaluations exist
+    and that are not made yet, each recorded once made (a Part B block's run, once recorded
+    here, with the runs recorded before it)."""
+    _compare(part, study, seed, run, epochs, set())
 
 
 @contextlib.contextmanager

@@ -35,7 +35,8 @@ class Variant:
 
     ``folder`` names the run folder (default: the config's stem); ``overrides`` are extra
     ``contrastkit pretrain`` arguments (a grid cell's temperature and learning rate);
-    ``eval_args`` are added to each of its evaluations (e.g. ``--classes cat dog``).
+    ``eval_args`` are added to each of its evaluations (e.g. ``--classes cat dog``), and
+    ``protocol_args`` (``(protocol, args)`` pairs) to those of one protocol only.
     ``tuning`` marks a run whose setting is chosen after the runs of a grid
     (:class:`Tuning`, resolved by :mod:`studies.repro.tuning`); such a variant has no
     folder of its own until then.
@@ -50,6 +51,7 @@ class Variant:
     overrides: tuple[str, ...] = ()
     eval_args: tuple[str, ...] = ()
     tuning: Tuning | None = None
+    protocol_args: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def stem(self) -> str:
@@ -597,7 +599,7 @@ def _absolute(cid: str, source: str, name: str, label: str, protocol: str,
 
 
 def _gpu_studies() -> tuple[Study, Study]:
-    ev6 = ("linear_d1", "linear", "knn200")
+    ev6 = ("linear_d1", "knn200")  # the paper's probe, and Part A's 200-NN beside it
     t6 = tuple(Variant(n, lbl, f"configs/repro/gpu/table6_{n}.yaml", ev6)
                for n, lbl in (("sce", "SCE"), ("moco", "MoCo v2"), ("ressl", "ReSSL")))
     c6 = (
@@ -613,7 +615,12 @@ def _gpu_studies() -> tuple[Study, Study]:
     t3 = (Variant("simclr", "SimCLR t=0.2", "configs/repro/gpu/table3_simclr.yaml", ev3,
                   analyze_args=("--dystress", "0.07", "0.2")),
           Variant("dystress", "DySTreSS (0.07, 0.2)", "configs/repro/gpu/table3_dystress.yaml",
-                  ev3, analyze_args=("--dystress", "0.07", "0.2")))
+                  ev3, analyze_args=("--dystress", "0.07", "0.2")),
+          # its temperature is Part A's best fixed one, passed by the block that trains it
+          # (studies.repro.blocks.best_fixed_temperature); no claim reads it
+          Variant("simclr_best", "SimCLR at the best fixed t",
+                  "configs/repro/gpu/table3_simclr.yaml", ("knn200",),
+                  folder="simclr_best_t"))
     c3 = (
         _absolute("g-simclr", "DySTreSS Table 3", "simclr", "SimCLR", "knn200", 83.65),
         _absolute("g-dystress", "DySTreSS Table 3", "dystress", "DySTreSS", "knn200", 85.68),

@@ -187,8 +187,7 @@ def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
         assert _option(cmd, "--trainer.callbacks.interval") == "epoch"
     lin = [c for c in commands if c[1:3] == ["eval", "linear"]]
     assert all(_option(c, "--device") == "cuda" for c in lin)
-    assert sorted(_option(c, "--protocol") if "--protocol" in c else "fast" for c in lin) == [
-        "fast"] * 3 + ["sce_d1"] * 3
+    assert [_option(c, "--protocol") for c in lin] == ["sce_d1"] * 3  # SCE D.1's probe
     commands = _dry_run("cpu", ["dystress"], seeds=[3], epochs=2)
     pretrain = [c for c in commands if c[1] == "pretrain"]
     assert all(_option(c, "--trainer.max_epochs") == "2" for c in pretrain)
