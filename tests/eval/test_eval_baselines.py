@@ -18,8 +18,10 @@ from tiny_run import TINY_PRETRAIN
 from contrastkit.cli import main
 from contrastkit.data import augment
 from contrastkit.data.sources.images.datasets import Digits
-from contrastkit.eval import bootstrap_accuracy_difference, knn_predict
+from contrastkit.eval import EvalRequest, bootstrap_accuracy_difference, knn_predict
+from contrastkit.eval.baselines import RANDOM_INIT, baseline_setups
 from contrastkit.eval.plots import TIE
+from contrastkit.eval.setup import setup
 from contrastkit.figures import figure_caption
 
 pytest.importorskip("sklearn")
@@ -64,7 +66,7 @@ def three_readings(tiny_checkpoint, work) -> dict[str, str]:
 
 
 def test_knn_baselines_are_the_same_protocol_on_raw_pixels_and_random_weights(
-        tiny_checkpoint, three_readings, work, capsys):
+        tiny_checkpoint, three_readings, work):
     out = work / "knn"
     results = json.loads((out / "results.json").read_text())
     raw, rand = results["baselines"]["raw pixels"], results["baselines"]["random init"]
@@ -88,11 +90,14 @@ def test_knn_baselines_are_the_same_protocol_on_raw_pixels_and_random_weights(
     assert "| raw pixels" in md and "| random init" in md
     assert "## Baselines" in three_readings["knn"]
 
-    # seeded: the random initialisation is the same on a second run
-    _eval(capsys, work, tiny_checkpoint, "knn", "--baselines", "--no-cache",
-          "--output", str(work / "knn2"))
-    again = json.loads((work / "knn2" / "results.json").read_text())["baselines"]
-    assert again["random init"]["metrics"] == rand["metrics"]
+    # seeded: the random initialisation is the same on a second setup, another with --seed
+    def random_weights(seed: int) -> dict:
+        s = setup(EvalRequest(checkpoint=tiny_checkpoint, data="digits", seed=seed))
+        return baseline_setups(s)[RANDOM_INIT].backbone.state_dict()
+
+    first, again, other = random_weights(0), random_weights(0), random_weights(1)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
 
 
 def test_eval_knn_eval_linear_and_analyze_give_one_verdict(three_readings, work):
@@ -114,7 +119,7 @@ def test_eval_knn_eval_linear_and_analyze_give_one_verdict(three_readings, work)
             [b["difference"] for b in results["baselines"].values()]
     # the linear probe held out a validation split and says so
     stop = linear["config"]["early_stopping"]
-    assert stop["num_validation"] + stop["num_fit"] == 1437  # digits' train split
+    assert stop["num_validation"] + stop["num_fit"] == len(Digits("train"))
     assert "held out (" in three_readings["linear"] and "best validation top-1" in \
         three_readings["linear"]
     assert not (work / "linear" / "loss_curve.png").exists()  # summary.png has the loss

@@ -287,9 +287,9 @@ def margin_reading(margin: float, baseline: float, classes: int,
     """The target-noise margin (Feeney & Hughes 2023, Table 1, Fig. 2) against random init's,
     and whether it agrees with the verdict's kNN comparison with random init (both read the
     neighbourhoods of the test images; the margin only the nearest image of each kind)."""
-    from contrastkit.eval.plots import TIE
+    from contrastkit.eval.plots import compared
 
-    higher = margin > baseline + TIE
+    relation = compared(margin, baseline)
     text = (f"target_noise_margin {margin:+.3f} (random init {baseline:+.3f}): median "
             "similarity of a test image to its nearest same-class training image minus that to "
             "its nearest other-class one; larger is better.")
@@ -297,23 +297,24 @@ def margin_reading(margin: float, baseline: float, classes: int,
         text += (f" Negative: for most test images an image of another class is the nearest;"
                  f" usual with {classes} classes (the other {classes - 1} supply most "
                  "candidates), so compare it with random init rather than with 0.")
+    than = {"higher": "Higher than", "lower": "Lower than", "about equal": "About equal to"}[
+        relation]
     knn = _knn_against(verdict, RANDOM_INIT)
     if knn is None:
-        return text + (" Higher than random init's." if higher else
-                       " Not higher than random init's.")
-    if higher and knn > 0:
-        agreement = ("Higher than random init, as kNN found in the verdict: pretraining brought "
+        return f"{text} {than} random init's."
+    if relation == "higher" and knn > 0:
+        agreement = (f"{than} random init's, as kNN found in the verdict: pretraining brought "
                      "images of a class closer together.")
-    elif higher:
-        agreement = ("Higher than random init, but kNN did not beat random init significantly: "
+    elif relation == "higher":
+        agreement = (f"{than} random init's, but kNN did not beat random init significantly: "
                      "the nearest image improved, not enough of the k neighbours kNN votes with.")
     elif knn > 0:
-        agreement = ("Not higher than random init although kNN beat it in the verdict: the "
-                     "margin compares the single nearest images, kNN votes over its k "
-                     "neighbours; for whether the features are useful, keep kNN's reading.")
+        agreement = (f"{than} random init's although kNN beat it in the verdict: the margin "
+                     "compares the single nearest images, kNN votes over its k neighbours; for "
+                     "whether the features are useful, keep kNN's reading.")
     else:
-        agreement = ("Not higher than random init, and kNN did not beat random init either: "
-                     "both say pretraining did not bring images of a class closer.")
+        agreement = (f"{than} random init's, and kNN did not beat random init either: both say "
+                     "pretraining did not bring images of a class closer.")
     return f"{text} {agreement}"
 
 

@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 COLOURS = ("tab:red", "tab:gray", "tab:blue", "tab:purple")
+METHOD_NAMES = {"tsne": "t-SNE", "umap": "UMAP"}
 
 
 def _panels(items: Mapping[str, object], what: str) -> list[tuple[str, object]]:
@@ -246,9 +247,9 @@ def plot_embedding_2d(
             ax.legend(*points.legend_elements(), title="class", fontsize="small", loc="best")
         ax.set_xticks([])
         ax.set_yticks([])
-        ax.set_title(f"{name} ({used.upper()})")
+        ax.set_title(f"{name} ({METHOD_NAMES[used]})")
     return save_figure(fig, path, caption=(
-        f"{used.upper()} of the L2-normalised test embeddings, one colour per class, "
+        f"{METHOD_NAMES[used]} of the L2-normalised test embeddings, one colour per class, "
         f"{' beside '.join(projected)}: one-colour islands mean the classes separate without "
         "labels; distances between islands mean little."))
 
