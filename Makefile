@@ -11,7 +11,7 @@ STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo demo-losses test lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
+.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,27 +36,48 @@ demo-losses: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
+# The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the
+# CPU torch of .venv, so a second venv holds the pair torch 2.14.1 + torchvision 0.29.1 (a CUDA
+# build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm_lane/
+# (skipped in .venv). Not part of `make test`: the install is too large for CI.
+TIMM_VENV := .venv-timm
+TIMM_PY := $(TIMM_VENV)/bin/python
+TIMM_STAMP := $(TIMM_VENV)/.contrastkit-installed
+TIMM_TORCH ?= torch==2.14.1 torchvision==0.29.1
+
+$(TIMM_STAMP): pyproject.toml Makefile
+	@test -x $(TIMM_PY) || $(PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_PY) -m pip install -q --upgrade pip
+	$(TIMM_PY) -m pip install -q $(TIMM_TORCH)
+	$(TIMM_PY) -m pip install -q -e ".[data,train,eval,imagenet,test,timm]"
+	@touch $(TIMM_STAMP)
+
+test-timm: $(TIMM_STAMP)
+	$(TIMM_PY) -m pytest -q -n 2 tests/timm_lane
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples studies
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
-# The CPU-scale reproduction study (docs/reproduction.md): 30 runs in two lanes of one thread
-# each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
-# stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
+# The CPU-scale reproduction study (docs/reproduction.md): two lanes of one thread sharing one
+# study list (each takes the next run the other does not hold; the temperature reruns first, the
+# tuned SINCERE/SupCon runs once their grid has chosen); the second round plans about 19
+# CPU-hours. Resumable: rerun after any stop. Finished runs are recorded in
+# docs/reproduction/runs: commit them to go on elsewhere.
+REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 sce_lambda_tau baselines
 repro-cpu: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study dystress temperature & lane=$$!; \
-	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study baselines sincere sce_lambda_tau; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES); \
 	second=$$?; wait $$lane && test $$second -eq 0
 	$(PY) -m studies.repro report
 
-# Part B on a GPU machine: one pretraining chunk (at most --chunk-time) or evaluation per call,
-# resumable; repeat until every run is done (docs/reproduction.md). ARGS: more options. Like
-# bench-gpu it runs without .venv (BENCH_PY, the checkout's src on PYTHONPATH).
-repro-gpu:
-	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) -m studies.repro gpu \
-		--max-steps 1 $(ARGS)
+# Part B, one paper run per block of GPU time (docs/reproduction.md, Part B): the next block's
+# estimate and its device call (the run tool's command, carry and timeout), from this machine.
+# ARGS: --json (the call only), --force, or --record FOLDER (a finished block's files).
+repro-gpu: $(STAMP)
+	$(PY) -m studies.repro gpu $(ARGS)
 
 repro-report: $(STAMP)
 	$(PY) -m studies.repro report

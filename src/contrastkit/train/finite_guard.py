@@ -52,7 +52,7 @@ def check_weights(module: torch.nn.Module, step: int, epoch: int,
     finite = torch.stack([torch.isfinite(t).all() for t in tensors]).all()
     if not bool(finite):
         raise NonFiniteLossError(
-            f"the weights became NaN or infinite by step {step} (epoch {epoch}), before the "
+            f"the weights became NaN or infinite by step {step} (epoch {epoch + 1}), before the "
             f"loss showed it; the run stops here and {_kept(last_checkpoint)}; {ADVICE}"
         )
 
@@ -73,7 +73,9 @@ class FiniteGuard:
         self._calls = 0
 
     def observe(self, loss: Tensor, step: int, epoch: int, batch: int) -> bool:
-        """Record ``loss`` of optimiser step ``step``; True when the caller should :meth:`check`.
+        """Record ``loss`` of optimiser step ``step`` (``epoch`` and ``batch`` counted from 0, as
+        Lightning counts them; the message counts from 1); True when the caller should
+        :meth:`check`.
 
         Five kernels on the loss's device (a subtraction and a NaN test, where ``isfinite``
         and its negation took five, then the masked fill's condition and the fill); nothing is
@@ -124,7 +126,9 @@ class FiniteGuard:
             self._where.clear()
             return
         epoch, batch = self._where.get(step, (-1, -1))
-        where = f"step {step}" + (f" (epoch {epoch}, batch {batch})" if epoch >= 0 else "")
+        # epochs and batches counted from 1, as the epoch lines count them
+        where = f"step {step}" + (f" (epoch {epoch + 1}, batch {batch + 1})" if epoch >= 0
+                                  else "")
         raise NonFiniteLossError(
             f"the training loss became NaN or infinite at {where}; the run stops here and "
             f"{_kept(last_checkpoint)}; {ADVICE}"
