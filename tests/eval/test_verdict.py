@@ -91,10 +91,10 @@ def test_knn_and_linear_disagree_and_the_verdict_gives_one_reading():
                for name, (xtr, xte) in case["features"].items()}
     agree = margin_reading(margins["pretrained"], margins["random init"], 2, verdict)
     assert margins["pretrained"] > margins["random init"]
-    assert "Higher than random init, as kNN found in the verdict" in agree
+    assert "Higher than random init's, as kNN found in the verdict" in agree
     # ... and, where the margin alone would say otherwise, it says why the verdict stands
     differ = margin_reading(margins["random init"] - 0.1, margins["random init"], 2, verdict)
-    assert "Not higher than random init although kNN beat it in the verdict" in differ
+    assert "Lower than random init's although kNN beat it in the verdict" in differ
     assert "keep kNN's reading" in differ
     # the verdict travels in results.json and comes back the same (compare pools it)
     again = weigh([evidence_from_record(e) for e in verdict.record()["evidence"]])
