@@ -11,7 +11,7 @@ STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo demo-losses test lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
+.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,27 +36,48 @@ demo-losses: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
+# The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the
+# CPU torch of .venv, so a second venv holds the pair torch 2.14.1 + torchvision 0.29.1 (a CUDA
+# build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm_lane/
+# (skipped in .venv). Not part of `make test`: the install is too large for CI.
+TIMM_VENV := .venv-timm
+TIMM_PY := $(TIMM_VENV)/bin/python
+TIMM_STAMP := $(TIMM_VENV)/.contrastkit-installed
+TIMM_TORCH ?= torch==2.14.1 torchvision==0.29.1
+
+$(TIMM_STAMP): pyproject.toml Makefile
+	@test -x $(TIMM_PY) || $(PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_PY) -m pip install -q --upgrade pip
+	$(TIMM_PY) -m pip install -q $(TIMM_TORCH)
+	$(TIMM_PY) -m pip install -q -e ".[data,train,eval,imagenet,test,timm]"
+	@touch $(TIMM_STAMP)
+
+test-timm: $(TIMM_STAMP)
+	$(TIMM_PY) -m pytest -q -n 2 tests/timm_lane
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples studies
 
 bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
-# The CPU-scale reproduction study (docs/reproduction.md): 30 runs in two lanes of one thread
-# each, about 15 CPU-hours planned (7-8 hours of two idle cores); resumable: rerun after any
-# stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
+# The CPU-scale reproduction study (docs/reproduction.md): two lanes of one thread sharing one
+# study list (each takes the next run the other does not hold; the temperature reruns first, the
+# tuned SINCERE/SupCon runs once their grid has chosen); the second round plans about 19
+# CPU-hours. Resumable: rerun after any stop. Finished runs are recorded in
+# docs/reproduction/runs: commit them to go on elsewhere.
+REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 sce_lambda_tau baselines
 repro-cpu: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study dystress temperature & lane=$$!; \
-	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study baselines sincere sce_lambda_tau; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
+	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES); \
 	second=$$?; wait $$lane && test $$second -eq 0
 	$(PY) -m studies.repro report
 
-# Part B on a GPU machine: one pretraining chunk (at most --chunk-time) or evaluation per call,
-# resumable; repeat until every run is done (docs/reproduction.md). ARGS: more options. Like
-# bench-gpu it runs without .venv (BENCH_PY, the checkout's src on PYTHONPATH).
-repro-gpu:
-	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) -m studies.repro gpu \
-		--max-steps 1 $(ARGS)
+# Part B, one paper run per block of GPU time (docs/reproduction.md, Part B): the next block's
+# estimate and its device call (the run tool's command, carry and timeout), from this machine.
+# ARGS: --json (the call only), --force, or --record FOLDER (a finished block's files).
+repro-gpu: $(STAMP)
+	$(PY) -m studies.repro gpu $(ARGS)
 
 repro-report: $(STAMP)
 	$(PY) -m studies.repro report
@@ -64,11 +85,14 @@ repro-report: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
-# make bench-gpu [BENCH_OUT=folder]: the CUDA-only tests, then every figure of the GPU-speed goal
-# into BENCH_OUT/bench_gpu.json and bench_gpu.md (benchmarks/bench_gpu.py; < 10 min on one
-# GPU). On the GPU machine, which has no .venv: `source .carry/env.sh && make bench-gpu`
-# (../shared/gpu/README.md). On a CPU it runs at a small size and says so.
+# make bench-gpu [BENCH_OUT=folder] [BENCH_ARGS=--eager-only]: the CUDA-only tests, then every
+# figure of the GPU-speed goal, the eager loop beside the captured one, into
+# BENCH_OUT/bench_gpu.json and bench_gpu.md (benchmarks/bench_gpu.py; < 10 min on one GPU).
+# On the GPU machine, which has no .venv: `source .carry/env.sh && make bench-gpu`
+# (../shared/gpu/README.md), or the whole session: `bash benchmarks/gpu_session.sh`.
+# On a CPU it runs at a small size and says so.
 BENCH_OUT ?= bench-gpu
+BENCH_ARGS ?=
 BENCH_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
 bench-gpu:
-	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) benchmarks/bench_gpu.py --out $(BENCH_OUT)
+	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) benchmarks/bench_gpu.py --out $(BENCH_OUT) $(BENCH_ARGS)

@@ -19,9 +19,13 @@ Three formats:
 * a backbone exported by :func:`contrastkit.export.export_backbone` that is not a 2-D ResNet
   (``small_convnet``, ``resnet3d_*``) keeps its own keys and its description: in a ``.pth``
   as ``{"contrastkit": {"backbone": ...}, "backbone_state_dict": ...}``, in a ``.safetensors``
-  file as the header metadata ``contrastkit_backbone`` (JSON);
+  file as the header metadata ``contrastkit_backbone`` (JSON); exports carry the SHA-256 of
+  their tensors (:mod:`contrastkit.export_metadata`), checked here on load
+  (:func:`verify_export`);
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
-  exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
+  exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
+* a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
+  which carries the description as above.
 
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
@@ -129,24 +133,56 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
                          "SHA-256 stored with them; use another checkpoint of the run")
 
 
+#: The weights file of a Hub-format folder (``contrastkit export --format hf``).
+HUB_WEIGHTS = "model.safetensors"
+
+
+def weights_file(path: str | os.PathLike) -> Path:
+    """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
+    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub)."""
+    path = Path(path)
+    return path / HUB_WEIGHTS if path.is_dir() and (path / HUB_WEIGHTS).is_file() else path
+
+
+#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
+DIGEST_METADATA = "contrastkit_weights_sha256"
+
+
+def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike) -> None:
+    """Check the tensors of an export against the digest in its metadata (files without one,
+    exported before it existed, are not checked).
+
+    Raises:
+        ValueError: naming the file, when the digests differ (changed bytes).
+    """
+    stored = (metadata or {}).get(DIGEST_METADATA)
+    if stored is not None and weights_digest(dict(tensors)) != stored:
+        raise ValueError(f"checkpoint {path} is corrupted: its weights do not match the "
+                         "SHA-256 stored in its metadata; export it again from its checkpoint")
+
+
 def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
-    path = Path(path)
+    path = weights_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.suffix != ".safetensors":
         data = load_checkpoint_file(path)
         verify_weights(data, path)
+        if isinstance(data, dict) and isinstance(data.get("backbone_state_dict"), dict):
+            verify_export(data["backbone_state_dict"], data.get("contrastkit"), path)
         return data
     try:
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as handle:
             tensors = {k: handle.get_tensor(k) for k in handle.keys()}
-            spec = (handle.metadata() or {}).get(SPEC_METADATA)
+            metadata = handle.metadata() or {}
     except Exception as err:  # truncated, random bytes, another format: all unreadable
         raise ValueError(f"checkpoint {path} could not be read "
-                         f"({type(err).__name__}: {err})") from None
+                         f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+    verify_export(tensors, metadata, path)
+    spec = metadata.get(SPEC_METADATA)
     if spec is None:
         return tensors
     return {"contrastkit": {"backbone": json.loads(spec)}, "backbone_state_dict": tensors}
@@ -163,7 +199,7 @@ def read_metadata(path: str | os.PathLike) -> dict:
         FileNotFoundError: when ``path`` does not exist.
         ValueError: when the file cannot be read.
     """
-    path = Path(path)
+    path = weights_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.suffix == ".safetensors":
@@ -207,7 +243,8 @@ def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:
 
 
 def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
-    """Build the backbone stored in ``path`` and load its weights (eval mode).
+    """Build the backbone stored in ``path`` (a file, or a Hub-format folder: see
+    :func:`weights_file`) and load its weights (eval mode).
 
     Returns:
         ``(backbone, spec)``.

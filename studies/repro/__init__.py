@@ -4,8 +4,9 @@
 
     python -m studies.repro cpu [--study NAME ...] [--seeds 0 1 2] [--epochs N] [--dry-run]
                           [--max-steps N]
-    python -m studies.repro gpu [--study NAME ...] [--seeds 0] [--chunk-time 00:00:08:30]
-                          [--device cuda] [--max-steps N] [--dry-run]
+    python -m studies.repro gpu [--json] [--force] | gpu --record FOLDER
+    python -m studies.repro block RUN --out DIR --commit SHA [--archive A] [--limit-s S]
+                          [--device cuda|cpu] [--epochs N] [--probe-epochs N] [-- OVERRIDES]
     python -m studies.repro report [--summary FILE] [--output FILE] [--figures DIR]
     python -m studies.repro list
 
@@ -13,9 +14,10 @@
 a random-initialisation baseline in each; two lanes may run at once) and collects the results
 into ``runs/repro/summary.json``, recording each finished run's small files in
 ``docs/reproduction/runs`` (committed: the study goes on from there on another machine);
-``gpu`` (Part B) does the same at full scale, training in chunks; ``report`` collects again
-and writes ``docs/reproduction.md`` and its figures: each claim next to the paper's table or
-figure and numbers, with a verdict.
+``gpu`` (Part B) plans the next block of GPU time (one full-scale run trained, evaluated and
+recorded inside it) and prints its device call, whose command is ``block``, or records a
+finished block's files; ``report`` collects again and writes ``docs/reproduction.md`` and
+its figures: each claim next to the paper's table or figure and numbers, with a verdict.
 
 One module per job:
 
@@ -31,5 +33,10 @@ One module per job:
 * :mod:`~studies.repro.report`: the Markdown report;
 * :mod:`~studies.repro.scale`: its sections on the planned and measured cost and the scale;
 * :mod:`~studies.repro.figures`: its figures;
+* :mod:`~studies.repro.blocks`: Part B's order across blocks of GPU time, the next block and
+  its device call; :mod:`~studies.repro.device_block`: what the GPU machine runs;
+  :mod:`~studies.repro.block_records`: the block's records in transit;
+  :mod:`~studies.repro.partb`: Part B's results table; :mod:`~studies.repro.recipe`: the
+  papers' settings, checked against the configs;
 * :mod:`~studies.repro.cli`: the ``python -m studies.repro`` command line.
 """

@@ -3,9 +3,11 @@
 :func:`collect` reads, for every run of every study under ``runs/repro``, whether pretraining
 reached its last epoch (its finished mark, or the checkpoint's loop state), the first and last
 epochs' training loss and the online monitor's learning curve from ``metrics.csv``, the CPU and
-wall time of its commands (``cost.jsonl``, :mod:`studies.repro.records`), every
+wall time of its commands (``cost.jsonl``, :mod:`studies.repro.records`), the checkout and
+hardware that ran them (``provenance.jsonl``, :mod:`studies.repro.provenance`), every
 evaluation's ``results.json`` (with a bootstrap interval of its top-1 when it saved
-predictions) and every ``comparison.json``.
+predictions), every ``comparison.json``, and the settings the tuning grids chose
+(``choices``, :mod:`studies.repro.tuning`).
 :func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
 :func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
 of a summary.
@@ -21,8 +23,11 @@ from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
 from studies.repro import layout, records
+from studies.repro.block_records import BLOCK_SUMMARY
 from studies.repro.layout import RUNS, eval_dir
+from studies.repro.provenance import read_provenance
 from studies.repro.studies import STUDIES, Variant
+from studies.repro.tuning import folder_choices, is_resolved, resolve_study
 
 
 def config_epochs(config: str) -> int:
@@ -112,16 +117,19 @@ def _read_json(path: Path) -> dict | None:
         return None
 
 
-def shared_variants(part: str) -> list[Variant]:
-    """One variant per run folder (config stem) of the studies of ``part``: a run that several
-    studies share (the random-init baseline, the SimCLR temperature grid) is evaluated with the
-    protocols of all of them, so its variant carries the union of their evaluations, in study
-    order (the first study's variant otherwise)."""
+def shared_variants(part: str, choices: dict[str, dict] | None = None) -> list[Variant]:
+    """One variant per run folder (stem) of the studies of ``part``: a run that several
+    studies share (the random-init baseline, the SimCLR temperature grid, a tuning grid's
+    chosen run) is evaluated with the protocols of all of them, so its variant carries the
+    union of their evaluations, in study order (the first study's variant otherwise). Tuned
+    variants are read as ``choices`` resolve them (:mod:`studies.repro.tuning`); those not
+    chosen yet have no folder and are left out."""
     merged: dict[str, Variant] = {}
     for study in STUDIES.values():
         if study.part != part:
             continue
-        for variant in study.variants:
+        study = resolve_study(study, choices or {})
+        for variant in (v for v in study.variants if is_resolved(v)):
             first = merged.setdefault(variant.stem, variant)
             extra = tuple(e for e in variant.evals if e not in first.evals)
             if extra:
@@ -135,18 +143,23 @@ def collect(root: Path | None = None) -> dict:
     root = layout.REPO if root is None else root
     runs: dict[str, dict] = {}
     comparisons: dict[str, dict] = {}
+    choices: dict[str, dict] = {}
     for tag_dir in sorted((root / RUNS).glob("*")):
         if not tag_dir.is_dir():
             continue
         tag = tag_dir.name
         part, _, ep = tag.partition("-e")
-        for variant in shared_variants(part):
+        chosen = folder_choices(STUDIES.values(), root, tag)
+        if tag == part:
+            choices.update(chosen)
+        for variant in shared_variants(part, chosen):
             for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
                 key = f"{tag}/{variant.stem}/{seed_dir.name}"
                 runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
         for study in STUDIES.values():
             if study.part != part:
                 continue
+            study = resolve_study(study, chosen)
             for a, b, protocol in study.all_pairs():
                 sa, sb = study.variant(a).stem, study.variant(b).stem
                 base = tag_dir / "compare" / f"{sa}__vs__{sb}" / protocol
@@ -160,7 +173,7 @@ def collect(root: Path | None = None) -> dict:
                                                         "n_resamples")},
                             "cpu_seconds": records.read_costs(seed_dir).get("cost/cpu_seconds")}
     return {"generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "runs": runs, "comparisons": comparisons}
+            "runs": runs, "comparisons": comparisons, "choices": choices}
 
 
 def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:
@@ -208,7 +221,8 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
             "pretrain_finished": finished, "evals_done": evals_done,
             "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
             "metrics": metrics, "monitor": [list(point) for point in curve],
-            "figures": figures}
+            "figures": figures, "provenance": read_provenance(seed_dir),
+            "block": _read_json(seed_dir / BLOCK_SUMMARY)}  # Part B: its block's summary
 
 
 def write_summary(summary: dict, path: Path) -> None:

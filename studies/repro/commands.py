@@ -26,6 +26,10 @@ EVALS: dict[str, list[str]] = {
     "knn1_projector": ["eval", "knn", "--k", "1", "--space", "projector"],
     "knn5_projector": ["eval", "knn", "--k", "5", "--space", "projector"],
     "analyze_projector": ["analyze", "--space", "projector"],
+    # the tuning grid's validation (issue 38): 1-NN in the projector's output of the 5,000
+    # training-split images after the 10,000 a Part A run trains on, against those 10,000
+    "knn1_heldout_projector": ["eval", "knn", "--k", "1", "--space", "projector",
+                               "--subset", "10000", "--held-out", "5000"],
 }
 
 
@@ -37,10 +41,12 @@ def data_args() -> list[str]:
 
 def pretrain_command(variant: Variant, seed: int, out: Path, *, resume: bool,
                      epochs: int | None = None, chunk: list[str] | None = None) -> list[str]:
-    """``contrastkit pretrain`` of one run into ``out/pretrain``: resumed from its last
-    checkpoint when ``resume``, ``epochs`` overriding the config's, ``chunk`` appended."""
+    """``contrastkit pretrain`` of one run into ``out/pretrain``: the variant's overrides
+    after its config, resumed from its last checkpoint when ``resume``, ``epochs`` overriding
+    the config's, ``chunk`` appended."""
     cmd = ["contrastkit", "pretrain", "--config", variant.config, "--output", str(out / "pretrain"),
-           "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false"]
+           "--seed_everything", str(seed), "--trainer.enable_progress_bar", "false",
+           *variant.overrides]
     if epochs is not None:
         cmd += ["--trainer.max_epochs", str(epochs)]
     cmd += chunk or []
@@ -98,7 +104,8 @@ def chunk_arguments(chunk_seconds: int, trained: float) -> list[str]:
 
 def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
                  device: str = "cpu") -> list[str]:
-    """``contrastkit eval`` / ``analyze`` (:data:`EVALS`) of the last checkpoint in ``out``."""
+    """``contrastkit eval`` / ``analyze`` (:data:`EVALS`) of the last checkpoint in ``out``,
+    with the variant's ``eval_args`` and its ``protocol_args`` for ``protocol`` last."""
     cmd = ["contrastkit", *EVALS[protocol], "--checkpoint",
            str(out / "pretrain" / "checkpoints" / "last.ckpt"), *data_args(),
            "--output", str(eval_dir(out, protocol)), "--cache-dir", FEATURE_CACHE,
@@ -106,7 +113,7 @@ def eval_command(variant: Variant, protocol: str, seed: int, out: Path,
            "--overwrite"]  # run only when results.json is missing: replace what is there
     if protocol.startswith("analyze"):
         cmd += list(variant.analyze_args)
-    return cmd
+    return cmd + list(variant.eval_args) + list(dict(variant.protocol_args).get(protocol, ()))
 
 
 def compare_command(a: Path, b: Path, out: Path, seed: int) -> list[str]:

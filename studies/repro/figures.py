@@ -62,11 +62,15 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  "as bank, so their numbers differ from the last point.")
     if study.name == "temperature":
         panels = [("knn200/top1", 100.0, "200-NN top-1 (%)"),
-                  ("analyze/uniformity", 1.0, "uniformity (lower: more uniform)"),
-                  ("analyze/tolerance", 1.0, "tolerance")]
+                  ("analyze_projector/uniformity", 1.0,
+                   "uniformity, projector (lower: more uniform)"),
+                  ("analyze_projector/tolerance", 1.0, "tolerance, projector"),
+                  ("analyze/uniformity", 1.0, "uniformity, backbone"),
+                  ("analyze/tolerance", 1.0, "tolerance, backbone")]
         grid = [study.variant(f"simclr_t{t}").stem for t in TEMPERATURES]
         if any(mean(stem, m) is not None for stem in grid for m, _, _ in panels):
-            fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), constrained_layout=True)
+            fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6),
+                                     constrained_layout=True)
             for ax, (metric, scale, ylabel) in zip(axes, panels, strict=True):
                 xs, ys = [], []
                 for t, stem in zip(TEMPERATURES, grid, strict=True):
@@ -85,19 +89,22 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                 ax.set_ylabel(ylabel)
                 ax.legend(fontsize=7)
             save(fig, "repro_temperature.png",
-                 "Study 2: 200-NN accuracy, uniformity and tolerance (the backbone's "
-                 "features) against the temperature "
+                 "Study 2: 200-NN accuracy, and uniformity and tolerance of the projector's "
+                 "output (the claims' layer) and of the backbone's features, against the "
+                 "temperature "
                  f"(`runs/repro/{tag}`, seed mean; dashed: the random-init baseline).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
-                                  [(f"simclr_t{t}", "analyze/local_separation.png")
+                                  [(f"simclr_t{t}", "analyze_projector/local_separation.png")
                                    for t in (TEMPERATURES[0], TEMPERATURES[-1])],
                                   "local separation (supplement Figs. 1, 4)")
-    elif study.name == "sincere":
+    elif study.name in ("sincere", "cifar2"):
         from contrastkit.train.callbacks import read_metrics_csv
 
+        prefix = "" if study.name == "sincere" else "cifar2_"
         curves = {}
         for v in study.variants:
-            if v.name == "random_init" or f"{tag}/{v.stem}/seed0" not in summary.get("runs", {}):
+            if (v.name.endswith("random_init") or v.tuning is not None
+                    or f"{tag}/{v.stem}/seed0" not in summary.get("runs", {})):
                 continue  # random init: one step, no curve; a run the summary lacks: none
             metrics_csv = layout.REPO / RUNS / tag / v.stem / "seed0" / "pretrain" / "metrics.csv"
             if metrics_csv.is_file():
@@ -113,15 +120,16 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                  f"{study.title}: training loss (seed 0, `runs/repro/{tag}`; SINCERE Table 4 "
                  "compares the first and last epochs' values).")
         made += _copy_run_figures(study, summary, tag, figures_dir,
-                                  [("supcon", "analyze_projector/similarity_histograms.png"),
-                                   ("sincere", "analyze_projector/similarity_histograms.png")],
+                                  [(f"{prefix}{loss}",
+                                    "analyze_projector/similarity_histograms.png")
+                                   for loss in ("supcon", "sincere")],
                                   "nearest target / noise similarity histograms (SINCERE Fig. 2)")
     elif study.name in ("baselines", "dystress", "gpu_table6", "gpu_table3"):
         metric = "linear_d1/top1" if study.name == "gpu_table6" else "knn200/top1"
         labels, values, errs = [], [], []
         base = None
         for v in study.variants:
-            if v.name == "random_init":
+            if v.name.endswith("random_init"):
                 base = mean(v.stem, metric, 100.0)
                 continue
             vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
@@ -160,7 +168,8 @@ def _learning_curves(study: Study, summary: dict, tag: str, plt):
                 if r.get("tag") == tag and r.get("stem") == stem and r.get("pretrain_finished")
                 and r.get("monitor")]
 
-    trained = [(v.label, curves(v.stem)) for v in study.variants if v.name != "random_init"]
+    trained = [(v.label, curves(v.stem)) for v in study.variants
+               if not v.name.endswith("random_init")]
     trained = [(label, runs) for label, runs in trained if runs]
     if not trained:
         return None
@@ -173,9 +182,9 @@ def _learning_curves(study: Study, summary: dict, tag: str, plt):
         if len(runs) > 1:
             ax.fill_between(epochs, [min(v) for v in values], [max(v) for v in values],
                             color=line.get_color(), alpha=0.15, linewidth=0)
-    if any(v.name == "random_init" for v in study.variants):
-        base = [value for r in curves(study.variant("random_init").stem)
-                for value in r.values()]
+    init = next((v for v in study.variants if v.name.endswith("random_init")), None)
+    if init is not None:
+        base = [value for r in curves(init.stem) for value in r.values()]
         if base:
             ax.axhline(sum(base) / len(base), color="grey", linestyle="--",
                        label=f"random init ({len(base)} seed{'s' if len(base) > 1 else ''})")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The source checkout this package lies in (``src/contrastkit/repro/`` is three levels down):
+#: The source checkout this package lies in (``studies/repro/`` is two levels down):
 #: the study's configs, runs and report live there, and its commands run from there.
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = "../shared/data/cifar10-jpg.tar.gz"

@@ -1,48 +1,63 @@
 """The planned cost of Part A: an estimate made before the runs, not a measured study cost.
 
-CPU cost of one run = steps x CPU-seconds per step (:data:`STEP_SECONDS`, by config) + the
-CPU-seconds of each of its evaluations (:data:`EVAL_SECONDS`); a run shared by several studies
-(the SimCLR runs, the random-initialisation baseline) is counted once, in the first study that
-lists it, with the union of the evaluations its studies need. :func:`planned_cost` sums this
-per study and per lane (:data:`LANES`: two processes of one thread each, started together).
+CPU cost of one run = its optimiser steps (from its config: epochs x full batches of its
+images, or ``limit_train_batches``) x CPU-seconds per step (:data:`STEP_SECONDS`, by config
+stem) + the CPU-seconds of its evaluations (:data:`EVAL_SECONDS`). A run shared by several
+studies (the SimCLR runs, the random-initialisation baseline) is counted once, in the first
+study that lists it, with the union of the evaluations its studies need. A tuned run
+(:mod:`studies.repro.tuning`) that reuses its grid's chosen run adds, at the grid's seed,
+only the evaluations the grid run lacks. :func:`planned_cost` sums this per study; runs the
+second round (issue 38) reuses from the first are left out (:data:`REUSED`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from studies.repro.studies import Study
+import yaml
 
-#: Optimiser steps of one trained Part A run: 30 epochs of 39 full batches (10,000 images,
-#: batch 256, the last partial batch dropped), and of the random-init baseline (1 step).
-STEPS = {"trained": 30 * 39, "random_init": 1}
+from studies.repro import layout
+from studies.repro.studies import Study, Variant
 
 #: CPU-seconds per training step with one torch thread, batch 256, 32 px, ResNet-18 width 16
-#: CIFAR stem, augmentation included, per config stem prefix: issue 25's table (2-core machine
-#: of this project; ReSSL taken as SCE's, the random-init step as SimCLR's).
-STEP_SECONDS: dict[str, float] = {"simclr": 1.76, "dystress": 1.74, "sce": 1.17, "moco": 1.18,
-                                  "ressl": 1.17, "supcon": 1.82, "sincere": 1.97,
-                                  "random_init": 1.76}
+#: CIFAR stem, augmentation included, by config stem prefix (the longest matching prefix):
+#: the first round's measured pretraining CPU time per run over its 1,170 steps (its final
+#: per-config table: SimCLR t = 0.1 / 0.2 / 0.5 40.3 / 39.6 / 38.3 CPU-minutes, DySTreSS
+#: 38.0, SINCERE 40.2, SupCon 40.4; two lanes of one thread on this project's shared 2-core
+#: machine); CIFAR-2 runs as their CIFAR-10 loss, the random-init step as SimCLR's.
+STEP_SECONDS: dict[str, float] = {"simclr": 2.03, "dystress": 1.95, "sincere": 2.06,
+                                  "supcon": 2.07, "cifar2_sincere": 2.06,
+                                  "cifar2_supcon": 2.07, "cifar2_random_init": 2.03,
+                                  "random_init": 2.03}
 
-#: The same, measured on 2026-11-25 with the study's own configs while the 2 cores were shared
-#: (load average 7-10): process CPU time of 16 steps minus that of 1 step, over 15 steps
-#: (SupCon: 78 minus 1, over 77). SCE (with shuffled key BN) 2.88, SimCLR 3.86, SupCon 3.43;
-#: the others by analogy (MoCo v2 and ReSSL as SCE, DySTreSS and the random-init step as
-#: SimCLR, SINCERE as SupCon). Contention inflates CPU time, so these bound a shared machine.
-SHARED_STEP_SECONDS: dict[str, float] = {"simclr": 3.86, "dystress": 3.86, "sce": 2.88,
-                                         "moco": 2.88, "ressl": 2.88, "supcon": 3.43,
-                                         "sincere": 3.43, "random_init": 3.86}
+#: CPU-seconds of evaluations of a width-16 checkpoint, start-up included, from the first
+#: round's ``cost.jsonl`` (means over its runs): extracting and caching one split pair's
+#: features in one space (backbone or projector) with the first kNN evaluation (``features``
+#: 80 + ``knn`` 5: a first 200-NN or 1-NN cost 81-93), each further kNN evaluation in that
+#: space reading them (``knn`` 5), ``analyze`` after them (44); the held-out validation's
+#: features are those of 15,000 training images (``heldout_features``).
+EVAL_SECONDS: dict[str, float] = {"features": 80.0, "knn": 5.0, "analyze": 44.0,
+                                  "heldout_features": 25.0}
 
-#: CPU-seconds of the evaluations of a width-16 checkpoint, start-up included: the first kNN
-#: evaluation of a run extracts and caches the features of the train and test splits
-#: (``knn_first``, issue 25's figure; 134 measured on the shared machine), every further kNN
-#: evaluation reads them (``knn_cached``; 8.8 measured); ``analyze`` after them: 81 measured
-#: on the shared machine (docs/reproduction.md).
-EVAL_SECONDS: dict[str, float] = {"knn_first": 60.0, "knn_cached": 9.0, "analyze": 81.0}
+#: The first round's recorded runs that the second round reuses (not trained again).
+REUSED = frozenset({"random_init"})
+#: The studies of the second round (issue 38), in the order its lanes take them.
+ROUND_TWO = ("temperature", "dystress", "sincere_grid", "sincere", "cifar2")
+#: Lanes of the second round: two processes of one thread sharing :data:`ROUND_TWO`.
+LANES = 2
 
-#: The two lanes of ``python -m studies.repro cpu`` the plan assumes (``--study`` lists).
-LANES = (("dystress", "temperature"), ("baselines", "sincere", "sce_lambda_tau"))
+
+def config_steps(config: str) -> int:
+    """Optimiser steps of one run of ``config`` (path relative to the checkout):
+    ``limit_train_batches`` when set, else ``max_epochs`` x full batches of its images
+    (``data.subset``)."""
+    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    trainer, data = raw.get("trainer") or {}, raw.get("data") or {}
+    per_epoch = trainer.get("limit_train_batches") or int(data["subset"]) // int(
+        data["batch_size"])
+    return int(trainer.get("max_epochs", 1)) * int(per_epoch)
 
 
 @dataclass(frozen=True)
@@ -60,47 +75,58 @@ class StudyCost:
 
 
 def _step_seconds(stem: str, table: dict[str, float]) -> float:
-    for prefix, seconds in table.items():
-        if stem.startswith(prefix):
-            return seconds
-    raise KeyError(f"no planned step cost for config {stem!r}")
+    prefixes = sorted((p for p in table if stem.startswith(p)), key=len, reverse=True)
+    if not prefixes:
+        raise KeyError(f"no planned step cost for config {stem!r}")
+    return table[prefixes[0]]
 
 
 def _eval_seconds(protocols: set[str]) -> float:
-    """CPU-seconds of one run's evaluations: features once per embedding space (backbone,
-    projector: a ``_projector`` protocol) for its kNN evaluations, then each ``analyze``."""
-    seconds = EVAL_SECONDS["analyze"] * sum(p.startswith("analyze") for p in protocols)
-    for projector in (False, True):
-        knn = sum(p.startswith("knn") and p.endswith("_projector") == projector
-                  for p in protocols)
-        if knn:
-            seconds += EVAL_SECONDS["knn_first"] + (knn - 1) * EVAL_SECONDS["knn_cached"]
-    return seconds
+    """CPU-seconds of one run's evaluations: features once per space (backbone, projector,
+    the held-out validation) for its kNN and ``analyze`` evaluations, then each of them."""
+    spaces = {("heldout" if "heldout" in p else "projector" if p.endswith("_projector")
+               else "backbone") for p in protocols}
+    seconds = sum(EVAL_SECONDS["heldout_features" if space == "heldout" else "features"]
+                  for space in spaces)
+    return seconds + sum(EVAL_SECONDS["analyze" if p.startswith("analyze") else "knn"]
+                         for p in protocols)
 
 
-def planned_cost(studies: Sequence[Study],
-                 step_seconds: dict[str, float] = STEP_SECONDS) -> list[StudyCost]:
-    """Per study, in order: the runs it adds over ``seeds x variants`` and their CPU-seconds
-    (``step_seconds``: CPU-seconds per step by config stem prefix)."""
-    evals: dict[tuple[str, int], set[str]] = {}
-    owner: dict[tuple[str, int], str] = {}
-    for study in studies:
-        for seed in study.seeds:
-            for v in study.variants:
-                owner.setdefault((v.stem, seed), study.name)
-                evals.setdefault((v.stem, seed), set()).update(v.evals)
+def _runs(study: Study, variant: Variant) -> list[tuple[tuple[str, int], Variant, bool]]:
+    """``((run key, seed), variant, trains)`` of each seed of ``variant`` in ``study``: a
+    tuned run reusing its grid's chosen run trains nothing at the grid's seed."""
+    tuning = variant.tuning
     out = []
-    for study in studies:
-        keys = [k for k, name in owner.items() if name == study.name]
-        train = sum(STEPS["random_init" if stem == "random_init" else "trained"]
-                    * _step_seconds(stem, step_seconds) for stem, _ in keys)
-        evaluation = sum(_eval_seconds(evals[k]) for k in keys)
-        out.append(StudyCost(study.name, len(keys), train, evaluation))
+    for seed in study.seeds:
+        if tuning is not None and tuning.reuse:
+            key = f"{tuning.name}-chosen" if seed != tuning.seed else f"{tuning.name}-grid"
+            out.append(((key, seed), variant, seed != tuning.seed))
+        else:
+            out.append(((variant.stem, seed), variant, True))
     return out
 
 
-def lane_seconds(costs: Sequence[StudyCost],
-                 lanes: Sequence[Sequence[str]] = LANES) -> list[float]:
-    """Planned CPU-seconds of each lane (the sum of its studies' costs)."""
-    by_name = {c.study: c.seconds for c in costs}
-    return [sum(by_name[name] for name in lane) for lane in lanes]
+def planned_cost(studies: Sequence[Study],
+                 step_seconds: dict[str, float] = STEP_SECONDS,
+                 reused: frozenset[str] = REUSED) -> list[StudyCost]:
+    """Per study, in order: the runs it adds over ``seeds x variants`` (leaving out the
+    ``reused`` stems) and their CPU-seconds (``step_seconds``: CPU-seconds per step by config
+    stem prefix)."""
+    evals: dict[tuple[str, int], set[str]] = {}
+    owner: dict[tuple[str, int], tuple[str, Variant, bool]] = {}
+    for study in studies:
+        for v in study.variants:
+            if v.stem in reused:
+                continue
+            for key, variant, trains in _runs(study, v):
+                owner.setdefault(key, (study.name, variant, trains))
+                evals.setdefault(key, set()).update(variant.evals)
+    out = []
+    for study in studies:
+        keys = [k for k, (name, _, _) in owner.items() if name == study.name]
+        train = sum(config_steps(owner[k][1].config)
+                    * _step_seconds(Path(owner[k][1].config).stem, step_seconds)
+                    for k in keys if owner[k][2])
+        evaluation = sum(_eval_seconds(evals[k]) for k in keys)
+        out.append(StudyCost(study.name, sum(owner[k][2] for k in keys), train, evaluation))
+    return out

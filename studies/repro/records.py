@@ -15,7 +15,9 @@ Two files the runner writes make a folder self-describing without its checkpoint
   once the checkpoint's loop state says so (:func:`mark_finished`, read by :func:`finished`);
 * ``cost.jsonl``: one line per command run for the folder (``step``, ``cpu_seconds`` of the
   command's process tree, ``wall_seconds``, ``exit_status``, ``started``), appended by
-  :class:`~studies.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`).
+  :class:`~studies.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`);
+* ``provenance.jsonl``: one line per command, the checkout's commit, the versions and the
+  hardware it ran on (:mod:`studies.repro.provenance`).
 
 Checkpoints (about 11 MB per run) are not recorded: a recorded run is evaluated with a protocol
 added after it finished only by training it again (delete its folder and its record).
@@ -38,9 +40,13 @@ from pathlib import Path
 
 from studies.repro import layout
 from studies.repro.layout import RECORDS, RUNS
+from studies.repro.provenance import PROVENANCE_LOG
 
 FINISHED = "finished.json"
 COST_LOG = "cost.jsonl"
+#: The per-command logs a folder grows (its cost, and its provenance:
+#: :mod:`studies.repro.provenance`).
+LOGS = (COST_LOG, PROVENANCE_LOG)
 #: Names never recorded: the checkpoints folder and the runner's lock.
 UNRECORDED = frozenset({"checkpoints", ".lock"})
 
@@ -140,18 +146,18 @@ def record(folder: Path) -> Path:
 def _restorable(recorded: Path, working: Path) -> list[Path]:
     """The files of a record to copy back: those of a recorded run that the working copy lacks
     where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
-    it is; a run restored earlier gets the evaluations recorded since, and its cost log, which
-    grew with them); those of a comparison where none was made."""
+    it is; a run restored earlier gets the evaluations recorded since, and its cost and
+    provenance logs, which grew with them); those of a comparison where none was made."""
     if (recorded / "pretrain" / FINISHED).is_file():
         pre = working / "pretrain"
         if (pre / "checkpoints" / "last.ckpt").is_file():
             return []
         if not (pre / FINISHED).is_file():  # nothing trained here: the whole record
             return _files(recorded)
-        cost = Path(COST_LOG)
-        grown = (working / cost).is_file() and (recorded / cost).is_file() and (
-            (working / cost).read_bytes() != (recorded / cost).read_bytes())
-        return [f for f in _files(recorded) if not (working / f).is_file() or (grown and f == cost)]
+        grown = {log for log in map(Path, LOGS) if (working / log).is_file()
+                 and (recorded / log).is_file()
+                 and (working / log).read_bytes() != (recorded / log).read_bytes()}
+        return [f for f in _files(recorded) if not (working / f).is_file() or f in grown]
     return [] if (working / "comparison.json").is_file() else _files(recorded)
 
 

@@ -1,10 +1,14 @@
 """The Markdown report of the reproduction study (``docs/reproduction.md``).
 
-:func:`render_report` turns a collected summary into the page: how to rerun, the budget and
-what the scale can show (:mod:`studies.repro.scale`), the
-verdict rules, a count of verdicts per part, then per study its claims (paper's numbers,
-measured values per seed, verdict), a table of its runs per tag and its figures
-(:mod:`studies.repro.figures`). :func:`write_report` writes it atomically.
+:func:`render_report` turns a collected summary into the page. Its first screen: the tally of
+verdicts with *reversed at this scale* and the results table (:mod:`studies.repro.headline`),
+then the deviations from the papers (:mod:`studies.repro.deviations`); the details follow:
+how to rerun, which checkout trained the records (:mod:`studies.repro.provenance`), the
+planned and measured cost and what the scale can show (:mod:`studies.repro.scale`), the
+verdict rules, the gains over random initialisation, then per study its claims (paper's
+numbers, measured values per seed, verdict), a table of its runs per tag and its figures
+(:mod:`studies.repro.figures`). Tuned runs are shown as their grid chose
+(:mod:`studies.repro.tuning`). :func:`write_report` writes it atomically.
 """
 
 from __future__ import annotations
@@ -15,15 +19,25 @@ from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
 from studies.repro.collection import run_tags, seed_values
+from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
+from studies.repro.headline import results_lines, tally_lines
+from studies.repro.partb import partb_lines
+from studies.repro.plan import ROUND_TWO
+from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
+from studies.repro.rules import verdict_rule_lines
 from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
-from studies.repro.stats import SEED_SD, mde, t_interval
-from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES, Study
+from studies.repro.stats import t_interval
+from studies.repro.studies import (
+    STUDIES,
+    Study,
+    Variant,
+)
+from studies.repro.tuning import resolve_study, settings_text
 from studies.repro.verdicts import (
-    ABSOLUTE_TOLERANCE,
     COLLAPSE_MAX_DROP,
     COLLAPSE_SIMILARITY,
-    SIGN_STANDARD_ERRORS,
+    EQUIVALENCE_CONFIDENCE,
     Verdict,
     collapsed,
     judge,
@@ -32,11 +46,8 @@ from studies.repro.verdicts import (
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
-    "gpu": "It needs a GPU (its measured speed: `benchmarks/README.md`). On a GPU machine, "
-           "`python -m studies.repro gpu --max-steps 1` trains one "
-           "chunk of at most 10 minutes (or one evaluation) per call and resumes exactly "
-           "from the last epoch; repeat it until every run is done, then "
-           "`python -m studies.repro report`.",
+    "gpu": "It needs a GPU: one run per block of GPU time, in the order below "
+           "(`python -m studies.repro gpu` plans the next one).",
 }
 
 
@@ -75,27 +86,40 @@ def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits:
 
 
 #: Per-study table columns: (header, metric, scale, digits).
+_SUPERVISED = [("target-noise margin", "analyze_projector/target_noise_margin", 1, 3),
+               ("initial loss", "pretrain/initial_loss", 1, 2),
+               ("final loss", "pretrain/final_loss", 1, 2),
+               ("1-NN top-1 %", "knn1_projector/top1", 100, 2),
+               ("5-NN top-1 %", "knn5_projector/top1", 100, 2)]
 COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
-    "sincere": [("target-noise margin", "analyze_projector/target_noise_margin", 1, 3),
-                ("initial loss", "pretrain/initial_loss", 1, 2),
-                ("final loss", "pretrain/final_loss", 1, 2),
-                ("1-NN top-1 %", "knn1_projector/top1", 100, 2),
-                ("5-NN top-1 %", "knn5_projector/top1", 100, 2),
+    "sincere": [*_SUPERVISED,
                 ("backbone: margin", "analyze/target_noise_margin", 1, 3),
                 ("backbone: 1-NN %", "knn1/top1", 100, 2),
                 ("backbone: 5-NN %", "knn5/top1", 100, 2)],
+    "sincere_grid": [("validation 1-NN % (projector, held-out)",
+                      "knn1_heldout_projector/top1", 100, 2),
+                     ("initial loss", "pretrain/initial_loss", 1, 2),
+                     ("final loss", "pretrain/final_loss", 1, 2)],
+    "cifar2": _SUPERVISED,
     "temperature": [("200-NN top-1 %", "knn200/top1", 100, 2),
-                    ("uniformity", "analyze/uniformity", 1, 3),
-                    ("tolerance", "analyze/tolerance", 1, 3),
-                    ("positive sim.", "analyze/positive_similarity_mean", 1, 3),
-                    ("nearest negative sim.", "analyze/nearest_negative_similarity_mean", 1, 3)],
+                    ("uniformity", "analyze_projector/uniformity", 1, 3),
+                    ("tolerance", "analyze_projector/tolerance", 1, 3),
+                    ("positive sim.", "analyze_projector/positive_similarity_mean", 1, 3),
+                    ("nearest negative sim.",
+                     "analyze_projector/nearest_negative_similarity_mean", 1, 3),
+                    ("backbone: uniformity", "analyze/uniformity", 1, 3),
+                    ("backbone: tolerance", "analyze/tolerance", 1, 3),
+                    ("backbone: positive sim.", "analyze/positive_similarity_mean", 1, 3),
+                    ("backbone: nearest negative sim.",
+                     "analyze/nearest_negative_similarity_mean", 1, 3)],
     "baselines": [("200-NN top-1 %", "knn200/top1", 100, 2)],
     "dystress": [("200-NN top-1 %", "knn200/top1", 100, 2),
                  ("uniformity", "analyze/uniformity", 1, 4),
                  ("alignment", "analyze/alignment", 1, 4),
-                 ("inter-class uniformity", "analyze/interclass_uniformity", 1, 4)],
+                 ("inter-class uniformity", "analyze/interclass_uniformity", 1, 4),
+                 ("projector: uniformity", "analyze_projector/uniformity", 1, 4),
+                 ("projector: alignment", "analyze_projector/alignment", 1, 4)],
     "gpu_table6": [("linear (D.1) top-1 %", "linear_d1/top1", 100, 2),
-                   ("linear (fast) top-1 %", "linear/top1", 100, 2),
                    ("200-NN top-1 %", "knn200/top1", 100, 2)],
 }
 
@@ -109,182 +133,132 @@ def _columns(study: Study) -> list[tuple[str, str, float, int]]:
     return [*cols, TIME_COLUMN]
 
 
-def _verdict_rules() -> list[str]:
-    """The verdict rules in plain words (the rules of :mod:`studies.repro.verdicts`)."""
-    acc_mde = mde(SEED_SD["accuracy"][0], len(CPU_SEEDS))
-    return [
-        "## Verdict rules",
-        "",
-        f"Part A (CPU): every claim is measured on {len(CPU_SEEDS)} seeds "
-        f"({', '.join(map(str, CPU_SEEDS))}), the same seeds for every run it compares, so "
-        "each seed gives one paired value (for an accuracy claim: run A's top-1 minus run B's, "
-        "in points). Values are oriented so that the paper's claim says *positive*.",
-        "",
-        "* **Minimum detectable effect (MDE), fixed before the runs.** MDE = t(0.975, n - 1) x "
-        "sigma / sqrt(n), with n the planned seeds and sigma an assumed seed standard deviation "
-        "of the paired value: the true effect at which, with that spread, the 95% interval's "
-        "lower end is expected at 0. sigma comes from the earlier Part A runs (below); for an "
-        f"accuracy difference sigma = {SEED_SD['accuracy'][0]:g} points, so MDE = "
-        f"{acc_mde:.2f} points over {len(CPU_SEEDS)} seeds.",
-        "* **Not testable at this scale**: the paper's effect is smaller than the MDE (for a "
-        "*not worse* claim: its margin is). Decided before the runs; the measured values are "
-        "still shown.",
-        "* **Reproduced** (*A beats B*, or a quantity has the paper's sign): the 95% Student "
-        "t-interval of the mean paired value lies above 0 *and* every seed's value is positive "
-        f"(sign consistency). *A is not worse than B*: the interval lies above -"
-        f"{NOT_WORSE_MARGIN:g} points (the margin: the smallest that {len(CPU_SEEDS)} seeds can "
-        "test, at least the MDE).",
-        "* **Not reproduced**: otherwise, with the mean, the interval, the number of positive "
-        "seeds and the reason (interval includes 0, opposite direction, signs differ).",
-        "* **Collapsed**: a run the claim reads collapsed in pretraining (last epoch: the views' "
-        f"mean cosine similarity >= {COLLAPSE_SIMILARITY}, the loss down by less than "
-        f"{COLLAPSE_MAX_DROP:.0%}); the evidence is printed.",
-        "* **Not yet run**: fewer seeds than planned have every number the claim needs (the "
-        "finished seeds' values are shown), or only runs shortened with `--epochs` have.",
-        "* Each seed's paired bootstrap 95% interval of an accuracy difference (`contrastkit "
-        "compare`, 1,000 test-set resamples) is reported beside its value: it is test-set "
-        "noise within one seed, not the seed noise the verdict rests on.",
-        "",
-        "Assumed seed standard deviations (pooled paired-difference spread of the earlier "
-        "Part A runs, ResNet-18 width 8, 156 steps, `docs/reproduction.json` as of commit "
-        "e5c16f6 (`git show e5c16f6:docs/reproduction.json`): for each pair "
-        "of runs of a study with two seeds, (d0 - d1)^2 / 2 estimates sigma^2):",
-        "",
-        "| quantity | sigma | MDE, "
-        f"{len(CPU_SEEDS)} seeds | from |",
-        "|---|---|---|---|",
-        *(f"| {key} | {sd:g} | {mde(sd, len(CPU_SEEDS)):.3g} | {source} |"
-          for key, (sd, source) in SEED_SD.items()),
-        "",
-        "Part B (GPU, one seed per run) keeps its own rules: *A beats B* when the seed's "
-        "bootstrap interval lies above 0, *not worse* when it does not lie below 0, other "
-        "quantities are *inconclusive* with one seed (with more: the paper's sign in every seed "
-        f"and a mean above {SIGN_STANDARD_ERRORS:g} standard errors), absolute numbers are "
-        f"reproduced at most {ABSOLUTE_TOLERANCE:g} point below the paper's.",
-        "",
-    ]
+def cpu_study_order() -> list[str]:
+    """Every Part A study, the second round's first (in its order: the temperature reruns
+    before the tuned runs that wait for their grid), as ``make repro-cpu`` lists them."""
+    return [*ROUND_TWO, *(n for n, s in STUDIES.items() if s.part == "cpu" and n not in ROUND_TWO)]
 
 
 def render_report(summary: dict, figures_dir: Path | None = None,
                   doc_dir: Path | None = None) -> str:
-    """Markdown of docs/reproduction.md; figures are written to ``figures_dir`` when given."""
+    """Markdown of docs/reproduction.md; figures are written to ``figures_dir`` when given.
+
+    Its first screen is the tally (with *reversed at this scale*) and the results table,
+    then the deviations from the papers; the details follow."""
+    choices = summary.get("choices") or {}
+    cpu_studies = " ".join(cpu_study_order())
     lines = [
         "# Reproduction of the papers' claims",
         "",
-        "Generated by `python -m studies.repro report` from `runs/repro/summary.json` (written by",
-        "`python -m studies.repro cpu` / `gpu`; its copy beside this page, `reproduction.json`,",
-        "holds every number; the finished runs' own files, checkpoints aside, are recorded in",
-        "`reproduction/runs/`); do not edit by hand. Every number below was",
-        "measured by the public commands (`contrastkit pretrain`, `eval`, `analyze`, `compare`)",
-        "on the configs of `configs/repro/`; a claim whose runs do not exist yet says",
-        "**not yet run**.",
+        "Generated by `python -m studies.repro report` from `runs/repro/summary.json` (its copy "
+        "beside this page, `reproduction.json`, holds every number; the finished runs' own "
+        "files, checkpoints aside, are recorded in `reproduction/runs/`); do not edit by hand. "
+        "Every number was measured by the public commands (`contrastkit pretrain`, `eval`, "
+        "`analyze`, `compare`) on the configs of `configs/repro/`; a claim whose runs do not "
+        f"exist yet says **not yet run**. Summary generated: {summary.get('generated', '–')}.",
         "",
-        f"Summary generated: {summary.get('generated', '–')}.",
-        "",
+        *tally_lines(summary),
+        *results_lines(summary),
+        *deviation_lines(),
         "## How to rerun",
         "",
         "```bash",
-        "# Part A in two lanes of one thread each (resumable: rerun the same commands after "
-        "any stop)",
-        "OMP_NUM_THREADS=1 python -m studies.repro cpu --study dystress temperature &",
-        "OMP_NUM_THREADS=1 python -m studies.repro cpu --study baselines sincere sce_lambda_tau &",
-        "python -m studies.repro cpu --dry-run       # the commands, without running them",
-        "python -m studies.repro gpu --max-steps 1   # Part B: one chunk (<= 10 min) per call",
-        "python -m studies.repro report              # this page and docs/figures/repro_*",
+        "# Part A: two lanes of one thread sharing every CPU study's list (resumable: rerun",
+        "# the same command after any stop; a lane takes the next run the other does not hold)",
+        "make repro-cpu",
+        "# by hand, the same two lanes (finished runs are restored from their records):",
+        f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
+        f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
+        "python -m studies.repro cpu --dry-run         # the commands, without running them",
+        "python -m studies.repro gpu                   # Part B: the next block's device call",
+        "python -m studies.repro report                # this page and docs/figures/repro_*",
         "```",
-        "",
-        "Two lanes may also run the same studies: a lane that reaches a run the other holds",
-        "takes the next free one and comes back to it at the end.",
         "",
         "A run goes on from its last checkpoint after any stop on the same machine. Once a run",
         "is finished and evaluated, the runner records its files, checkpoints aside, in",
         "`docs/reproduction/runs/` (and each comparison once made): commit them, and the study",
-        "goes on from there on any machine, whose `python -m studies.repro cpu` and `report`",
-        "restore them instead of training those runs again. A run under way when its machine is",
-        "lost starts again from its first epoch.",
+        "goes on from there on any machine (a clean clone with `../shared/data` beside it), whose",
+        "`make repro-cpu` (`python -m studies.repro cpu`) and `report` restore them instead of",
+        "training those runs again. A run under way when its machine is lost starts again from",
+        "its first epoch. A tuned run (`sincere`, `cifar2`) is trained once",
+        "its grid (`sincere_grid`) has chosen its setting; a lane that reaches it earlier goes",
+        "on with other runs.",
         "",
+        *CONTINUE_AT_STUDY_CHECKOUT,
         "Part A (CPU): ResNet-18 width 16 with the CIFAR stem, the first 10,000 images of a",
         "fixed shuffle of the CIFAR-10 JPEG archive's train split (the same images for every",
         "run and seed; 958 to 1,053 images per class, close to but not exactly balanced),",
         "batch 256, 30 epochs (1,170 steps), seeds 0, 1, 2 paired across the",
         "runs of each claim; shuffled key batch norm (8 virtual devices) for MoCo v2, ReSSL and",
         "SCE; batch norm after both projector layers for SINCERE and SupCon; one random-",
-        "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`) evaluated with",
-        "every study's protocols and shown in every run table. An online 200-NN monitor every",
-        "5 epochs (the 10,000 training images as bank, the test split as queries) draws the",
-        "learning curves; it changes nothing in training. Evaluation on the full train",
-        "(bank) and test splits of the archive. Part B (one GPU): full width, the 50,000",
-        "training images, 200 epochs, bf16, GPU augmentation. The archive's JPEG re-encoding",
-        "makes accuracies close to, not equal to, the official files'.",
+        "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`; CIFAR-2's:",
+        "`cifar2_random_init.yaml`) evaluated with every study's protocols and shown in every",
+        "run table. An online 200-NN monitor every 5 epochs (the 10,000 training images as",
+        "bank, the test split as queries) draws the learning curves; it changes nothing in",
+        "training. Evaluation on the full train (bank) and test splits of the archive. Part B",
+        "(one GPU): full width, the 50,000 training images, 200 epochs, bf16, GPU augmentation.",
         "",
+        *provenance_lines(summary),
         "## Plan and cost (Part A)",
         "",
         *plan_lines(),
         "",
         *measured_cost_lines(summary),
         *scale_lines(),
-        *_verdict_rules(),
+        *verdict_rule_lines(),
+        *_past_random_init(summary),
     ]
-    lines += _at_a_glance(summary)
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
         lines += [f"## {title}", ""]
         if not run_tags(summary, part):
             lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
                       ""]
+        if part == "gpu":
+            lines += partb_lines(summary)
         for study in (s for s in STUDIES.values() if s.part == part):
-            lines += _study_section(study, summary, figures_dir, doc_dir)
+            lines += _study_section(resolve_study(study, choices), summary, figures_dir,
+                                    doc_dir)
     return "\n".join(lines).rstrip() + "\n"
 
 
-#: Verdict labels counted in the overview, in the order they are matched.
-LABELS = ("not yet run", "not reproduced", "not testable at this scale", "collapsed",
-          "inconclusive", "reproduced")
-
-
-def _at_a_glance(summary: dict) -> list[str]:
-    """Count of verdicts per part (the first words of each claim's verdict)."""
-    order = ("reproduced", "not reproduced", "not testable at this scale", "collapsed",
-             "inconclusive", "not yet run")
-    lines = ["## At a glance", "", "| part | claims | " + " | ".join(order) + " |",
-             "|---|---|" + "---|" * len(order)]
-    for part, title in (("cpu", "A (CPU scale)"), ("gpu", "B (GPU, full scale)")):
-        counts = dict.fromkeys(order, 0)
-        for study in (s for s in STUDIES.values() if s.part == part):
-            for claim in study.claims:
-                verdict = judge(claim, study, summary).verdict
-                counts[next(k for k in LABELS if verdict.startswith(k))] += 1
-        lines.append(f"| {title} | {sum(counts.values())} | "
-                     + " | ".join(str(counts[k]) for k in order) + " |")
-    return [*lines, "", *_past_random_init(summary)]
+def _baseline(study: Study) -> Variant | None:
+    """The study's random-initialisation baseline, if it has one."""
+    return next((v for v in study.variants if v.name.endswith("random_init")), None)
 
 
 def _past_random_init(summary: dict) -> list[str]:
     """Each trained Part A run's accuracy minus that of the random-init baseline of its seed
-    (points; the study's 200-NN, or 1-NN where it has none), and the smallest gain."""
+    and study (points; 200-NN where the run has it, else 1-NN, in the projector's output
+    when it has no backbone kNN), and the smallest gain."""
     runs = summary.get("runs", {})
+    choices = summary.get("choices") or {}
     rows, gains = [], []
-    planned = 0  # trained runs of the plan
+    planned = 0  # trained runs of the plan with a test evaluation
     seen: set[str] = set()
-    for study in (s for s in STUDIES.values() if s.part == "cpu"):
+    for study in (resolve_study(s, choices) for s in STUDIES.values() if s.part == "cpu"):
+        base_variant = _baseline(study)
         for v in study.variants:
-            if v.name == "random_init" or v.stem in seen:
+            protocol = next((p for p in ("knn200", "knn1", "knn1_projector") if p in v.evals),
+                            None)
+            if (v is base_variant or v.stem in seen or v.tuning is not None
+                    or protocol is None or base_variant is None):
                 continue
             seen.add(v.stem)
-            protocol = "knn200" if "knn200" in v.evals else "knn1"
             metric = f"{protocol}/top1"
             cells = []
             for seed in study.seeds:
                 planned += 1
                 run = runs.get(f"cpu/{v.stem}/seed{seed}") or {}
-                base = runs.get(f"cpu/random_init/seed{seed}") or {}
+                base = runs.get(f"cpu/{base_variant.stem}/seed{seed}") or {}
                 if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
                         and run.get("pretrain_finished"):
                     gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
                     gains.append((gain, v.label, seed))
                     cells.append(f"s{seed}: {gain:+.1f}")
             rows.append(f"| {v.label} | {protocol} | {', '.join(cells) or 'not yet run'} |")
-    lines = ["Trained past random initialisation: each finished run's top-1 minus that of the "
-             "same backbone randomly initialised with the same seed (points, test split):", "",
+    lines = ["## Trained past random initialisation", "",
+             "Each finished run's top-1 minus that of the same backbone randomly initialised "
+             "with the same seed (points, test split; CIFAR-2 runs against CIFAR-2's):", "",
              "| run | protocol | gain over random init, per seed |", "|---|---|---|", *rows, ""]
     if gains:
         low = min(gains)
@@ -309,6 +283,9 @@ def _measured(v: Verdict, study: Study) -> str:
         low, high = v.t_interval
         text = (f"mean {_signed(v.mean)} [{_signed(low)}, {_signed(high)}], "
                 f"{v.positive}/{len(v.values)} positive; {text}")
+    if v.tost_interval is not None:
+        text += (f"; {EQUIVALENCE_CONFIDENCE:.0%} t-interval [{_signed(v.tost_interval[0])}, "
+                 f"{_signed(v.tost_interval[1])}]")
     if v.tag != study.part:
         text += (f" ({v.tag}: {v.tag.partition('-e')[2]} epochs instead of the "
                  "configs': a pipeline check, not evidence)")
@@ -319,7 +296,9 @@ def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
                         stem: str) -> str:
     """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
     its 95% t-interval from two seeds on."""
-    base = study.variant("random_init").stem
+    base_variant = _baseline(study)
+    assert base_variant is not None
+    base = base_variant.stem
     runs = summary.get("runs", {})
     diffs = []
     for run in runs.values():
@@ -353,15 +332,18 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
         if mde_header:
             limit = planned_mde(claim, study)
             cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
-        lines.append(f"| {claim.statement} | {claim.source} | {claim.paper} |{cell} "
+        role = {"beside": "*beside (not counted)* ",
+                "not_comparable": "*not comparable (not counted)* "}.get(claim.role, "")
+        lines.append(f"| {role}{claim.statement} | {claim.source} | {claim.paper} |{cell} "
                      f"{_measured(v, study)} | {v.verdict} |")
     lines.append("")
+    if study.name == "sincere_grid":
+        lines += _choice_lines(summary)
     if not study.variants:
         return lines
     cols = _columns(study)
-    names = {v.name for v in study.variants}
     accuracy = next((c for c in cols if c[1].endswith("/top1")), None)
-    versus = accuracy is not None and "random_init" in names
+    versus = accuracy is not None and _baseline(study) is not None
     for tag in tags:
         header = ["run", "epochs", *[c[0] for c in cols]]
         if versus:
@@ -374,7 +356,7 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
             if _all_seeds_done(summary, study, tag, variant.stem):  # a metric it does not have
                 cells = ["–" if c == "not yet run" else c for c in cells]
             if versus:
-                cells.append("–" if variant.name == "random_init" else _versus_random_init(
+                cells.append("–" if variant is _baseline(study) else _versus_random_init(
                     study, summary, tag, accuracy[1], variant.stem))
             rows.append([variant.label, str(epochs) if epochs else "–", *cells])
         if all(all(c in ("not yet run", "–") for c in r[2:]) for r in rows) and tag != tags[0]:
@@ -405,6 +387,27 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
                 figures_dir / name)
             lines += [f"![{caption}]({rel})", "", f"*{caption}*", ""]
     return lines
+
+
+def _choice_lines(summary: dict) -> list[str]:
+    """What each loss's grid chose, from the summary's ``choices``."""
+    from studies.repro.studies import TUNINGS
+
+    lines = []
+    for name, tuning in TUNINGS.items():
+        choice = (summary.get("choices") or {}).get(name) or {}
+        cell = next((c for c in tuning.grid if c.name == choice.get("chosen")), None)
+        scores = choice.get("scores") or {}
+        done = sum(v is not None for v in scores.values())
+        if cell is None:
+            lines.append(f"* {name}: not chosen yet ({done} of {len(tuning.grid)} cells "
+                         "scored).")
+        else:
+            lines.append(f"* {name}: chosen {settings_text(cell.overrides)} (validation 1-NN "
+                         f"{100 * scores[cell.name]:.2f}%; the other cells: "
+                         + ", ".join(f"{settings_text(c.overrides)} {100 * scores[c.name]:.2f}%"
+                                     for c in tuning.grid if c is not cell) + ").")
+    return [*lines, ""]
 
 
 def write_report(summary: dict, doc: Path, figures_dir: Path) -> Path:

@@ -46,6 +46,7 @@ from studies.repro.commands import (
     trained_seconds,
 )
 from studies.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from studies.repro.provenance import PROVENANCE_LOG, append_provenance, environment
 from studies.repro.records import (
     COST_LOG,
     append_cost,
@@ -55,6 +56,14 @@ from studies.repro.records import (
     restore,
 )
 from studies.repro.studies import STUDIES, Study, Variant
+from studies.repro.tuning import (
+    choose,
+    folder_choices,
+    grid_scores,
+    is_resolved,
+    resolve,
+    resolve_study,
+)
 
 
 class Runner:
@@ -78,7 +87,9 @@ class Runner:
 
     def __call__(self, cmd: list[str], cost_log: Path | None = None, step: str = "") -> int:
         """Run ``cmd``; with ``cost_log`` (relative to the checkout), append its CPU and wall
-        time as ``step`` (:func:`studies.repro.records.append_cost`).
+        time as ``step`` (:func:`studies.repro.records.append_cost`), and, before it runs,
+        the checkout's commit, the versions and the hardware to ``provenance.jsonl`` beside
+        it (:mod:`studies.repro.provenance`).
 
         A SIGTERM or SIGINT that reaches the runner while the command runs (a lane stopped by
         signalling its process group, or Ctrl-C) waits for the command, which got it too and
@@ -89,16 +100,29 @@ class Runner:
         self.log("$ " + shlex.join(cmd))
         if self.dry_run:
             return 0
-        exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent)) or cmd[0]
+        argv = _executable(cmd)
         started, wall, cpu = dt.datetime.now(dt.timezone.utc), time.monotonic(), _children_cpu()
+        if cost_log is not None:
+            append_provenance(layout.REPO / cost_log.parent / PROVENANCE_LOG, step,
+                              environment(layout.REPO), started)
         with _deferred_stop() as stop:
-            code = subprocess.run([exe, *cmd[1:]], cwd=layout.REPO, check=False).returncode
+            code = subprocess.run(argv, cwd=layout.REPO, check=False).returncode
         if cost_log is not None:
             append_cost(layout.REPO / cost_log, step, _children_cpu() - cpu,
                         time.monotonic() - wall, code, started)
         if stop:
             raise SystemExit(128 + stop[0])
         return code
+
+
+def _executable(cmd: list[str]) -> list[str]:
+    """``cmd`` with its program resolved beside this Python (a virtual environment's
+    ``contrastkit`` script); where no ``contrastkit`` script is installed (a GPU machine that
+    has the checkout's ``src`` on ``PYTHONPATH`` only), ``python -m contrastkit.cli``."""
+    exe = shutil.which(cmd[0], path=str(Path(sys.executable).parent))
+    if exe is None and cmd[0] == "contrastkit" and shutil.which(cmd[0]) is None:
+        return [sys.executable, "-m", "contrastkit.cli", *cmd[1:]]
+    return [exe or cmd[0], *cmd[1:]]
 
 
 def _children_cpu() -> float:
@@ -144,16 +168,19 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
 
     The recorded runs and comparisons of this part (and ``epochs`` tag) are restored first,
     each run is recorded once finished and evaluated, each comparison once made. A run another
-    lane holds (its lock is taken) is left for later: this lane takes the next free run, and
-    once it has been through all of them it waits for the runs it left, in order (finishing
-    whatever the other lane did not), then makes their comparisons."""
+    lane holds (its lock is taken), or a tuned run whose grid has not chosen its setting yet
+    (:mod:`studies.repro.tuning`), is left for later: this lane takes the next free run,
+    and goes through the runs it left again while a tuned run among them may have become
+    choosable; otherwise it waits for the first run it left (for a tuned run: for its grid's
+    runs, training those another lane has not), then goes on."""
+    tag = run_tag(part, epochs)
     if not run.dry_run:
-        for folder in restore(run_tag(part, epochs)):
+        for folder in restore(tag):
             run.log(f"# {folder}: restored from its record")
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
-    left: list[tuple[Study, int, Variant]] = []  # held by another lane when reached
+    compared: set[Path] = set()
 
     def train(variant: Variant, seed: int, wait: bool) -> bool | None:
         """Train and evaluate one run under its lock; None when another lane holds it and
@@ -173,37 +200,88 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
             done_runs.add(key)
         return done
 
-    for study in studies:
-        for seed in (seeds if seeds else study.seeds):
-            for variant in study.variants:
-                done = train(variant, seed, wait=False)
-                if done is None:
-                    left.append((study, seed, variant))
-                else:
-                    all_done &= done
-            _compare(part, study, seed, run, epochs)
-    for study, seed, variant in left:
-        all_done &= bool(train(variant, seed, wait=True))
-        _compare(part, study, seed, run, epochs)
+    def concrete(variant: Variant) -> Variant | None:
+        """The run ``variant`` stands for; None for a tuned one its grid has not chosen."""
+        if variant.tuning is None:
+            return variant
+        chosen = choose(variant.tuning, grid_scores(variant.tuning, part=tag))
+        return resolve(variant, chosen) if chosen is not None else None
+
+    pending = [(study, seed, variant) for study in studies
+               for seed in (seeds if seeds else study.seeds) for variant in study.variants]
+    if run.dry_run:  # nothing is evaluated, so nothing is chosen: name what would be
+        for study, seed, variant in pending:
+            if variant.tuning is not None:
+                run.log(f"# {study.name} seed {seed}: {variant.name} is trained at the setting "
+                        f"its grid ({variant.tuning.name}) chooses, once the grid is evaluated")
+        pending = [item for item in pending if item[2].tuning is None]
+    while pending:
+        left = []
+        for study, seed, variant in pending:
+            v = concrete(variant)
+            done = None if v is None else train(v, seed, wait=False)
+            if done is None:
+                left.append((study, seed, variant))
+                continue
+            all_done &= done
+            _compare(part, study, seed, run, epochs, compared)
+        if len(left) < len(pending) and any(item[2].tuning is not None for item in left):
+            pending = left  # a tuned run's grid may have chosen since: go through them again
+            continue
+        if not left:
+            break
+        # none could be taken, or only runs another lane holds are left: wait for the first
+        study, seed, variant = left[0]
+        if variant.tuning is not None and concrete(variant) is None:
+            grid = variant.tuning
+            for cell in grid.grid:
+                train(cell, grid.seed, wait=True)
+            if concrete(variant) is None:
+                run.log(f"# {grid.name}: its grid has no choice (a grid run failed); the runs "
+                        "tuned on it are not trained")
+                all_done = False
+                left = [item for item in left if item[2].tuning != grid]
+            pending = left
+            continue
+        v = concrete(variant)
+        assert v is not None
+        all_done &= bool(train(v, seed, wait=True))
+        _compare(part, study, seed, run, epochs, compared)
+        pending = left[1:]
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
 
 
-def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None) -> None:
+def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None,
+             made: set[Path]) -> None:
     """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
-    and that are not made yet; each recorded once made."""
+    and that are not made yet (``made``: the comparisons this call made, added to; a dry run
+    prints each once); each recorded once made. Tuned runs are read as their grid chose (a
+    pair with a run not chosen yet waits)."""
+    study = resolve_study(study, folder_choices([study], part=run_tag(part, epochs)))
     for a, b, protocol in study.all_pairs():
         va, vb = study.variant(a), study.variant(b)
+        if not (is_resolved(va) and is_resolved(vb)):
+            continue
         da = eval_dir(run_dir(part, va.stem, seed, epochs), protocol)
         db = eval_dir(run_dir(part, vb.stem, seed, epochs), protocol)
         out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
         ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
                                 and (layout.REPO / db / "results.json").is_file())
-        if ready and not (layout.REPO / out / "comparison.json").is_file():
+        if ready and out not in made and not (layout.REPO / out / "comparison.json").is_file():
+            made.add(out)
             code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
             if code == 0 and not run.dry_run:
                 record(out)
+
+
+def compare_pairs(part: str, study: Study, seed: int, run: Runner,
+                  epochs: int | None = None) -> None:
+    """``contrastkit compare`` of ``study``'s pairs for ``seed`` whose two evaluations exist
+    and that are not made yet, each recorded once made (a Part B block's run, once recorded
+    here, with the runs recorded before it)."""
+    _compare(part, study, seed, run, epochs, set())
 
 
 @contextlib.contextmanager

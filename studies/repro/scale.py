@@ -5,49 +5,49 @@ made before the runs, :mod:`studies.repro.plan`), its measured cost (the runs'
 
 from __future__ import annotations
 
-from studies.repro.plan import EVAL_SECONDS, SHARED_STEP_SECONDS, lane_seconds, planned_cost
+from studies.repro.plan import (
+    EVAL_SECONDS,
+    LANES,
+    REUSED,
+    ROUND_TWO,
+    STEP_SECONDS,
+    planned_cost,
+)
 from studies.repro.stats import SEED_SD, mde
 from studies.repro.studies import CPU_SEEDS, STUDIES
+from studies.repro.tuning import is_resolved, resolve_study
 
-#: How the per-step costs of the plan were measured (see studies.repro.plan).
-STEP_COST_NOTE = (
-    "CPU-seconds per step (one torch thread, batch 256, 32 px, ResNet-18 width 16 with the",
-    "CIFAR stem, augmentation included): the table of issue 25, measured on this project's",
-    "2-core machine (SimCLR 1.76, DySTreSS 1.74, SCE 1.17 with a 4,096 queue, MoCo v2 1.18,",
-    "SupCon 1.82, SINCERE 1.97; ReSSL taken as SCE's; the random-init baseline trains 1 step).",
-    "Measured again for this plan with the study's own configs on 2026-11-25, while seven other",
-    "engineers shared the 2 cores (load average 7-10): process CPU time of a 16-step run minus",
-    "that of a 1-step run, over 15 steps (`contrastkit pretrain --config",
-    "configs/repro/cpu/sce.yaml --trainer.max_epochs 2 --trainer.limit_train_batches 8`, then",
-    "`--trainer.max_epochs 1 --trainer.limit_train_batches 1`, `OMP_NUM_THREADS=1`): SCE with",
-    "shuffled key batch norm 2.88, SimCLR 3.86; SupCon 3.43 (78 steps minus 1): about twice",
-    "issue 25's figures. Contended cores inflate CPU time, so the plan uses issue 25's figures",
-    "for two idle cores and these as a bound for a shared machine.",
-    "Evaluation (same conditions, on a random-init checkpoint, with the runner's arguments):",
-    "the first kNN evaluation of a run extracts and caches the features of the train and test",
-    "splits, 60 CPU-seconds in issue 25 (134 measured here, 200-NN); each further kNN",
-    "evaluation of the run reads them (8.8 measured, 1-NN); `analyze` after them 81 measured.",
-)
+#: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
+#: studies have since changed.
+FIRST_ROUND = (
+    "**First round** (issue 25, 30 runs, finished at commit b27d5e1): planned 15.4 "
+    "CPU-hours from per-step costs measured on two idle cores, measured 17.96 CPU-hours "
+    "(commands' wall time 20.6 hours). Its SimCLR, DySTreSS, SINCERE and SupCon records were "
+    "replaced by this round's (they are in git history); its SCE, MoCo v2, ReSSL and "
+    "random-init records are the ones below.")
 
 
 def plan_lines() -> list[str]:
-    """The planned cost of Part A (an estimate from measured per-step costs)."""
-    cpu = [s for s in STUDIES.values() if s.part == "cpu"]
-    costs = planned_cost(cpu)
-    lanes = lane_seconds(costs)
+    """The planned cost of the second round of Part A (an estimate from the first round's
+    measured costs), per study, fixed before its runs."""
+    studies = [STUDIES[name] for name in ROUND_TWO]
+    costs = planned_cost(studies)
     total = sum(c.seconds for c in costs)
-    shared = sum(c.seconds for c in planned_cost(cpu, SHARED_STEP_SECONDS))
-    lines = [
-        "**Planned before the runs** (`studies.repro.plan`): runs x 1,170 steps x",
-        "CPU-seconds per step, plus each evaluation's CPU-seconds; the measured cost follows",
-        "the plan. One addition since: the random-init baseline's `analyze` on the backbone",
-        "and on the projector's output (3 seeds, "
-        f"{6 * EVAL_SECONDS['analyze'] / 3600:.2f} CPU-hours, in the table), added once its",
-        "runs were recorded so that every table's baseline row has every column.",
+    return [
+        "**Second round (issue 38), planned before its runs**: the studies "
+        + ", ".join(f"`{n}`" for n in ROUND_TWO) + " (their runs, evaluations, the tuning "
+        "rule, the layers and the margins were fixed in `studies.repro.studies`, then "
+        "`contrastkit.repro.studies`, at 7ae8bf4 and 1955f53, before the first of these runs "
+        "started). Runs x their steps x CPU-seconds per step, plus "
+        "each evaluation's CPU-seconds, both from the first round's measured costs "
+        f"(`studies.repro.plan`: SimCLR {STEP_SECONDS['simclr']:.2f}, DySTreSS "
+        f"{STEP_SECONDS['dystress']:.2f}, SINCERE {STEP_SECONDS['sincere']:.2f}, SupCon "
+        f"{STEP_SECONDS['supcon']:.2f} CPU-seconds per step; features of one space "
+        f"{EVAL_SECONDS['features']:.0f}, each kNN {EVAL_SECONDS['knn']:.0f}, each `analyze` "
+        f"{EVAL_SECONDS['analyze']:.0f} CPU-seconds). The random-init baseline of CIFAR-10 is "
+        "the first round's record.",
         "",
-        *STEP_COST_NOTE,
-        "",
-        "| study | runs it adds | training CPU-h | evaluation CPU-h |",
+        "| study | runs it trains | training CPU-h | evaluation CPU-h |",
         "|---|---|---|---|",
         *(f"| `{c.study}` | {c.runs} | {c.train_seconds / 3600:.2f} | "
           f"{c.eval_seconds / 3600:.2f} |" for c in costs),
@@ -55,43 +55,55 @@ def plan_lines() -> list[str]:
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; in the two lanes of "
-        "`python -m studies.repro cpu` "
-        "shown above, "
-        + " and ".join(f"{seconds / 3600:.1f} h" for seconds in lanes)
-        + f", so about {max(lanes) / 3600:.1f} hours of wall time on two idle cores. With the "
-        f"per-step costs measured on the shared machine: about {shared / 3600:.1f} CPU-hours "
-        f"(about {shared / 7200:.0f} hours in two lanes). "
-        "Every run is resumable, so the study can be run in pieces.",
+        f"Total about {total / 3600:.1f} CPU-hours; {LANES} lanes of one thread sharing the "
+        f"study list take about {total / LANES / 3600:.1f} hours of wall time on two cores "
+        "they have to themselves (more on the shared machine). Every run is resumable.",
+        "",
+        FIRST_ROUND,
     ]
-    return lines
+
+
+def second_round_runs(summary: dict) -> list[dict]:
+    """The Part A runs of the second round: those whose commands recorded their provenance
+    (the first round's predate it)."""
+    return [r for r in summary.get("runs", {}).values()
+            if r.get("tag") == "cpu" and (r.get("provenance") or {}).get("commits")]
+
+
+def second_round_cost(summary: dict) -> tuple[float, float]:
+    """``(CPU-seconds, wall-seconds)`` of every command of the second round so far: its runs'
+    ``cost.jsonl`` and the comparisons between its runs."""
+    runs = second_round_runs(summary)
+    stems = {r["stem"] for r in runs}
+    compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
+                      summary.get("comparisons", {}).items()
+                      if key.startswith("cpu/") and key.split("/")[1].split("__vs__")[0] in stems)
+    cpu = sum(r["metrics"].get("cost/cpu_seconds", 0.0) for r in runs) + compare_cpu
+    wall = sum(r["metrics"].get("cost/wall_seconds", 0.0) for r in runs)
+    return cpu, wall
 
 
 def measured_cost_lines(summary: dict) -> list[str]:
-    """Part A's measured cost so far, from the runs' ``cost.jsonl`` (CPU time of each
-    command's process tree, wall time of each command): per config, and in total."""
-    runs = [r for r in summary.get("runs", {}).values() if r.get("tag") == "cpu"]
-    costed = [r for r in runs if "cost/cpu_seconds" in r.get("metrics", {})]
-    planned = {(v.stem, seed) for s in STUDIES.values() if s.part == "cpu"
-               for seed in s.seeds for v in s.variants}
-    if not costed:
-        return ["**Measured:** no Part A run has logged its cost yet.", ""]
-    done = [r for r in costed if r.get("status") == "done"]
-    compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
-                      summary.get("comparisons", {}).items() if key.startswith("cpu/"))
-    cpu = sum(r["metrics"]["cost/cpu_seconds"] for r in costed) + compare_cpu
-    wall = sum(r["metrics"]["cost/wall_seconds"] for r in costed)
-    compared = f"{compare_cpu / 60:.1f} CPU-minutes of comparisons"
-    included = (f"{cpu / 3600:.2f} CPU-hours in all, every command included ({compared} "
-                "among them)" if len(done) == len(planned) else
-                f"{cpu / 3600:.2f} CPU-hours so far, every command included (those of runs not "
-                f"finished yet and {compared})")
+    """The second round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of
+    each command's process tree, wall time of each command): per config, and in total."""
+    runs = second_round_runs(summary)
+    if not runs:
+        return ["**Measured (second round):** no run of it has logged its cost yet.", ""]
+    planned = sum(c.runs for c in planned_cost([STUDIES[n] for n in ROUND_TWO]))
+    done = [r for r in runs if r.get("status") == "done"]
+    cpu, wall = second_round_cost(summary)
+    studies = [resolve_study(STUDIES[n], summary.get("choices") or {}) for n in ROUND_TWO]
+    wanted = {(v.stem, seed) for s in studies for seed in s.seeds for v in s.variants
+              if v.stem not in REUSED}
+    finished = (all(is_resolved(v) for s in studies for v in s.variants)
+                and wanted <= {(r["stem"], r["seed"]) for r in done})
     lines = [
-        f"**Measured** (each command's `cost.jsonl` line: CPU time of its process tree, its "
-        f"wall time; one torch thread per lane): {len(done)} of {len(planned)} runs finished "
-        f"and evaluated; {included}; the "
-        f"commands' wall time sums to {wall / 3600:.2f} hours (two lanes side by side: about "
-        "half of that elapsed). Per finished run:",
+        f"**Measured (second round)** (each command's `cost.jsonl` line: CPU time of its "
+        f"process tree, its wall time; one torch thread per lane): {len(done)} runs finished "
+        f"and evaluated (the plan: {planned}); {cpu / 3600:.2f} CPU-hours "
+        f"{'in all' if finished else 'so far'}, every command included (runs under way and "
+        f"comparisons too); the commands' wall time sums to {wall / 3600:.2f} hours (two "
+        "lanes side by side, at nice 19 on cores shared with other work). Per finished run:",
         "",
         "| config | runs | pretraining CPU-min | evaluation CPU-min | pretraining wall-min |",
         "|---|---|---|---|---|",
@@ -99,7 +111,7 @@ def measured_cost_lines(summary: dict) -> list[str]:
     for stem in dict.fromkeys(r["stem"] for r in sorted(done, key=lambda r: r["stem"])):
         group = [r["metrics"] for r in done if r["stem"] == stem]
         pre = [m.get("cost/pretrain_cpu_seconds", 0.0) / 60 for m in group]
-        ev = [(m["cost/cpu_seconds"] - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
+        ev = [(m.get("cost/cpu_seconds", 0.0) - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
               for m in group]
         wall_min = [m.get("pretrain/wall_minutes", 0.0) for m in group]
         lines.append(f"| `{stem}` | {len(group)} | {_mean_range(pre)} | {_mean_range(ev)} | "

@@ -8,14 +8,24 @@ seed the study plans (``Study.seeds``) has them:
   detectable effect of the planned seeds (:func:`planned_mde`; for a ``not_worse`` claim: when
   its margin is), whatever the runs later measure; once every planned seed has run, a
   t-interval that excludes 0 is stated beside it, as what the study shows at its own scale;
+* *reversed at this scale* when, once every planned seed has run, the 95% t-interval excludes 0
+  on the side opposite the paper (for a ``not_worse`` claim: lies below minus the margin),
+  whatever the minimum detectable effect: the study shows the other direction;
 * *collapsed* when a run the claim reads collapsed in pretraining (:func:`collapsed`), with the
   evidence (last-epoch positive similarity, first and last epochs' loss);
 * *reproduced* (``better``, ``sign``) when the 95% t-interval of the mean paired value lies
   above 0 and every seed's value is positive (sign consistency); (``not_worse``) when the
   interval lies above minus the margin (:data:`studies.repro.studies.NOT_WORSE_MARGIN`);
+  (``equivalent``) when the 90% t-interval (two one-sided tests at 5%) lies within -/+ the
+  margin (:data:`studies.repro.studies.EQUIVALENCE_MARGIN`);
 * *not reproduced* otherwise, with the reason;
 * *not yet run* while fewer seeds than planned have every number the claim needs, or when only
-  runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`).
+  runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`);
+* *pending rerun (second-round plan)* instead, for a claim of a study the second round reruns
+  (:data:`studies.repro.plan.ROUND_TWO`), until every planned seed has every number it needs
+  (a collapse aside): no verdict before then, not even *not testable*, since a finished rerun
+  may still be *reversed*; the first round's superseded result and why it was superseded are
+  said beside (:mod:`studies.repro.superseded`).
 
 The per-seed paired bootstrap interval of an accuracy difference (``contrastkit compare``) is
 reported beside each seed's value; it describes test-set noise within one seed, not the seed
@@ -33,8 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from studies.repro.collection import run_tags
+from studies.repro.plan import ROUND_TWO
 from studies.repro.stats import SEED_SD, mde, t_interval
-from studies.repro.studies import NOT_WORSE_MARGIN, Claim, Study
+from studies.repro.studies import EQUIVALENCE_MARGIN, NOT_WORSE_MARGIN, Claim, Study
+from studies.repro.superseded import pending_verdict
+from studies.repro.tuning import resolve_study
+
+#: The verdict's first words of a claim whose interval lies on the side opposite the paper.
+REVERSED = "reversed at this scale"
+#: Confidence of the equivalence claims' interval: two one-sided tests at 5% each.
+EQUIVALENCE_CONFIDENCE = 0.90
 
 ABSOLUTE_TOLERANCE = 1.0  # points: Part B absolute numbers
 SIGN_STANDARD_ERRORS = 2.0  # Part B: a sign claim's seed mean must exceed this many std errors
@@ -88,9 +106,10 @@ def untestable_reason(claim: Claim, study: Study) -> str | None:
     limit = planned_mde(claim, study)
     if limit is None:
         return None
-    if claim.kind == "not_worse":
-        if NOT_WORSE_MARGIN < limit:
-            return f"margin {NOT_WORSE_MARGIN:g} < MDE {limit:.3g}{claim.unit}"
+    if claim.kind in ("not_worse", "equivalent"):
+        margin = NOT_WORSE_MARGIN if claim.kind == "not_worse" else EQUIVALENCE_MARGIN
+        if margin < limit:
+            return f"margin {margin:g} < MDE {limit:.3g}{claim.unit}"
         return None
     if claim.paper_value is not None and abs(claim.paper_value) < limit:
         return f"paper effect {claim.paper_value:+g} < MDE {limit:.3g}{claim.unit}"
@@ -109,6 +128,8 @@ class Verdict:
     intervals: list[tuple[float, float]]
     tag: str | None = None
     t_interval: tuple[float, float] | None = field(default=None)
+    #: the 90% t-interval of an ``equivalent`` claim (two one-sided tests at 5%)
+    tost_interval: tuple[float, float] | None = field(default=None)
 
     @property
     def mean(self) -> float | None:
@@ -122,7 +143,17 @@ class Verdict:
 
 def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> Verdict:
     """Verdict of ``claim`` from the collected ``summary`` (see the module docstring)."""
+    verdict = _judge(claim, study, summary, tag)
+    if (study.part == "cpu" and study.name in ROUND_TWO
+            and (verdict.tag != study.part or not set(study.seeds) <= set(verdict.seeds))
+            and not verdict.verdict.startswith("collapsed")):
+        verdict.verdict = pending_verdict(claim.id)
+    return verdict
+
+
+def _judge(claim: Claim, study: Study, summary: dict, tag: str | None) -> Verdict:
     runs, comparisons = summary.get("runs", {}), summary.get("comparisons", {})
+    study = resolve_study(study, summary.get("choices") or {})  # tuned runs as chosen
     reason = untestable_reason(claim, study)
     if claim.value is None:
         return Verdict(f"not testable at this scale ({reason}; not run)" if reason
@@ -163,12 +194,15 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
         if values:
             ci = t_interval(values)[1:] if len(values) >= 2 else None
             verdict = Verdict("", used, values, intervals, candidate, ci)
+            if claim.kind == "equivalent" and len(values) >= 2:
+                verdict.tost_interval = t_interval(values, EQUIVALENCE_CONFIDENCE)[1:]
             if candidate != study.part:  # a shortened run: measured, but not evidence
                 verdict.verdict = PIPELINE_CHECK
             elif study.part == "gpu":
                 verdict.verdict = _decide_single_seed(claim, values, intervals)
             elif reason:
-                verdict.verdict = (f"not testable at this scale ({reason})"
+                verdict.verdict = (_reversed(claim, verdict, study, reason)
+                                   or f"not testable at this scale ({reason})"
                                    + _untestable_measured(claim, verdict, study))
             elif stuck:
                 verdict.verdict = f"collapsed ({'; '.join(stuck[k] for k in sorted(stuck))})"
@@ -201,23 +235,59 @@ def _untestable_measured(claim: Claim, v: Verdict, study: Study) -> str:
             f"t-interval [{low:+.3g}, {high:+.3g}] {side}")
 
 
+def _measured(claim: Claim, v: Verdict) -> str:
+    assert v.t_interval is not None and v.mean is not None
+    low, high = v.t_interval
+    return (f"mean {v.mean:+.3g}{claim.unit}, 95% t-interval [{low:+.3g}, {high:+.3g}], "
+            f"{v.positive} of {len(v.values)} seeds positive")
+
+
+def _reversed(claim: Claim, v: Verdict, study: Study, reason: str | None = None) -> str | None:
+    """*Reversed at this scale* when every planned seed has run and the 95% t-interval lies
+    on the side opposite the paper (a ``not_worse`` claim: below minus its margin); None
+    otherwise. ``reason``: why the claim was planned as not testable, said beside."""
+    if (claim.kind not in ("better", "sign", "not_worse") or v.t_interval is None
+            or not set(study.seeds) <= set(v.seeds)):
+        return None
+    limit = -NOT_WORSE_MARGIN if claim.kind == "not_worse" else 0.0
+    if v.t_interval[1] >= limit:
+        return None
+    planned = (f"; planned as not testable, {reason}: the paper's effect could not have been "
+               "detected, but this direction was" if reason else "")
+    side = (f"below -{NOT_WORSE_MARGIN:g}, worse by more than the margin"
+            if claim.kind == "not_worse" else "below 0, the opposite direction")
+    return f"{REVERSED} ({_measured(claim, v)}: the interval lies {side}{planned})"
+
+
 def _decide_paired(claim: Claim, v: Verdict) -> str:
     """Part A: the t-interval and sign rules of the module docstring."""
     assert v.t_interval is not None and v.mean is not None
     low, high = v.t_interval
-    measured = (f"mean {v.mean:+.3g}{claim.unit}, 95% t-interval [{low:+.3g}, {high:+.3g}], "
-                f"{v.positive} of {len(v.values)} seeds positive")
+    measured = _measured(claim, v)
+    if claim.kind == "equivalent":
+        assert v.tost_interval is not None
+        tlow, thigh = v.tost_interval
+        tost = f"90% t-interval [{tlow:+.3g}, {thigh:+.3g}]"
+        if -EQUIVALENCE_MARGIN < tlow and thigh < EQUIVALENCE_MARGIN:
+            return f"reproduced ({tost} within -/+{EQUIVALENCE_MARGIN:g}{claim.unit})"
+        return (f"not reproduced (mean {v.mean:+.3g}{claim.unit}, {tost}: reaches beyond "
+                f"-/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
+                + (", the difference is significant at 5%" if low > 0 or high < 0 else "")
+                + ")")
     if claim.kind == "not_worse":
         if low > -NOT_WORSE_MARGIN:
             return "reproduced"
+        if high < -NOT_WORSE_MARGIN:
+            return (f"{REVERSED} ({measured}: the interval lies below -{NOT_WORSE_MARGIN:g}, "
+                    "worse by more than the margin)")
         return f"not reproduced ({measured}: the interval reaches below -{NOT_WORSE_MARGIN:g})"
     if claim.kind not in ("better", "sign"):
         raise ValueError(f"claim {claim.id}: kind {claim.kind!r} has no Part A rule")
     if low > 0 and v.positive == len(v.values):
         return "reproduced"
     if high < 0:
-        why = "the opposite direction"
-    elif low <= 0:
+        return f"{REVERSED} ({measured}: the interval lies below 0, the opposite direction)"
+    if low <= 0:
         why = "the interval includes 0"
     else:
         why = "the sign differs between seeds"

@@ -139,7 +139,8 @@ def test_eval_retrieval_on_torchvision_state_dict(torchvision_files, work, capsy
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     assert results["checkpoint"]["backbone"] == {"name": "resnet18", "cifar_stem": True,
-                                                 "width": 8, "out_dim": 128, "norm": "batch"}
+                                                 "width": 8, "out_dim": 128, "norm": "batch",
+                                                 "timm_kwargs": None}
     r1, r5 = results["metrics"]["recall@1"], results["metrics"]["recall@5"]
     assert 0.1 < r1 <= r5 <= 1.0
     preds = np.load(out / "predictions.npz")  # 1-NN labels: their accuracy is recall@1

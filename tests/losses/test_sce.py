@@ -131,6 +131,11 @@ def test_positive_is_masked_not_zero_logit():
         zero_logit.append(-(w * logp).sum())
     assert abs(torch.stack(zero_logit).mean() - sce(q, k, neg)) > 1e-6
     close(sce(q, k, neg), ref_terms(q, k, neg, 0.1, 0.07, 0.5)[0])
+    # the pseudo-code's (and the authors' code's) form is the option positive_target
+    for fn in (sce, sce_reference):
+        close(fn(q, k, neg, positive_target="zero_logit"), torch.stack(zero_logit).mean())
+    with pytest.raises(ValueError, match="positive_target"):
+        sce(q, k, neg, positive_target="zero")
 
 
 def test_key_gradient_only_through_online_branch():

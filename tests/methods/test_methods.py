@@ -63,6 +63,25 @@ def test_sce_asymmetric_uses_online_view0_and_target_view1():
     assert not torch.equal(before, after)
 
 
+def test_sce_positive_target_option_reaches_the_loss():
+    """``positive_target="zero_logit"``: the authors' code's target (the positive keeps a
+    zero logit), passed to the loss; the default is eq. 5's mask."""
+    v = [x.double() for x in _views()]
+    losses_by_target = {}
+    for target in ("masked", "zero_logit"):
+        torch.manual_seed(1)
+        method = SCE(coeff=0.5, target_temperature=1.0, queue_size=16, momentum=0.9,
+                     positive_target=target, **TINY).double()
+        negatives = method.queue.negatives().double()
+        out = method(v, _labels(), STATE)
+        q, k = method.encode(v[0])[1], method.encode_target(v[1])
+        expected = losses.sce(q, k, negatives, target_temperature=1.0, positive_target=target)
+        torch.testing.assert_close(out.loss, expected)
+        losses_by_target[target] = out.loss
+    assert not torch.isclose(losses_by_target["masked"], losses_by_target["zero_logit"])
+    assert SCE(**TINY).positive_target == "masked"
+
+
 def test_symmetric_sce_averages_both_directions_and_enqueues_both_keys():
     method = SCE(symmetric=True, queue_size=32, momentum=0.9, **TINY).double()
     v = [x.double() for x in _views()]
@@ -134,7 +153,7 @@ def test_every_pair_logs_into_the_mean_of_its_values():
     logged = out.logs["temperature"]
     assert float(logged() if callable(logged) else logged) == pytest.approx(sum(pairs) / 2,
                                                                             rel=1e-6)
-    assert out.logs["target_temperature"]() == pytest.approx(0.07)  # equal pairs: that value
+    assert out.logs["target_temperature"] == pytest.approx(0.07)  # numbers: their mean, at once
 
 
 def test_supervised_uses_the_chosen_loss():
@@ -168,6 +187,9 @@ def test_target_branch_follows_cosine_momentum():
         (SimCLR, {"momentum": 0.99}, "no momentum target branch"),
         (SCE, {"momentum": None}, "needs a momentum target branch"),
         (SCE, {"coeff": 1.5}, "coeff"),
+        (SCE, {"positive_target": "zero"}, "positive_target must be one of"),
+        (SCE, {"positive_target": "zero_logit", "free_coefficients": (0.5, 0.5, 0.5)},
+         "free_coefficients"),
         (SimCLR, {"loss": "triplet"}, "loss must be one of"),
         (SCE, {"predictor": HeadSpec(out_dim=5)}, "predictor.out_dim"),
     ],

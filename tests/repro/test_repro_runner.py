@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import child_runs
 import pytest
 import torch
 
-from studies.repro import layout, runner
+from studies.repro import commands, layout, runner
 from studies.repro.collection import pretrain_finished, read_losses
 from studies.repro.commands import (
     chunk_arguments,
@@ -29,7 +30,7 @@ from studies.repro.commands import (
 )
 from studies.repro.layout import ARCHIVE
 from studies.repro.runner import Runner, run_lock, run_studies, selected
-from studies.repro.studies import STUDIES, Study, Variant
+from studies.repro.studies import STUDIES, Study, Tuning, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -42,28 +43,35 @@ def _option(cmd, name):
     return cmd[cmd.index(name) + 1]
 
 
-@pytest.mark.parametrize("name", ["sincere", "temperature", "dystress", "baselines"])
+@pytest.mark.parametrize("name", ["sincere_grid", "cifar2", "temperature", "dystress",
+                                  "baselines"])
 def test_dry_run_lists_pretrain_evals_and_compares(name, monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)  # no checkpoint exists there: no --resume
     study = STUDIES[name]
-    commands = _dry_run("cpu", [name], seeds=[0, 1])
+    runs = [v for v in study.variants if v.tuning is None]  # tuned runs wait for their grid
+    seeds = [0, 1] if len(study.seeds) > 1 else [0]
+    commands = _dry_run("cpu", [name], seeds=seeds)
     pretrain = [c for c in commands if c[1] == "pretrain"]
-    assert [(_option(c, "--config"), _option(c, "--seed_everything")) for c in pretrain] == [
-        (v.config, str(seed)) for seed in (0, 1) for v in study.variants]
-    for cmd in pretrain:
+    assert [(_option(c, "--config"), _option(c, "--seed_everything"), _option(c, "--output"))
+            for c in pretrain] == [
+        (v.config, str(seed), f"runs/repro/cpu/{v.stem}/seed{seed}/pretrain")
+        for seed in seeds for v in runs]
+    for cmd, v in zip(pretrain, [v for _ in seeds for v in runs], strict=True):
         assert "--resume" not in cmd and "--trainer.max_time" not in cmd
-        out = _option(cmd, "--output")
-        stem = Path(_option(cmd, "--config")).stem
-        assert out == f"runs/repro/cpu/{stem}/seed{_option(cmd, '--seed_everything')}/pretrain"
+        assert all(arg in cmd for arg in v.overrides)  # a grid cell's settings
     evals = [c for c in commands if c[1] in ("eval", "analyze")]
-    assert len(evals) == 2 * sum(len(v.evals) for v in study.variants)
+    assert len(evals) == len(seeds) * sum(len(v.evals) for v in runs)
     for cmd in evals:
         ckpt = _option(cmd, "--checkpoint")
         assert ckpt.startswith("runs/repro/cpu/")
         assert ckpt.endswith("pretrain/checkpoints/last.ckpt")
         assert _option(cmd, "--device") == "cpu"
+        if name == "cifar2":  # CIFAR-2: the cat and dog images in every evaluation
+            assert cmd[-3:] == ["--classes", "cat", "dog"]
     compares = [c for c in commands if c[1] == "compare"]
-    assert len(compares) == 2 * len(study.all_pairs())
+    resolved = [pair for pair in study.all_pairs()
+                if all(study.variant(n).tuning is None for n in pair[:2])]
+    assert len(compares) == len(seeds) * len(resolved)
     # every command is a public contrastkit command
     assert {c[0] for c in commands} == {"contrastkit"}
     assert {c[1] for c in commands} <= {"pretrain", "eval", "analyze", "compare"}
@@ -74,55 +82,62 @@ def test_a_study_without_runs_runs_nothing(monkeypatch, tmp_path):
     assert _dry_run("cpu", ["sce_lambda_tau"], seeds=[0, 1, 2]) == []
 
 
-def test_dry_run_sincere_commands(monkeypatch, tmp_path):
+def test_dry_run_of_the_grid_scores_each_cell_on_held_out_images(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
-    commands = _dry_run("cpu", ["sincere"], seeds=[0])
+    commands = _dry_run("cpu", ["sincere_grid"])
     lines = [" ".join(c) for c in commands]
-    assert lines[0].startswith("contrastkit pretrain --config configs/repro/cpu/sincere.yaml "
-                               "--output runs/repro/cpu/sincere/seed0/pretrain "
-                               "--seed_everything 0")
-    knn1 = commands[1]
-    assert knn1[:5] == ["contrastkit", "eval", "knn", "--k", "1"]
-    assert _option(knn1, "--data") == "image_archive"
-    assert _option(knn1, "--root") == ARCHIVE
-    assert _option(knn1, "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1"
-    assert commands[3][1] == "analyze" and "--space" not in commands[3]
-    # the claims' evaluations on the projector's output (SINCERE section 4.1)
-    projector = commands[4:7]
-    assert [c[1] for c in projector] == ["eval", "eval", "analyze"]
-    assert all(_option(c, "--space") == "projector" for c in projector)
-    assert _option(projector[0], "--output") == "runs/repro/cpu/sincere/seed0/eval/knn1_projector"
-    assert _option(projector[2], "--output") == (
-        "runs/repro/cpu/sincere/seed0/eval/analyze_projector")
-    # SINCERE, SupCon and the random-init baseline (every protocol of every study's runs)
+    assert lines[0] == (
+        "contrastkit pretrain --config configs/repro/cpu/sincere.yaml --output "
+        "runs/repro/cpu/sincere_t0.05_lr0.05/seed0/pretrain --seed_everything 0 "
+        "--trainer.enable_progress_bar false --model.method.init_args.temperature 0.05 "
+        "--model.optimizer.base_lr 0.05 --overwrite")
+    validation = commands[1]
+    assert validation[:7] == ["contrastkit", "eval", "knn", "--k", "1", "--space", "projector"]
+    assert validation[7:11] == ["--subset", "10000", "--held-out", "5000"]
+    assert _option(validation, "--output") == (
+        "runs/repro/cpu/sincere_t0.05_lr0.05/seed0/eval/knn1_heldout_projector")
+    assert len(commands) == 16  # 8 cells: pretrain and the validation 1-NN
+
+
+def test_dry_run_sincere_names_the_tuned_runs_and_evaluates_the_baseline(monkeypatch,
+                                                                          tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    lines: list[str] = []
+    runner = Runner(dry_run=True, log=lines.append)
+    run_studies("cpu", [STUDIES["sincere"]], [0], runner)
+    assert lines[:2] == [
+        "# sincere seed 0: sincere is trained at the setting its grid (sincere) chooses, once "
+        "the grid is evaluated",
+        "# sincere seed 0: supcon is trained at the setting its grid (supcon) chooses, once "
+        "the grid is evaluated"]
+    commands = runner.commands
+    # the random-init baseline (every protocol of every study's runs)
     assert [_option(c, "--config") for c in commands if c[1] == "pretrain"] == [
-        "configs/repro/cpu/sincere.yaml", "configs/repro/cpu/supcon.yaml",
         "configs/repro/cpu/random_init.yaml"]
-    init = [c for c in commands if "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/"
-            "last.ckpt" in c]
+    init = [c for c in commands if c[1] in ("eval", "analyze")]
     knn = [["eval", "knn", "--k", k] for k in ("1", "5", "200", "1", "5")]
     assert [c[1:5] if c[1] == "eval" else c[1:2] for c in init] == [
         *knn[:3], ["analyze"], *knn[3:], ["analyze"]]
     assert ["--space" in c and _option(c, "--space") for c in init] == [False] * 4 + [
         "projector"] * 3
-    compare = [c for c in commands if c[1] == "compare"]
-    assert [c[2:4] for c in compare] == [
-        [f"runs/repro/cpu/{name}/seed0/eval/knn{k}_projector" for name in ("sincere", "supcon")]
-        for k in (1, 5)]
+    assert _option(init[0], "--data") == "image_archive" and _option(init[0], "--root") == ARCHIVE
+    assert not [c for c in commands if c[1] == "compare"]
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["temperature"], seeds=[0])
     analyze = [c for c in commands if c[1] == "analyze"]
-    # t = 0.1, 0.2, 0.5, then the random-init baseline's on the backbone and the projector
-    assert len(analyze) == 5
+    # t = 0.1, 0.2, 0.5 on the backbone and on the projector's output, then the random-init
+    # baseline's on the backbone and the projector
+    assert len(analyze) == 8
     assert [_option(c, "--space") if "--space" in c else None for c in analyze] == [
-        None] * 4 + ["projector"]
-    assert all("random_init" in _option(c, "--checkpoint") for c in analyze[3:])
+        None, "projector"] * 4
+    assert all("random_init" in _option(c, "--checkpoint") for c in analyze[6:])
     assert all(_option(c, "--data") == "image_archive" and
                _option(c, "--root") == "../shared/data/cifar10-jpg.tar.gz" for c in analyze)
     assert _option(analyze[0], "--temperatures") == "0.1"
+    assert _option(analyze[1], "--temperatures") == "0.1"  # the projector's analyze too
     assert _option(analyze[0], "--dystress") == "0.07"
     knn = [c for c in commands if c[1:3] == ["eval", "knn"]]
     # random init last: 1-, 5-, 200-NN on the backbone, 1-, 5-NN on the projector's output
@@ -136,11 +151,16 @@ def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["dystress", "temperature", "sincere", "baselines"], seeds=[0])
     configs = [_option(c, "--config") for c in commands if c[1] == "pretrain"]
-    assert len(configs) == len(set(configs)) == 10
+    assert len(configs) == len(set(configs)) == 8  # SINCERE and SupCon wait for their grid
     init = "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/last.ckpt"
     evals = [" ".join(c[1:5]) for c in commands if c[1] == "eval" and init in c]
     assert sorted(evals) == ["eval knn --k 1", "eval knn --k 1", "eval knn --k 200",
                              "eval knn --k 5", "eval knn --k 5"]
+    # DySTreSS against SimCLR at t_max: the study's one paired comparison
+    compare = [c for c in commands if c[1] == "compare"]
+    assert [c[2:4] for c in compare if "dystress" in c[2]] == [[
+        "runs/repro/cpu/dystress/seed0/eval/knn200",
+        "runs/repro/cpu/simclr_t0.2/seed0/eval/knn200"]]
 
 
 def test_dry_run_resumes_an_existing_checkpoint(monkeypatch, tmp_path):
@@ -167,8 +187,7 @@ def test_dry_run_gpu_chunks_and_epoch_override(monkeypatch, tmp_path):
         assert _option(cmd, "--trainer.callbacks.interval") == "epoch"
     lin = [c for c in commands if c[1:3] == ["eval", "linear"]]
     assert all(_option(c, "--device") == "cuda" for c in lin)
-    assert sorted(_option(c, "--protocol") if "--protocol" in c else "fast" for c in lin) == [
-        "fast"] * 3 + ["sce_d1"] * 3
+    assert [_option(c, "--protocol") for c in lin] == ["sce_d1"] * 3  # SCE D.1's probe
     commands = _dry_run("cpu", ["dystress"], seeds=[3], epochs=2)
     pretrain = [c for c in commands if c[1] == "pretrain"]
     assert all(_option(c, "--trainer.max_epochs") == "2" for c in pretrain)
@@ -285,6 +304,7 @@ LANE_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
 
 LANE = """\
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from studies.repro import layout
@@ -393,3 +413,50 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
     assert "$ contrastkit" not in done.stdout
+
+
+def test_a_tuned_run_trains_at_the_setting_its_grid_chose(monkeypatch, tmp_path):
+    """The grid's runs are trained and scored on validation; the tuned variant becomes the
+    best cell (its seed-0 run reused, seeds 1 and 2 trained in its folder with the study's
+    evaluations), and a variant tuned without reuse trains its own config with the cell's
+    overrides."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    scores = {"g_a": 0.40, "g_b": 0.55, "g_c": 0.55}  # a tie: the first of them wins
+    calls: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
+
+    def fake(part, variant, seed, run, **kw):
+        calls.append((variant.stem, seed, variant.evals, variant.overrides))
+        for protocol in variant.evals:
+            folder = tmp_path / runner.eval_dir(runner.run_dir(part, variant.stem, seed),
+                                                protocol)
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder / "results.json").is_file():  # as the runner: made once
+                (folder / "results.json").write_text(json.dumps(
+                    {"metrics": {"top1": scores.get(variant.name, 0.0)}}))
+        return True
+
+    monkeypatch.setattr(runner, "_train_and_eval", fake)
+    for name in ("record", "write_summary"):
+        monkeypatch.setattr(runner, name, lambda *a: None)
+    monkeypatch.setattr(runner, "restore", lambda tag: [])
+    monkeypatch.setattr(runner, "collect", dict)
+    grid = tuple(Variant(n, n, "configs/g.yaml", ("val",), folder=n,
+                         overrides=("--model.optimizer.base_lr", lr))
+                 for n, lr in (("g_a", "0.1"), ("g_b", "0.2"), ("g_c", "0.3")))
+    tuning = Tuning("g", grid, "val")
+    tuned = Study("tuned", "cpu", "tuned", (0, 1, 2), (
+        Variant("best", "G (tuned)", "configs/g.yaml", ("knn1",), folder="best-not-chosen",
+                tuning=tuning),
+        Variant("other", "H (tuned)", "configs/h.yaml", ("knn1",), tuning=replace(
+            tuning, reuse=False))))
+    grid_study = Study("grid", "cpu", "grid", (0,), grid)
+    monkeypatch.setitem(commands.EVALS, "val", ["eval", "knn"])
+    # the tuned study first: its runs wait for the grid, which this lane then trains
+    assert run_studies("cpu", [tuned, grid_study], None, Runner(log=lambda line: None))
+    assert [c[:2] for c in calls[:3]] == [("g_a", 0), ("g_b", 0), ("g_c", 0)]
+    trained = [c for c in calls[3:] if c[0] != "g_b" or c[1] != 0 or "knn1" in c[2]]
+    assert ("g_b", 0, ("val", "knn1"), ("--model.optimizer.base_lr", "0.2")) in trained
+    assert {(c[0], c[1]) for c in trained} == {("g_b", 0), ("g_b", 1), ("g_b", 2),
+                                               ("h", 0), ("h", 1), ("h", 2)}
+    assert all(c[3] == ("--model.optimizer.base_lr", "0.2") for c in trained)
+    assert not (tmp_path / "runs/repro/cpu/best-not-chosen").exists()

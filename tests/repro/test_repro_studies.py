@@ -9,7 +9,15 @@ import yaml
 
 from studies.repro.commands import EVALS
 from studies.repro.stats import SEED_SD
-from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES
+from studies.repro.studies import (
+    CPU_SEEDS,
+    EQUIVALENCE_MARGIN,
+    NOT_WORSE_MARGIN,
+    STUDIES,
+    TUNINGS,
+    VALIDATION,
+)
+from studies.repro.tuning import resolve, resolve_study
 from studies.repro.verdicts import planned_mde
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,8 +28,18 @@ def _config(path):
     return yaml.safe_load((REPO / path).read_text())
 
 
+def _all_variants(study):
+    """The study's variants, each tuned one as every cell it may become."""
+    out = []
+    for v in study.variants:
+        out.append(v)
+        if v.tuning is not None:
+            out += [resolve(v, cell) for cell in v.tuning.grid]
+    return out
+
+
 def test_every_repro_config_belongs_to_a_study_and_exists():
-    used = {v.config for s in STUDIES.values() for v in s.variants}
+    used = {v.config for s in STUDIES.values() for v in _all_variants(s)}
     on_disk = {str(p.relative_to(REPO)) for p in (REPO / "configs" / "repro").rglob("*.yaml")}
     assert used == on_disk
     for study in STUDIES.values():
@@ -31,51 +49,99 @@ def test_every_repro_config_belongs_to_a_study_and_exists():
 
 def test_claims_reference_known_runs_and_protocols():
     for study in STUDIES.values():
-        names = {v.name for v in study.variants}
         for claim in study.claims:
-            assert claim.kind in ("better", "not_worse", "sign", "absolute")
+            assert claim.kind in ("better", "not_worse", "sign", "absolute", "equivalent")
+            assert claim.role in ("primary", "beside", "not_comparable")
+            assert claim.role != "not_comparable" or claim.note  # the reason is stated
             assert claim.noise is None or claim.noise in SEED_SD
             if claim.value is None:  # not run: below the detectable effect
                 assert not claim.needs and study.part == "cpu"
                 continue
-            for name, metric in claim.needs:
-                assert name in names, (study.name, claim.id)
-                protocol = metric.split("/")[0]
-                if protocol != "pretrain":
-                    assert protocol in study.variant(name).evals, (study.name, claim.id)
-            if claim.kind in ("better", "not_worse"):
+            # every setting a tuned run may take has every protocol the claim reads
+            for cells in _resolutions(study):
+                names = {v.name: v for v in cells.variants}
+                for name, metric in claim.needs:
+                    assert name in names, (study.name, claim.id)
+                    protocol = metric.split("/")[0]
+                    if protocol != "pretrain":
+                        assert protocol in names[name].evals, (study.name, claim.id)
+            if claim.kind in ("better", "not_worse", "equivalent"):
                 assert claim.compare is not None and claim.compare[2] in EVALS
+            if claim.paper_baseline is not None:
+                assert claim.paper_baseline[1] in {v.name for v in study.variants}
+
+
+def _resolutions(study):
+    """The study with its tuned variants resolved to each grid cell in turn (all at once)."""
+    tunings = {v.tuning.name: v.tuning for v in study.variants if v.tuning}
+    if not tunings:
+        return [study]
+    width = len(next(iter(tunings.values())).grid)
+    return [resolve_study(study, {name: {"chosen": t.grid[i].name} for name, t in
+                                  tunings.items()}) for i in range(width)]
 
 
 def test_part_a_design():
     """Paired seeds, a random-init baseline beside every study that runs, testable margins."""
-    all_protocols = {p for study in CPU for v in study.variants if v.name != "random_init"
-                     for p in v.evals}
     for study in CPU:
+        if study.name == "sincere_grid":  # one seed per cell, scored on validation only
+            assert study.seeds == (0,) and not study.claims
+            assert all(v.evals == (VALIDATION,) for v in study.variants)
+            continue
         assert study.seeds == CPU_SEEDS == (0, 1, 2)
+        trained = [v for v in _all_variants(study) if not v.name.endswith("random_init")]
         if study.variants:
-            init = study.variant("random_init")
-            # the baseline is evaluated with every protocol of every study's trained runs
-            assert set(init.evals) == all_protocols
+            init = next(v for v in study.variants if v.name.endswith("random_init"))
+            # the baseline is evaluated with every test protocol of the study's trained runs
+            assert set(init.evals) >= {p for v in trained for p in v.evals
+                                       if p != VALIDATION}, study.name
+            assert init.eval_args == next(v.eval_args for v in trained)
         for claim in study.claims:
-            if claim.kind == "not_worse":
-                assert NOT_WORSE_MARGIN >= planned_mde(claim, study)
+            if claim.kind in ("not_worse", "equivalent"):
+                margin = NOT_WORSE_MARGIN if claim.kind == "not_worse" else EQUIVALENCE_MARGIN
+                assert margin >= planned_mde(claim, study)
     # a run shared by two studies is the same run (same config, evaluations, analyze options)
     dystress, temperature = STUDIES["dystress"], STUDIES["temperature"]
     for t in ("0.1", "0.2", "0.5"):
         assert dystress.variant(f"simclr_t{t}") == temperature.variant(f"simclr_t{t}")
+    # Wang & Liu's claims read the projector's output first, the backbone beside
+    roles = {c.id: (c.role, c.needs[0][1].split("/")[0]) for c in temperature.claims}
+    assert roles["t-uniformity"] == ("primary", "analyze_projector")
+    assert roles["t-uniformity-backbone"] == ("beside", "analyze")
+    # DySTreSS: SimCLR at t_max first, the best fixed temperature beside, alignment apart
+    dys = {c.id: c for c in dystress.claims}
+    assert dys["dys-knn"].compare == ("dystress", "simclr_t0.2", "knn200")
+    assert dys["dys-knn-best"].role == "beside" and dys["dys-align"].role == "not_comparable"
+
+
+def test_each_supervised_loss_is_tuned_on_its_own_grid():
+    grid = STUDIES["sincere_grid"]
+    for loss in ("sincere", "supcon"):
+        tuning = TUNINGS[loss]
+        cells = [v for v in grid.variants if v.name.startswith(loss)]
+        assert list(tuning.grid) == cells and len(cells) == 4
+        assert {v.config for v in cells} == {f"configs/repro/cpu/{loss}.yaml"}
+        assert len({v.overrides for v in cells}) == 4 and len({v.stem for v in cells}) == 4
+        for study, reuse in (("sincere", True), ("cifar2", False)):
+            tuned = next(v for v in STUDIES[study].variants if v.tuning and
+                         v.tuning.name == loss)
+            assert tuned.tuning.reuse is reuse and tuned.tuning.grid == tuning.grid
+            assert not (REPO / "runs" / "repro" / "cpu" / tuned.stem).exists()
 
 
 def test_part_a_configs():
     for study in CPU:
-        for v in study.variants:
+        for v in _all_variants(study):
             raw = _config(v.config)
             args = raw["model"]["method"]["init_args"]
             assert args["backbone"] == {"name": "resnet18", "cifar_stem": True, "width": 16}
-            assert raw["data"]["subset"] == 10000 and raw["data"]["batch_size"] == 256
+            cifar2 = v.config.rsplit("/", 1)[1].startswith("cifar2_")
+            assert raw["data"]["subset"] == (4000 if cifar2 else 10000)
+            assert raw["data"].get("classes") == (["cat", "dog"] if cifar2 else None)
+            assert raw["data"]["batch_size"] == 256
             assert "seed" not in raw["data"]  # data.seed 0: the same images for every seed
             method = raw["model"]["method"]["class_path"].rsplit(".", 1)[1]
-            if v.name == "random_init":  # one step at learning rate 0
+            if v.name.endswith("random_init"):  # one step at learning rate 0
                 assert raw["model"]["optimizer"]["base_lr"] == 0.0
                 assert raw["trainer"]["max_epochs"] == 1
                 assert raw["trainer"]["limit_train_batches"] == 1

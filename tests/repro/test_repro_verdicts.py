@@ -8,13 +8,22 @@ import dataclasses
 import math
 
 import pytest
-from repro_summaries import comparison_entry, fake_sincere_summary, run_entry
+from repro_summaries import (
+    SINCERE_CELL,
+    SUPCON_CELL,
+    comparison_entry,
+    fake_choices,
+    fake_sincere_summary,
+    run_entry,
+)
 from scipy import stats
 
 from studies.repro.collection import read_losses
+from studies.repro.plan import ROUND_TWO
 from studies.repro.report import _signed
 from studies.repro.stats import mde
 from studies.repro.studies import STUDIES
+from studies.repro.superseded import FIRST_ROUND_COMMIT, PENDING, SUPERSEDED, pending_verdict
 from studies.repro.verdicts import (
     PIPELINE_CHECK,
     collapsed,
@@ -24,6 +33,8 @@ from studies.repro.verdicts import (
 )
 
 SINCERE = STUDIES["sincere"]
+#: The same study as if the second round did not rerun it: the rules without *pending rerun*.
+SINCERE_ELSEWHERE = dataclasses.replace(SINCERE, name="sincere_not_rerun")
 
 
 def _claim(study, cid):
@@ -34,9 +45,10 @@ def _margin_verdict(gaps, study=SINCERE):
     """Verdict of the target-noise margin claim for the given per-seed gaps (seeds 0, 1, ...)."""
     runs = {}
     for seed, gap in enumerate(gaps):
-        runs |= run_entry("sincere", seed, {"analyze_projector/target_noise_margin": gap})
-        runs |= run_entry("supcon", seed, {"analyze_projector/target_noise_margin": 0.0})
-    return judge(_claim(study, "sincere-margin"), study, {"runs": runs, "comparisons": {}})
+        runs |= run_entry(SINCERE_CELL, seed, {"analyze_projector/target_noise_margin": gap})
+        runs |= run_entry(SUPCON_CELL, seed, {"analyze_projector/target_noise_margin": 0.0})
+    return judge(_claim(study, "sincere-margin"), study,
+                 {"runs": runs, "comparisons": {}, "choices": fake_choices()})
 
 
 def test_paired_verdicts_on_a_fake_summary():
@@ -50,20 +62,51 @@ def test_paired_verdicts_on_a_fake_summary():
     assert margin.positive == 3
     # SINCERE's loss falls by 1, SupCon's by 2 in every seed: the opposite direction
     loss = by_id["sincere-loss"].verdict
-    assert loss == ("not reproduced (mean -1, 95% t-interval [-1, -1], 0 of 3 seeds positive: "
-                    "the opposite direction)")
-    # 1-NN: +1.0, +1.1, +1.2 points, far above the -3.5 margin: not worse
-    assert by_id["sincere-knn1"].verdict == "reproduced"
-    assert by_id["sincere-knn1"].intervals == [(-1.0, 3.0)] * 3  # the per-seed bootstrap
-    knn5 = by_id["sincere-knn5"]  # -8, -7, -6 points: the interval reaches below -3.5
+    assert loss == ("reversed at this scale (mean -1, 95% t-interval [-1, -1], 0 of 3 seeds "
+                    "positive: the interval lies below 0, the opposite direction)")
+    # 1-NN: +1.0, +1.1, +1.2 points: the 90% interval within -/+3.5, equivalent
+    knn1 = by_id["sincere-knn1"]
+    half90 = stats.t.ppf(0.95, 2) * 0.1 / math.sqrt(3)
+    assert knn1.tost_interval == pytest.approx((1.1 - half90, 1.1 + half90))
+    assert knn1.verdict == (f"reproduced (90% t-interval [{1.1 - half90:+.3g}, "
+                            f"{1.1 + half90:+.3g}] within -/+3.5 points)")
+    assert knn1.intervals == [(-1.0, 3.0)] * 3  # the per-seed bootstrap
+    knn5 = by_id["sincere-knn5"]  # -8, -7, -6 points: beyond the margin, and significant
     low = -7.0 - stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
     assert knn5.t_interval[0] == pytest.approx(low)
-    assert knn5.verdict.startswith("not reproduced (mean -7 points, 95% t-interval [-9.48, ")
-    assert knn5.verdict.endswith("0 of 3 seeds positive: the interval reaches below -3.5)")
-    # no run of the temperature study: every claim is "not yet run"
+    assert knn5.verdict.startswith("not reproduced (mean -7 points, 90% t-interval [-8.69, ")
+    assert knn5.verdict.endswith("reaches beyond -/+3.5 points, the difference is significant "
+                                 "at 5%)")
+    # no run of the temperature study (rerun by the second round): every claim is pending,
+    # with its first-round result and why it was superseded beside
     temperature = STUDIES["temperature"]
-    assert {judge(c, temperature, summary).verdict for c in temperature.claims} == {
-        "not yet run"}
+    for claim in temperature.claims:
+        verdict = judge(claim, temperature, summary)
+        assert verdict.verdict == pending_verdict(claim.id) and not verdict.values
+        assert verdict.verdict.startswith(f"{PENDING}; first round ({FIRST_ROUND_COMMIT}): ")
+    assert judge(_claim(temperature, "t-uniformity"), temperature, summary).verdict.endswith(
+        "superseded: it read the backbone's features; the projector's output is now the "
+        "claims' primary layer (fixed before the rerun), on runs of one recorded checkout")
+
+
+def test_every_rerun_claim_points_to_its_first_round_result():
+    """No claim of a study the second round reruns is silently without its pointer."""
+    rerun = {c.id for name in ROUND_TWO for c in STUDIES[name].claims}
+    assert rerun == set(SUPERSEDED)
+    assert {"sincere-knn1", "t-uniformity", "dys-knn-best", "cifar2-margin"} <= rerun
+    assert pending_verdict("dys-knn-best") == (
+        "pending rerun (second-round plan); first round (b27d5e1): -2.70 [-4.80, -0.60] points, "
+        "0/3 seeds positive: below 0, shown then as not testable (paper effect below the MDE); "
+        "superseded: its SimCLR and DySTreSS records name no checkout (a seed trained again "
+        "moved 200-NN by about 1 point); retrained with one recorded checkout")
+    assert pending_verdict("cifar2-knn1") == (
+        "pending rerun (second-round plan); new in the second round: the first round (b27d5e1) "
+        "ran no CIFAR-2 study")
+    # a study the second round does not rerun keeps its verdicts: SCE vs MoCo v2, untestable
+    baselines = STUDIES["baselines"]
+    assert "baselines" not in ROUND_TWO
+    assert judge(_claim(baselines, "b-moco"), baselines, {}).verdict.startswith(
+        "not testable at this scale")
 
 
 def test_interval_including_zero_and_signs_that_differ():
@@ -81,17 +124,42 @@ def test_interval_including_zero_and_signs_that_differ():
 
 def test_partial_study_is_not_yet_run_but_shows_its_values():
     two = fake_sincere_summary(seeds=(0, 1))
-    margin = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
+    margin = judge(_claim(SINCERE, "sincere-margin"), SINCERE_ELSEWHERE, two)
     assert margin.verdict == "not yet run (2 of 3 planned seeds finished)"
     assert margin.values == pytest.approx([0.20, 0.21]) and margin.t_interval is not None
-    one = _margin_verdict([0.2])
+    one = _margin_verdict([0.2], SINCERE_ELSEWHERE)
     assert one.verdict == "not yet run (1 of 3 planned seeds finished)"
     assert one.t_interval is None
     # an unfinished pretraining does not count, whatever its metrics
     summary = fake_sincere_summary()
-    summary["runs"]["cpu/supcon/seed2"]["pretrain_finished"] = False
-    assert judge(SINCERE.claims[0], SINCERE, summary).verdict.startswith(
+    summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]["pretrain_finished"] = False
+    assert judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary).verdict.startswith(
         "not yet run (2 of 3")
+    # in a study the second round reruns, the same partial runs are pending, values shown
+    rerun = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
+    assert rerun.verdict == pending_verdict("sincere-margin")
+    assert rerun.values == pytest.approx([0.20, 0.21])
+    assert judge(SINCERE.claims[0], SINCERE, summary).verdict.startswith(PENDING)
+
+
+def test_a_rerun_claim_planned_untestable_stays_pending_until_every_seed_has_run():
+    """DySTreSS vs SimCLR at t = 0.2: paper effect below the MDE, but no verdict, not even
+    *not testable*, before the rerun's 3 seeds: a finished rerun may still be reversed."""
+    dystress = STUDIES["dystress"]
+    claim = _claim(dystress, "dys-knn")
+    assert untestable_reason(claim, dystress) is not None
+    runs, comps = {}, {}
+    for seed in (0, 1, 2):
+        runs |= run_entry("dystress", seed, {"knn200/top1": 0.40 + 0.001 * seed})
+        runs |= run_entry("simclr_t0.2", seed, {"knn200/top1": 0.50})
+        comps |= comparison_entry("dystress", "simclr_t0.2", "knn200", seed, -0.12, -0.08,
+                                  -0.10)
+    assert judge(claim, dystress, {}).verdict == pending_verdict("dys-knn")
+    two = {k: v for k, v in runs.items() if not k.endswith("seed2")}
+    assert judge(claim, dystress, {"runs": two, "comparisons": comps}).verdict == (
+        pending_verdict("dys-knn"))
+    finished = judge(claim, dystress, {"runs": runs, "comparisons": comps}).verdict
+    assert finished.startswith("reversed at this scale (mean -9.9 points")
 
 
 def test_claims_below_the_minimum_detectable_effect_are_not_testable():
@@ -118,7 +186,12 @@ def test_claims_below_the_minimum_detectable_effect_are_not_testable():
     opposite = {"runs": {**runs, **run_entry("sce", 1, {"knn200/top1": 0.40})}
                 | run_entry("sce", 0, {"knn200/top1": 0.41})
                 | run_entry("sce", 2, {"knn200/top1": 0.42}), "comparisons": comps}
-    assert judge(moco, baselines, opposite).verdict.endswith("below 0, the opposite direction")
+    # is reversed at this scale, whatever the MDE, and says it was planned as untestable
+    reversed_ = judge(moco, baselines, opposite).verdict
+    assert reversed_.startswith("reversed at this scale (mean -12.9 points, 95% t-interval [")
+    assert reversed_.endswith("the interval lies below 0, the opposite direction; planned as "
+                              "not testable, paper effect +2.7 < MDE 3.4 points: the paper's "
+                              "effect could not have been detected, but this direction was)")
     # signs that differ between seeds, or a missing seed: the verdict alone
     mixed = {"runs": runs | run_entry("sce", 1, {"knn200/top1": 0.50}), "comparisons": comps}
     assert judge(moco, baselines, mixed).verdict == untestable
@@ -147,10 +220,10 @@ def test_collapsed_runs_give_the_collapsed_verdict_with_evidence(tmp_path):
     assert not collapsed(stuck | {"pretrain/final_positive_similarity": 0.94})
     assert not collapsed({"pretrain/initial_loss": 5.5, "pretrain/final_loss": 5.5})
     for seed in (1, 2):
-        summary["runs"][f"cpu/supcon/seed{seed}"]["metrics"] |= stuck
+        summary["runs"][f"cpu/{SUPCON_CELL}/seed{seed}"]["metrics"] |= stuck
     verdicts = {judge(c, SINCERE, summary).verdict for c in SINCERE.claims}
-    assert verdicts == {"collapsed (SupCon seed 1: last-epoch positive cosine 0.980, loss "
-                        "6.24 -> 6.20)"}
+    assert verdicts == {"collapsed (SupCon (tuned: t=0.05, lr=0.05) seed 1: last-epoch "
+                        "positive cosine 0.980, loss 6.24 -> 6.20)"}
     # the collapse test reads the last epoch's logged positive similarity
     path = tmp_path / "metrics.csv"
     with open(path, "w", newline="") as handle:
@@ -170,9 +243,39 @@ def test_epoch_override_runs_never_give_a_verdict():
                        for k, v in summary["runs"].items()}
     summary["comparisons"] = {k.replace("cpu/", "cpu-e2/", 1): v
                               for k, v in summary["comparisons"].items()}
-    verdict = judge(SINCERE.claims[0], SINCERE, summary)
+    verdict = judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary)
     assert verdict.verdict == PIPELINE_CHECK and verdict.tag == "cpu-e2"
     assert verdict.verdict.startswith("not yet run") and verdict.values
+    rerun = judge(SINCERE.claims[0], SINCERE, summary)  # a second-round study: pending
+    assert rerun.verdict.startswith(PENDING) and rerun.values and rerun.tag == "cpu-e2"
+
+
+def test_tuned_claims_wait_for_their_grid():
+    """Without a choice in the summary, the tuned runs have no folder: not yet run, even
+    when runs of some grid cell exist."""
+    summary = fake_sincere_summary()
+    summary.pop("choices")
+    assert {judge(c, SINCERE_ELSEWHERE, summary).verdict for c in SINCERE.claims} == {
+        "not yet run"}
+    assert [judge(c, SINCERE, summary).verdict for c in SINCERE.claims] == [
+        pending_verdict(c.id) for c in SINCERE.claims]
+
+
+def test_not_worse_claims_reverse_only_beyond_the_margin():
+    baselines = STUDIES["baselines"]
+    claim = _claim(baselines, "b-ressl")
+    runs, comps = {}, {}
+    for seed, (sce, ressl) in enumerate(((0.50, 0.56), (0.50, 0.555), (0.50, 0.565))):
+        runs |= run_entry("sce", seed, {"knn200/top1": sce}) | run_entry(
+            "ressl", seed, {"knn200/top1": ressl})
+        comps |= comparison_entry("sce", "ressl", "knn200", seed, -0.08, -0.03, sce - ressl)
+    worse = judge(claim, baselines, {"runs": runs, "comparisons": comps}).verdict
+    assert worse.startswith("reversed at this scale (mean -6 points")
+    assert "below -3.5, worse by more than the margin" in worse
+    slightly = {k: {**v, "metrics": {"knn200/top1": 0.52}} if k.startswith("cpu/ressl") else v
+                for k, v in runs.items()}  # 2 points worse: below 0, not beyond -3.5
+    assert judge(claim, baselines, {"runs": slightly, "comparisons": comps}).verdict == (
+        "reproduced")
 
 
 def test_part_b_keeps_its_single_seed_rules():

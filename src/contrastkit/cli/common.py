@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import fields
 
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.decode.video import VideoDecodeError
 from contrastkit.errors import run_command
 from contrastkit.eval.setup import DEFAULT_CACHE, EvalRequest
 
@@ -73,6 +74,16 @@ def common_parser() -> argparse.ArgumentParser:
                    "(default: the pretraining run's data.test_fraction)")
     g.add_argument("--split-seed", type=int, default=None,
                    help="seed of --test-fraction's split (default: the run's, else 0)")
+    g.add_argument("--subset", type=int, default=None, metavar="N",
+                   help="bank: only the first N images of a fixed shuffle of --train-split "
+                   "(the images of pretraining's data.subset N with data.seed --subset-seed; "
+                   "default: the whole split)")
+    g.add_argument("--held-out", type=int, default=None, metavar="M",
+                   help="queries: the M images of --train-split that follow the first "
+                   "--subset N in that shuffle, which such a run never trained on (a "
+                   "validation split), instead of --test-split (default: off)")
+    g.add_argument("--subset-seed", type=int, default=0,
+                   help="seed of the shuffle of --subset, --held-out (pretraining's data.seed)")
     g.add_argument("--skip-corrupt", action="store_true",
                    help="skip unreadable image or video files (listed in results.json and "
                    "skipped_files.txt)")
@@ -110,6 +121,7 @@ def common_parser() -> argparse.ArgumentParser:
 HINTS: dict[type[BaseException], str] = {
     UnreadableImageError: "pass --skip-corrupt to skip unreadable images (they are listed in "
     "results.json and skipped_files.txt)",
+    VideoDecodeError: "pass --skip-corrupt to skip unreadable videos",
     MixedImageSizesError: "pass --load-size N (e.g. 64) to resize each image's shorter side to "
     "N and centre-crop it when loading (with --data-cache-dir: --image-size N)",
 }

@@ -6,7 +6,9 @@ key or a wrong type is an error that lists what is allowed; the rest of the conf
 (temperatures, data, a checkpoint to resume) is checked before anything is written. ``--output``
 names the run folder, which must be empty or new (``--overwrite`` replaces an earlier run
 there); ``--resume PATH`` (or ``--resume last``) continues a run exactly from a checkpoint,
-dropping the metrics the interrupted run logged after it.
+dropping the metrics the interrupted run logged after it. A resume continues the same run: a
+configuration whose data, seed or method differ from the checkpoint's is refused, a change of
+how it is computed is recorded (:mod:`contrastkit.train.run_identity`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
@@ -29,6 +31,7 @@ from contrastkit.cli.config_errors import config_error_line
 from contrastkit.cli.short_help import short_help
 from contrastkit.data.augment.views import loader_crop_specs
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.decode.video import VideoDecodeError
 from contrastkit.errors import RunInterrupted, plain_warnings, run_command
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
@@ -49,6 +52,7 @@ from contrastkit.train.callbacks import (
     SignalStop,
     last_checkpoint,
 )
+from contrastkit.train.captured_step import check_capturable
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
@@ -56,14 +60,23 @@ from contrastkit.train.resume import (
     check_resume_fits,
     interrupted_message,
     launched_as_rank_zero,
+    lost_peer,
     newest_checkpoint,
     read_checkpoint,
     remove_partial_files,
     truncate_metrics,
 )
+from contrastkit.train.run_identity import RESUMES, checked_identity, record_changes
+from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
+from contrastkit.train.trackers import (
+    TRACKER_RUNS,
+    WANDB_FOLDER,
+    TrackerRunIds,
+    continue_tracker_runs,
+)
 
 
 class PretrainCLI(LightningCLI):
@@ -77,6 +90,8 @@ class PretrainCLI(LightningCLI):
             own folder; reused with ``--config`` for another ``--output`` it would otherwise
             send the logs there).
         purge_step: TensorBoard's ``purge_step`` when resuming (see :func:`trainer_defaults`).
+        tracker_runs: the tracker run ids of the checkpoint resumed from, continued by the
+            config's W&B / MLflow loggers (:mod:`contrastkit.train.trackers`).
     """
 
     _FOLDER_LOGGERS = ("contrastkit.train.logging.ResumableCSVLogger",
@@ -84,8 +99,9 @@ class PretrainCLI(LightningCLI):
                        "lightning.pytorch.loggers.TensorBoardLogger")
 
     def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
-                 **kwargs) -> None:
+                 tracker_runs: dict | None = None, **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
+        self.tracker_runs = tracker_runs
         self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
 
@@ -113,6 +129,7 @@ class PretrainCLI(LightningCLI):
                 logger.init_args.save_dir = self.output_dir
                 if logger.class_path.endswith("TensorBoardLogger"):
                     logger.init_args.purge_step = self.purge_step
+        continue_tracker_runs(loggers, self.tracker_runs, self.output_dir)
 
     def instantiate_trainer(self, **kwargs):
         """The trainer, with a progress bar refreshed on the logging steps only.
@@ -183,7 +200,10 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         "default_root_dir": output_dir,
         "logger": loggers,
         "use_distributed_sampler": False,
-        "plugins": [{"class_path": "contrastkit.train.callbacks.AtomicCheckpointIO"}],
+        # checkpoints written by a background thread (background_checkpoints.py); set
+        # trainer.plugins contrastkit.train.callbacks.AtomicCheckpointIO to write in the loop
+        "plugins": [{"class_path":
+                     "contrastkit.train.background_checkpoints.BackgroundCheckpointIO"}],
         "callbacks": [
             last_checkpoint(str(Path(output_dir) / "checkpoints")),
             BestCheckpoint(str(Path(output_dir) / "checkpoints")),
@@ -192,6 +212,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
             LossCurveCallback(),
             RunSummaryCallback(),
             EpochSummaryCallback(),
+            SkippedFilesCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
         "max_epochs": 100,
@@ -204,7 +225,8 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
-                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES})
+                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES,
+                         SKIP_LOG, RESUMES, WANDB_FOLDER})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
@@ -213,6 +235,9 @@ RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
                         empty or new
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
                         or the newest complete checkpoint there when it is missing or damaged)
+                        the same run: other data, seed or method settings are refused;
+                        other workers, devices or precision are recorded in
+                        DIR/resumes.jsonl; config.yaml stays as the run started
   --overwrite           replace the earlier run in --output (removes only its files)
 """
 
@@ -255,7 +280,7 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
     """
     method = cli.model.method
     data = cli.datamodule
-    if getattr(data, "crops", None) == "loader":  # the views' crops, cut in the loader
+    if getattr(data, "crops", "device") != "device":  # the views' crops, cut in the loader
         data.crop_specs = loader_crop_specs(cli.model.views_spec, method.default_views)
     data.setup("fit")
     if getattr(method, "needs_labels", False) and not is_labelled(data.train_set):
@@ -263,6 +288,8 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
                          "no class sub-folders")
     if resumed is not None:
         check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path)
+    if not cli.model.automatic_optimization:
+        check_capturable(cli.model, cli.trainer)
 
 
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
@@ -307,7 +334,7 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
         lock.release()
         raise
     cli.folder_lock = lock
-    cli.trainer.callbacks.append(ReleaseAfterFit(lock))
+    cli.trainer.callbacks.extend([ReleaseAfterFit(lock), TrackerRunIds()])
     return cli, ckpt_path
 
 
@@ -325,6 +352,8 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path, resumed = resume, read_checkpoint(resume)
     classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
         PretrainModule, PretrainDataModule)
+    # a resumed run keeps the config.yaml it was started with (changes go to resumes.jsonl)
+    keeps_config = resumed is not None and (Path(output_dir) / "config.yaml").is_file()
     try:
         cli = PretrainCLI(
             *classes,
@@ -333,21 +362,28 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
             seed_everything_default=0,
             auto_configure_optimizers=False,
             trainer_defaults=trainer_defaults(output_dir),
+            save_config_callback=None if keeps_config else SaveConfigCallback,
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": "contrastkit pretrain", "default_env": False,
                            "allow_abbrev": False},
             output_dir=output_dir,
             purge_step=None if resumed is None else int(resumed["global_step"]),
+            tracker_runs=None if resumed is None else resumed.get(TRACKER_RUNS),
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
+    identity, changed = checked_identity(cli, resumed, ckpt_path)
+    cli.trainer.callbacks.append(identity)
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
-    if resumed is not None:
-        truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
-    write_skipped_files(Path(output_dir), cli.datamodule.skipped)
+    if launched_as_rank_zero():  # the one process that writes in the run folder
+        if resumed is not None:
+            truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
+            record_changes(Path(output_dir), changed, str(ckpt_path),
+                           int(resumed["global_step"]))
+        write_skipped_files(Path(output_dir), cli.datamodule.skipped)
     return cli, ckpt_path
 
 
@@ -414,6 +450,9 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
         if signum is None:
             if ckpt_path is None and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
+            lost = lost_peer(err, cli.trainer, output_dir)
+            if lost is not None:
+                raise lost from None
             raise
         for callback in cli.trainer.callbacks:
             if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
@@ -439,6 +478,8 @@ def pretrain_command(argv: list[str]) -> int:
     hints = {
         UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
         "are listed in the run folder's skipped_files.txt)",
+        VideoDecodeError: "pass --data.skip_corrupt true to skip unreadable videos (they are "
+        "listed in the run folder's skipped_files.txt)",
         MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
         "shorter side to N and centre-crop it when loading",
     }

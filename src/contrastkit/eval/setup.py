@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,16 +23,20 @@ from contrastkit.checkpoints import (
     load_backbone,
     load_projector,
     read_metadata,
+    weights_file,
 )
 from contrastkit.data import augment
 from contrastkit.data.augment.views import VideoEvalView
 from contrastkit.data.sources import registry
 from contrastkit.data.sources.registry import DATASET_NAMES, build_video_dataset
+from contrastkit.data.sources.wrappers import fixed_subset
 from contrastkit.data.specs import VideoDataSpec
 from contrastkit.eval.features import extract_features, feature_cache_key
 from contrastkit.eval.run_defaults import RunDefaults, run_defaults
 
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
+#: The query split's name with ``held_out`` (images of ``train_split``, see there).
+HELD_OUT_SPLIT = "held-out"
 
 
 # --- the request -------------------------------------------------------------------------------
@@ -58,6 +62,11 @@ class EvalRequest:
         image_size, data_cache_dir: resize of file images decoded into the uint8 cache folder.
         load_size, test_fraction, split_seed: shorter-side resize and centre crop when loading;
             a held-out stratified test share of a folder without ``test/`` and its seed.
+        subset, held_out, subset_seed: the bank is only the first ``subset`` images of a
+            seeded shuffle (seed ``subset_seed``) of ``train_split`` (the images of a
+            pretraining run's ``data.subset`` with ``data.seed``); ``held_out`` M: the queries
+            are the M images of ``train_split`` that follow them in that shuffle (never trained
+            on: a validation split), instead of ``test_split``.
         skip_corrupt: skip unreadable image or video files (listed in the results).
         annotations, fold, frames, duration, short_side, crop_size, eval_clips: video datasets'
             split files, official split, frames per clip, clip seconds, decoded short side,
@@ -85,6 +94,9 @@ class EvalRequest:
     load_size: int | None = None
     test_fraction: float | None = None
     split_seed: int | None = None
+    subset: int | None = None
+    held_out: int | None = None
+    subset_seed: int = 0
     skip_corrupt: bool = False
     annotations: str | None = None
     fold: int = 1
@@ -143,6 +155,8 @@ class Setup:
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
                      "test_split": a.test_split, "test_fraction": self.test_fraction,
                      "split_seed": self.split_seed if self.test_fraction else None,
+                     **({"subset": a.subset, "held_out": a.held_out,
+                         "subset_seed": a.subset_seed} if a.subset is not None else {}),
                      "size": self.size, "small": self.small, "normalize": self.normalize,
                      "image_size": a.image_size, "load_size": self.load_size,
                      "skip_corrupt": a.skip_corrupt, "num_skipped": len(self.skipped),
@@ -197,6 +211,13 @@ def check_options(request: EvalRequest) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if request.test_fraction is not None and not 0.0 < request.test_fraction < 1.0:
         raise ValueError(f"--test-fraction must be between 0 and 1, got {request.test_fraction}")
+    for name in ("subset", "held_out"):
+        value = getattr(request, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if request.held_out is not None and request.subset is None:
+        raise ValueError("--held-out M takes the M images after the first --subset N of "
+                         "the train split's shuffle: give --subset N too")
 
 
 def check_fits_data(path: Path, entry: dict, data: str) -> None:
@@ -227,8 +248,10 @@ def setup(request: EvalRequest) -> Setup:
     given on the command line, else the pretraining run's setting (:mod:`.run_defaults`),
     else the built-in default."""
     check_options(request)
+    if request.held_out is not None:  # the queries: the held-out images of the train split
+        request = replace(request, test_split=HELD_OUT_SPLIT)
     device = _device(request.device)
-    path = Path(request.checkpoint).expanduser().resolve()
+    path = weights_file(Path(request.checkpoint).expanduser().resolve())
     entry = read_metadata(path)
     check_fits_data(path, entry, request.data)
     backbone, spec = _load_checkpoint(path)
@@ -277,9 +300,10 @@ def open_split(s: Setup, split: str) -> object:
         if a.root is None and a.data != "digits":
             raise ValueError(f"--root is required for --data {a.data} (only digits is "
                              "built in)")
+        source = a.train_split if split == HELD_OUT_SPLIT else split
         try:
             dataset, skipped = registry.open_split(
-                a.data, a.root, split, cache_dir=a.data_cache_dir, image_size=a.image_size,
+                a.data, a.root, source, cache_dir=a.data_cache_dir, image_size=a.image_size,
                 load_size=s.load_size, classes=a.classes, skip_corrupt=a.skip_corrupt,
                 test_fraction=s.test_fraction, split_seed=s.split_seed)
         except registry.MissingSplitError as err:
@@ -293,6 +317,10 @@ def open_split(s: Setup, split: str) -> object:
                 "evaluation needs labels; point --root at a folder with one sub-folder per "
                 "class (ROOT/<class>/*.jpg)")
         s.skipped += [p for p in skipped if p not in s.skipped]
+        selection = _selection(s, split)
+        if selection is not None:
+            dataset = fixed_subset(dataset, selection["size"], selection["seed"],
+                                   selection["start"])
         s.datasets[split] = dataset
         classes = getattr(dataset, "classes", [])
         if len(classes) == 1:
@@ -300,6 +328,17 @@ def open_split(s: Setup, split: str) -> object:
                   "that class, so accuracies are 1.0 and say nothing about the features",
                   file=sys.stderr)
     return s.datasets[split]
+
+
+def _selection(s: Setup, split: str) -> dict | None:
+    """Which images of the split ``subset`` / ``held_out`` keep (positions ``start`` to
+    ``start + size`` of the seeded shuffle), or None for the whole split."""
+    a = s.request
+    if split == HELD_OUT_SPLIT:
+        return {"start": a.subset, "size": a.held_out, "seed": a.subset_seed}
+    if a.subset is not None and split == a.train_split:
+        return {"start": 0, "size": a.subset, "seed": a.subset_seed}
+    return None
 
 
 def is_video(s: Setup) -> bool:
@@ -381,6 +420,7 @@ def _extract_split(s: Setup, split: str) -> tuple[Tensor, Tensor]:
         space=s.space,
         classes=s.request.classes, load_size=s.load_size,
         test_fraction=s.test_fraction, split_seed=s.split_seed,
+        **({"selection": selection} if (selection := _selection(s, split)) else {}),
     )
     cache = None if s.request.no_cache else s.request.cache_dir
     if is_video(s):

@@ -91,6 +91,19 @@ def target_distribution(
     return probs.div_(probs.sum(dim=1, keepdim=True))
 
 
+def zero_logit_weight(
+    key: Tensor, cands: Candidates, temperature: float, diagonals: Sequence[int] = ()
+) -> Tensor:
+    """(N,) target weight of a positive given the logit 0 beside the candidates' logits
+    ``key_i . c_j / temperature`` (masked diagonals excluded): ``1 / (1 + sum_j exp(l_ij))``,
+    the sigmoid of ``-logsumexp_j l_ij``. No gradient (a target)."""
+    with torch.no_grad():
+        logits = _cosine_logits(key / temperature, cands)
+        for offset in diagonals:
+            logits.diagonal(offset).fill_(float("-inf"))
+        return torch.sigmoid(-torch.logsumexp(logits, dim=1))
+
+
 def negative_lse(
     anchors: Tensor,
     cands: Candidates,

@@ -14,11 +14,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastkit.checks import check_unit_interval
-from contrastkit.losses._logsumexp import negative_lse, target_distribution
+from contrastkit.losses._logsumexp import negative_lse, target_distribution, zero_logit_weight
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
 from contrastkit.losses.temperature import check_temperature
 
-__all__ = ["RESSLLoss", "SCELoss", "ressl", "sce", "sce_reference", "sce_terms"]
+__all__ = ["POSITIVE_TARGETS", "RESSLLoss", "SCELoss", "ressl", "sce", "sce_reference",
+           "sce_terms"]
+
+#: How the key's target distribution treats the positive: ``masked`` (eq. 5's
+#: :math:`1_{i \ne k}`: weight exactly 0) or ``zero_logit`` (the authors' eztorch code with
+#: ``use_keys: False``, its default: the positive's key-key logit is a constant 0 beside the
+#: negatives' ``k_i . c_j / tau_m``, so it keeps a weight ``1 / (1 + sum_j exp(k_i . c_j /
+#: tau_m))`` in the target).
+POSITIVE_TARGETS = ("masked", "zero_logit")
+
+
+def _check_positive_target(positive_target: str) -> None:
+    if positive_target not in POSITIVE_TARGETS:
+        raise ValueError(f"positive_target must be one of {', '.join(POSITIVE_TARGETS)}, got "
+                         f"{positive_target!r}")
 
 
 def _sce_parts(
@@ -29,10 +43,15 @@ def _sce_parts(
     target_temperature: float,
     *,
     with_target: bool = True,
+    positive_target: str = "masked",
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Per anchor: positive logit, log-sum-exp over negatives, sum_j s2_ij * logit_ij."""
+    """Per anchor: positive logit, log-sum-exp over negatives, and the target's weighted
+    logits: ``sum_j s2_ij * logit_ij`` (``masked``), or ``a_i * logit_i+ + (1 - a_i) *
+    sum_j s2_ij * logit_ij`` with ``a_i`` the positive's weight given a zero target logit
+    (``zero_logit``; the negatives' weights of that softmax are ``(1 - a_i) s2_ij``)."""
     check_temperature("temperature", temperature, per_pair=False)
     check_temperature("target_temperature", target_temperature, per_pair=False)
+    _check_positive_target(positive_target)
     pairs = prepare_pairs(query, key, negatives)
     target = None
     if with_target:
@@ -42,7 +61,11 @@ def _sce_parts(
     lse, wdot = negative_lse(
         pairs.query, pairs.negatives, temperature, diagonals=pairs.diagonals, target=target
     )
-    return positive_logits(pairs.query, pairs.key, temperature), lse, wdot
+    pos = positive_logits(pairs.query, pairs.key, temperature)
+    if with_target and positive_target == "zero_logit":
+        a = zero_logit_weight(pairs.key, pairs.negatives, target_temperature, pairs.diagonals)
+        wdot = a * pos + (1.0 - a) * wdot
+    return pos, lse, wdot
 
 
 def ressl(
@@ -141,6 +164,7 @@ def sce(
     temperature: float = 0.1,
     target_temperature: float = 0.07,
     coeff: float = 0.5,
+    positive_target: str = "masked",
 ) -> Tensor:
     r"""SCE loss (Denize et al. 2023, eqs. 8-10).
 
@@ -151,7 +175,9 @@ def sce(
 
     :math:`s^2` is eq. (5), the key's softmax at ``target_temperature`` over the negatives
     only: the positive is *masked* out (weight exactly 0), as eq. (5) writes with
-    :math:`1_{i \ne k}`, not given a zero logit as in the pseudo-code. :math:`p^1` is the
+    :math:`1_{i \ne k}`, not given a zero logit as in the pseudo-code (``positive_target=
+    "zero_logit"`` takes the pseudo-code's and the authors' code's form, see
+    :data:`POSITIVE_TARGETS`). :math:`p^1` is the
     query's softmax over the positive :math:`k_i` and the negatives. :math:`\lambda` =
     ``coeff``. The target :math:`w^2` has no gradient; the key gets gradient through the
     positive logit (and, in-batch, as a candidate).
@@ -163,18 +189,22 @@ def sce(
         temperature: online temperature :math:`\tau` > 0.
         target_temperature: target temperature :math:`\tau_m` > 0.
         coeff: :math:`\lambda` in [0, 1]; 1 gives InfoNCE, 0 gives ReSSL + Ceil.
+        positive_target: ``masked`` (eq. 5) or ``zero_logit`` (the authors' code), see
+            :data:`POSITIVE_TARGETS`.
 
     Returns:
         Scalar tensor, the mean over anchors.
 
     Raises:
-        ValueError: as :func:`ressl`, or ``coeff`` outside [0, 1].
+        ValueError: as :func:`ressl`, ``coeff`` outside [0, 1], or an unknown
+            ``positive_target``.
     """
     check_unit_interval("coeff", coeff)
     # pos: (N,) l_i+ = q_i.k_i / tau; lse_neg: (N,) log sum_j exp(l_ij) over the negatives;
     # wdot: (N,) sum_j s2_ij l_ij (eq. 5 target, no gradient). No (N, 1 + K) matrix is built.
     pos, lse_neg, wdot = _sce_parts(
-        query, key, negatives, temperature, target_temperature, with_target=coeff < 1.0
+        query, key, negatives, temperature, target_temperature, with_target=coeff < 1.0,
+        positive_target=positive_target,
     )
     # Eq. 10 with log p1_ik = l_ik - lse_i(pos, neg) (eq. 9) and sum_k w2_ik = 1 (eq. 8):
     #   -sum_k w2_ik log p1_ik = lse_i(pos, neg) - lambda l_i+ - (1 - lambda) sum_j s2_ij l_ij
@@ -190,6 +220,7 @@ def sce_reference(
     temperature: float = 0.1,
     target_temperature: float = 0.07,
     coeff: float = 0.5,
+    positive_target: str = "masked",
 ) -> Tensor:
     r"""SCE eqs. 8-10 written as the paper writes them, one equation per line.
 
@@ -200,7 +231,9 @@ def sce_reference(
     No argument checks: use :func:`sce` for training.
 
     Args:
-        query, key, negatives, temperature, target_temperature, coeff: as in :func:`sce`.
+        query, key, negatives, temperature, target_temperature, coeff, positive_target: as
+            in :func:`sce` (``zero_logit``: eq. 5's softmax taken over a zero logit in column 0
+            and the negatives, as the pseudo-code writes it).
 
     Returns:
         Scalar tensor, the mean over anchors.
@@ -213,10 +246,12 @@ def sce_reference(
     else:  # queue: the same K negatives for every anchor, (N, K)
         c = F.normalize(negatives, dim=1)
         sim1_neg, sim2_neg = z1 @ c.T, z2 @ c.T
-    # eq. 5, (N, K): over the negatives only (the pseudo-code's zero positive logit is masked)
-    s2 = torch.softmax(sim2_neg.detach() / target_temperature, dim=1)
-    one_hot = F.pad(torch.ones_like(s2[:, :1]), (0, s2.shape[1]))  # 1_{k = i+}, (N, 1 + K)
-    w2 = coeff * one_hot + (1 - coeff) * F.pad(s2, (1, 0))  # eq. 8, (N, 1 + K), column 0: i+
+    one_hot = F.pad(torch.ones_like(sim2_neg[:, :1]), (0, sim2_neg.shape[1]))  # 1_{k=i+}
+    if positive_target == "zero_logit":  # the pseudo-code: logit 0 in column 0, (N, 1 + K)
+        s2 = torch.softmax(F.pad(sim2_neg.detach() / target_temperature, (1, 0)), dim=1)
+    else:  # eq. 5, (N, K) over the negatives only, then weight 0 for the positive
+        s2 = F.pad(torch.softmax(sim2_neg.detach() / target_temperature, dim=1), (1, 0))
+    w2 = coeff * one_hot + (1 - coeff) * s2  # eq. 8, (N, 1 + K), column 0: i+
     sim1 = torch.cat([(z1 * z2).sum(1, keepdim=True), sim1_neg], dim=1)  # (N, 1 + K)
     log_p1 = torch.log_softmax(sim1 / temperature, dim=1)  # eq. 9, (N, 1 + K)
     return -(w2 * log_p1).sum(dim=1).mean()  # eq. 10
@@ -248,17 +283,20 @@ class SCELoss(nn.Module):
     """Module form of :func:`sce`; arguments are validated at construction."""
 
     def __init__(
-        self, *, temperature: float = 0.1, target_temperature: float = 0.07, coeff: float = 0.5
+        self, *, temperature: float = 0.1, target_temperature: float = 0.07, coeff: float = 0.5,
+        positive_target: str = "masked",
     ) -> None:
         super().__init__()
         check_temperature("temperature", temperature, per_pair=False)
         check_temperature("target_temperature", target_temperature, per_pair=False)
         check_unit_interval("coeff", coeff)
+        _check_positive_target(positive_target)
         self.temperature, self.target_temperature, self.coeff = (
             temperature,
             target_temperature,
             coeff,
         )
+        self.positive_target = positive_target
 
     def forward(self, query: Tensor, key: Tensor, negatives: Tensor | None = None) -> Tensor:
         return sce(
@@ -268,10 +306,11 @@ class SCELoss(nn.Module):
             temperature=self.temperature,
             target_temperature=self.target_temperature,
             coeff=self.coeff,
+            positive_target=self.positive_target,
         )
 
     def extra_repr(self) -> str:
         return (
             f"temperature={self.temperature}, target_temperature={self.target_temperature}, "
-            f"coeff={self.coeff}"
+            f"coeff={self.coeff}, positive_target={self.positive_target}"
         )

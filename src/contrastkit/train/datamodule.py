@@ -17,7 +17,7 @@ the module gathers the shards back.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Literal
 
@@ -46,6 +46,7 @@ from contrastkit.data.sources.registry import (
 from contrastkit.data.sources.stream import DecodedImage, ShardStream, is_url
 from contrastkit.data.sources.wrappers import ResizedSquare, fixed_subset, select_classes
 from contrastkit.data.specs import VideoDataSpec
+from contrastkit.train.device_data import DeviceBatches
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -123,7 +124,10 @@ class PretrainDataModule(L.LightningDataModule):
             scale when every box allows it, crops resized in uint8
             (:mod:`contrastkit.data.loading.crops`); flips and colour steps stay on the
             device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
-            ``shards`` of any sizes; not with ``cache_dir``.
+            ``shards`` of any sizes; not with ``cache_dir``. ``dali``: the same boxes, each
+            decoded alone by NVIDIA DALI, on the GPU when training on one (nvJPEG), else in
+            ``num_workers`` DALI CPU threads (:mod:`contrastkit.data.loading.dali_crops`; needs
+            ``contrastkit[dali]``; not with ``stream``).
         fast_decode: with ``crops: loader``, decode JPEGs with libjpeg's fast inverse DCT
             (``simplejpeg``'s ``fastdct``): a cheaper decode whose pixels differ from the
             accurate one by about 1 grey level on average (``benchmarks/README.md``,
@@ -135,6 +139,9 @@ class PretrainDataModule(L.LightningDataModule):
             opens (``https://``, ``pipe:``...; the kNN monitor still reads its splits by
             random access, so with a URL set ``val_split: null``). Off by default.
         shuffle_buffer: samples in each loader worker's shuffle buffer with ``stream``.
+        on_device: keep the training split on the training device (at most 1 GiB of uint8
+            images of one size, e.g. CIFAR) and gather every batch there, without loader
+            workers: the same batches in the same order (:mod:`contrastkit.train.device_data`).
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -179,10 +186,11 @@ class PretrainDataModule(L.LightningDataModule):
         test_fraction: float | None = None,
         split_seed: int = 0,
         video: VideoDataSpec | None = None,
-        crops: Literal["device", "loader"] = "device",
+        crops: Literal["device", "loader", "dali"] = "device",
         fast_decode: bool = False,
         stream: bool = False,
         shuffle_buffer: int = 1000,
+        on_device: bool = False,
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -221,16 +229,22 @@ class PretrainDataModule(L.LightningDataModule):
                 if getattr(self, key) is not None:
                     raise ValueError(f"data.{key} applies to image datasets, not {dataset!r}")
         self.video = (video or VideoDataSpec()) if self.is_video else None
-        if crops not in ("device", "loader"):
-            raise ValueError(f"data.crops must be 'device' or 'loader', got {crops!r}")
-        if crops == "loader" and (self.is_video or cache_dir is not None):
-            raise ValueError("data.crops: loader cuts crops from image files; it applies to "
+        if crops not in ("device", "loader", "dali"):
+            raise ValueError(f"data.crops must be 'device', 'loader' or 'dali', got {crops!r}")
+        if crops != "device" and (self.is_video or cache_dir is not None):
+            raise ValueError(f"data.crops: {crops} cuts crops from image files; it applies to "
                              "image datasets without data.cache_dir")
+        if crops == "dali" and stream:
+            raise ValueError("data.crops: dali reads files by random access, not data.stream")
         if fast_decode and crops != "loader":
             raise ValueError("data.fast_decode applies to data.crops: loader")
         self.crops, self.fast_decode = crops, bool(fast_decode)
         self._check_stream(stream, shuffle_buffer)
         self.stream, self.shuffle_buffer = bool(stream), int(shuffle_buffer)
+        if on_device and (self.is_video or self.stream or crops != "device"):
+            raise ValueError("data.on_device keeps decoded images on the device: not with "
+                             "video, data.stream or data.crops: loader / dali")
+        self.on_device = bool(on_device)
         #: the views' crops, derived from the views config by
         #: :func:`~contrastkit.data.augment.views.loader_crop_specs` (``contrastkit pretrain``
         #: sets them before training)
@@ -263,7 +277,7 @@ class PretrainDataModule(L.LightningDataModule):
             return select_classes(dataset, self.classes) if self.classes is not None else dataset
         if self.stream and not monitor:
             return ShardStream(self.root, split)  # type: ignore[arg-type]
-        full_images = self.crops == "loader" and not monitor
+        full_images = self.crops != "device" and not monitor
         dataset, skipped = open_split(
             self.dataset_name, self.root, split, cache_dir=self.cache_dir,
             image_size=self.image_size, load_size=None if full_images else self.load_size,
@@ -329,7 +343,7 @@ class PretrainDataModule(L.LightningDataModule):
         if self.val_split is not None:
             if self.bank_split != self.train_split or self.is_video or self.stream:
                 bank = self._open(self.bank_split, monitor=True)
-            elif self.crops == "loader" and self.load_size is not None:
+            elif self.crops != "device" and self.load_size is not None:
                 bank = ResizedSquare(train, self.load_size)  # the training images, as squares
             else:
                 bank = train
@@ -345,9 +359,22 @@ class PretrainDataModule(L.LightningDataModule):
                     "(left out of pretraining), or --data.val_split null to pretrain without "
                     "the monitor") from None
         if self.test_fraction is not None:
-            rank_zero_info(f"data: {self.root}: pretraining on {len(train)} images, "
-                           f"data.test_fraction {self.test_fraction} of each class held out as "
-                           f"the test split (data.split_seed {self.split_seed})")
+            self._say_held_out(len(train))
+
+    def _say_held_out(self, trained: int) -> None:
+        """The start line: how many images the held-out split really holds (none when every
+        class has one image); the monitor, which would query an empty split, is then off."""
+        held = len(self.val_set if self.val_split == "test" else self._open("test"))  # type: ignore[arg-type]
+        none = "" if held else ("; without the kNN monitor and the online classifier (nothing to "
+                                "query)" if self.val_split == "test" else "")
+        if not held and self.val_split == "test":
+            self.val_split, self.val_set, self.bank_set = None, None, None
+        rank_zero_info(f"data: {self.root}: pretraining on {trained} images, " + (
+            f"{held} held out as the test split (data.test_fraction {self.test_fraction} of "
+            f"each class, data.split_seed {self.split_seed})" if held else
+            f"none held out: data.test_fraction {self.test_fraction} holds out none of a class "
+            f"of one image (a class needs 2 to be in both splits), and every class here has "
+            f"one{none}"))
 
     def workers(self) -> int:
         """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""
@@ -366,7 +393,7 @@ class PretrainDataModule(L.LightningDataModule):
                           persistent_workers=workers > 0,
                           collate_fn=None if self.is_video else decode.collate_images)
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> Iterable:
         assert self.train_set is not None
         if isinstance(self.train_set, ShardStream):
             return self._stream_loader(self.train_set)
@@ -379,6 +406,17 @@ class PretrainDataModule(L.LightningDataModule):
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
                                 self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
+        if self.crops == "dali":
+            from contrastkit.data.loading.dali_crops import DaliCrops
+
+            device = self.trainer.strategy.root_device
+            return DaliCrops(encoded_reader(self.train_set), self._crop_specs(),
+                             EpochKeys(sampler), self.batch_size, self.seed,
+                             "gpu" if device.type == "cuda" else "cpu", device.index or 0,
+                             max(1, self.workers()))
+        if self.on_device:
+            device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+            return DeviceBatches(self.train_set, sampler, self.batch_size, device)
         return self._loader(self.train_set, sampler, drop_last=True)
 
     def _first_epoch(self) -> int:
@@ -402,7 +440,7 @@ class PretrainDataModule(L.LightningDataModule):
 
     def _crop_specs(self) -> list[CropSpec]:
         if self.crop_specs is None:
-            raise ValueError("data.crops: loader needs the views' crops: set crop_specs to "
+            raise ValueError(f"data.crops: {self.crops} needs the views' crops: set crop_specs to "
                              "contrastkit.data.augment.views.loader_crop_specs(views, "
                              "method.default_views) (contrastkit pretrain does)")
         return self.crop_specs

@@ -84,12 +84,16 @@ def select_classes(dataset: Dataset, classes: list[str]) -> Dataset:
     return _Relabelled(dataset, indices, mapping, list(classes))
 
 
-def fixed_subset(dataset: Dataset, n: int, seed: int) -> Subset:
-    """The first ``n`` items of a seeded permutation, keeping ``classes`` and ``targets``."""
+def fixed_subset(dataset: Dataset, n: int, seed: int, start: int = 0) -> Subset:
+    """The ``n`` items from position ``start`` of a seeded permutation (the first ``n`` by
+    default), keeping ``classes`` and ``targets``: ``start = n`` of one call gives the items
+    that follow another call's first ``n``, never the same."""
     if n < 1:
         raise ValueError(f"subset size must be >= 1, got {n}")
+    if start < 0:
+        raise ValueError(f"subset start must be >= 0, got {start}")
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
-    indices = sorted(order[: min(n, len(dataset))].tolist())
+    indices = sorted(order[start: min(start + n, len(dataset))].tolist())
     subset = Subset(dataset, indices)
     targets = getattr(dataset, "targets", None)
     subset.classes = getattr(dataset, "classes", [])  # type: ignore[attr-defined]

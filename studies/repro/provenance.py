@@ -1,0 +1,221 @@
+"""Where a recorded run came from: the checkout, the library versions and the hardware.
+
+Every command the runner makes for a run or comparison appends one line to the folder's
+``provenance.jsonl`` (recorded with the run, like ``cost.jsonl``): the step, the git commit of
+the checkout the command ran from and whether its tracked files differed from that commit
+(``dirty``; the study's own output, ``docs/reproduction*`` and ``docs/figures``, aside: the
+runner writes the records there while it runs), the versions of Python, torch, numpy,
+Lightning and contrastkit, the CPU model, the torch threads (``OMP_NUM_THREADS`` as the
+command inherits it) and the GPU model when one is visible. :func:`read_provenance` folds a
+folder's lines into what the report prints: the commits that trained it, in order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+PROVENANCE_LOG = "provenance.jsonl"
+#: Paths the runner itself writes while it runs (records, report): not "dirty" code.
+STUDY_OUTPUT = ("docs/reproduction", "docs/reproduction.md", "docs/reproduction.json",
+                "docs/figures")
+#: The packages whose versions a record holds (distribution names).
+PACKAGES = ("torch", "numpy", "lightning", "contrastkit")
+
+
+#: The commit (and ``1`` when its tree differed) that a Part B block on the GPU machine runs:
+#: the copy of the checkout sent there carries no git history, so the session's planner
+#: passes what it read (:mod:`studies.repro.device_block`); set, they replace git's answer.
+COMMIT_VARIABLE, DIRTY_VARIABLE = "REPRO_COMMIT", "REPRO_DIRTY"
+
+
+def git_state(repo: Path) -> dict[str, object]:
+    """``{"commit": sha or None, "dirty": bool or None}`` of the checkout ``repo``: ``dirty``
+    when a tracked file outside :data:`STUDY_OUTPUT` differs from the commit (untracked files
+    do not count). None for both outside a git checkout or without git. The environment's
+    :data:`COMMIT_VARIABLE` and :data:`DIRTY_VARIABLE`, when set, are the answer instead."""
+    if os.environ.get(COMMIT_VARIABLE):
+        return {"commit": os.environ[COMMIT_VARIABLE],
+                "dirty": os.environ.get(DIRTY_VARIABLE) == "1"}
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
+                                  text=True, check=False, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                 *(f":(exclude){p}" for p in STUDY_OUTPUT))
+    return {"commit": commit.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s ``model name``; ``platform.processor()``
+    elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_model() -> str | None:
+    """The first visible CUDA device's name, or None (no CUDA build, no device)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0)
+
+
+def environment(repo: Path) -> dict[str, object]:
+    """What a command run from ``repo`` now runs on (see the module docstring)."""
+    import torch
+
+    return {
+        **git_state(repo),
+        "python": platform.python_version(),
+        **{package: _version(package) for package in PACKAGES},
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": gpu_model(),
+        "host": platform.node(),
+    }
+
+
+def append_provenance(log: Path, step: str, entry: dict[str, object],
+                      started: dt.datetime) -> None:
+    """Append ``entry`` (:func:`environment`) for the command ``step`` to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    line = {"step": step, "started": started.isoformat(timespec="seconds"), **entry}
+    with open(log, "a") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
+def read_provenance(folder: Path) -> dict[str, object]:
+    """``folder/provenance.jsonl`` folded: ``commits`` (in the order first seen, of the
+    pretraining commands when there are any, else of every command), ``dirty`` (any of them),
+    and the last line's versions and hardware; empty without a log (a run recorded before
+    provenance was)."""
+    try:
+        lines = (folder / PROVENANCE_LOG).read_text().splitlines()
+    except OSError:
+        return {}
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut short by a crash
+    entries = [e for e in entries if isinstance(e, dict)]
+    if not entries:
+        return {}
+    trained = [e for e in entries if e.get("step") == "pretrain"] or entries
+    last = entries[-1]
+    return {"commits": list(dict.fromkeys(str(e.get("commit")) for e in trained)),
+            "dirty": any(bool(e.get("dirty")) for e in trained),
+            **{k: last.get(k) for k in ("python", *PACKAGES, "cpu", "omp_num_threads",
+                                        "torch_threads", "gpu")}}
+
+
+#: The checkout that trains the second round's runs (issue 38), one for the whole round.
+STUDY_CHECKOUT = "1955f53"
+#: How to go on with the second round at that checkout, and bring its records here.
+CONTINUE_AT_STUDY_CHECKOUT = (
+    f"The second round's runs are trained by one checkout, {STUDY_CHECKOUT} (see Provenance), "
+    "so that each claim's seeds come from one code. `make repro-cpu` on a later commit also "
+    "goes on with them, with that commit's code (the provenance table then names both "
+    "commits). To keep the one checkout, go on at it and bring its records here (at that "
+    "commit the command is `contrastkit repro`; its `make repro-cpu` predates the round's "
+    "study list):",
+    "",
+    "```bash",
+    f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
+    "cd ../contrastkit-study && make lint   # creates its .venv",
+    "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/contrastkit repro cpu --study \\",
+    "    temperature dystress sincere_grid sincere cifar2 > ../study-lane$lane.log 2>&1 & done",
+    "# later, whenever runs have finished (rerun the same loop after any stop: it resumes):",
+    "cd - && cp -rn ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
+    "&& make repro-report",
+    "```",
+    "",
+)
+#: What the first-steps check found about the records and today's code (tests/repro/
+#: test_pinned_stream.py holds it): measured 2026-11-27 on this project's machine.
+STREAM_CHECK = (
+    "Do the records and today's code train the same runs? The first round's seed-0 run of "
+    "`configs/repro/cpu/simclr_t0.1.yaml` started on 2026-11-26 at 14:29 and its recorded "
+    "config has the online monitor added by 2f74338 (14:22), so it was trained by a checkout "
+    "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
+    "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
+    "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
+    f"this round's study checkout, {STUDY_CHECKOUT} (step 9: 6.3309): no code change since "
+    "the records' "
+    "checkout altered the training stream. The record itself has 6.5892 at step 9: the same "
+    "code and config give it only in another environment. On this machine they give 6.3309 "
+    "with one thread and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding "
+    "in the threaded kernels, the gap growing from there); the first round moved between "
+    "machines across sessions and recorded neither its CPU nor its thread count. So a CPU run "
+    "repeats bit for bit only with the same code, torch build, CPU kernels and thread count, "
+    "which every record now holds; across environments the runs are statistically, not "
+    "bitwise, the same. `tests/repro/test_pinned_stream.py` pins the first three steps of "
+    "that run: exactly in the environment that pinned them, to a relative 1e-5 on the first "
+    "two steps elsewhere; a change of the data order, augmentation, initialisation, loss or "
+    "optimiser fails it. The second round's runs are all trained by that one study checkout, "
+    f"{STUDY_CHECKOUT} (the table above), even where this page is generated at a later "
+    "commit; the test "
+    "runs in `make test` wherever `../shared/data` lies beside the checkout (as in CI), so the "
+    "code of a commit whose tests pass trains the same first steps as the study checkout.")
+
+
+def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
+    """The report's provenance section: which checkout (and environment) trained which runs
+    of ``part``, then :data:`STREAM_CHECK`."""
+    groups: dict[tuple, list[str]] = {}
+    for run in summary.get("runs", {}).values():
+        if run.get("tag") != part or not run.get("pretrain_finished"):
+            continue
+        p = run.get("provenance") or {}
+        key = (tuple(p.get("commits") or ()), p.get("dirty"), p.get("torch"),
+               p.get("lightning"), p.get("numpy"), p.get("cpu"), p.get("omp_num_threads"),
+               p.get("gpu"))
+        groups.setdefault(key, []).append(f"{run['stem']} s{run['seed']}")
+    lines = ["## Provenance", "",
+             "Which checkout trained each recorded run (every command the runner makes appends "
+             "its commit, whether tracked code differed from it, the versions and the "
+             "hardware to the run's `provenance.jsonl`, recorded with the run):", "",
+             "| commit(s) | code changed | torch / Lightning / numpy | CPU, threads | runs |",
+             "|---|---|---|---|---|"]
+    for key, runs in sorted(groups.items(), key=lambda item: (not item[0][0], item[0])):
+        commits, dirty, torch_v, lightning_v, numpy_v, cpu, threads, gpu = key
+        if not commits:
+            lines.append(f"| not recorded (first round, 2026-11-25 to 27) | – | – | – | "
+                         f"{len(runs)}: {', '.join(sorted(runs))} |")
+            continue
+        hardware = f"{cpu}, OMP_NUM_THREADS={threads}" + (f", GPU {gpu}" if gpu else "")
+        lines.append(f"| {', '.join(c[:10] for c in commits)} | "
+                     f"{'yes' if dirty else 'no'} | {torch_v} / {lightning_v} / {numpy_v} | "
+                     f"{hardware} | {len(runs)}: {', '.join(sorted(runs))} |")
+    return [*lines, "", STREAM_CHECK, ""]

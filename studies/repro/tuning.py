@@ -1,0 +1,115 @@
+"""Tuned runs: the setting a grid of runs chooses, by a rule fixed before the runs.
+
+A :class:`~studies.repro.studies.Variant` with a ``tuning``
+(:class:`~studies.repro.studies.Tuning`) stands for "this loss at the setting its grid
+chooses": among the grid's runs of the tuning's seed, the one whose validation evaluation
+(``tuning.protocol``, e.g. 1-NN on training images held out of pretraining) scored highest;
+ties go to the first cell in grid order. Until every grid run has that evaluation there is no
+choice, and the variant is a placeholder whose folder holds no run. Once chosen:
+
+* with ``reuse``, the tuned variant *is* the chosen grid run (its folder, so seed 0 is the grid
+  run itself and seeds 1, 2 are trained beside it), with the study's evaluations added;
+* without, it trains its own config with the chosen cell's ``overrides`` (another data set
+  at the same temperature and learning rate).
+
+:func:`folder_choices` reads the grid's evaluations from the run folders (the runner, the
+collection, which writes them into the summary as ``choices``); :func:`resolve_study` turns a
+study's tuned variants into concrete ones from those choices (the verdicts and the report,
+from the summary).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from studies.repro import layout
+from studies.repro.layout import eval_dir, run_dir
+from studies.repro.studies import Study, Tuning, Variant
+
+#: Short names of the overridden settings, for labels.
+SETTING_NAMES = {"--model.method.init_args.temperature": "t", "--model.optimizer.base_lr": "lr"}
+
+
+def settings_text(overrides: Iterable[str]) -> str:
+    """``t=0.2, lr=0.15`` from ``--model.method.init_args.temperature 0.2 ...``."""
+    items = list(overrides)
+    return ", ".join(f"{SETTING_NAMES.get(k, k.lstrip('-'))}={v}"
+                     for k, v in zip(items[::2], items[1::2], strict=True))
+
+
+def grid_scores(tuning: Tuning, root: Path | None = None,
+                part: str = "cpu") -> dict[str, float | None]:
+    """Each grid cell's validation score (``tuning.metric`` of ``tuning.protocol``, seed
+    ``tuning.seed``) read from its run folder under ``root``; None where not evaluated yet."""
+    root = layout.REPO if root is None else root
+    scores: dict[str, float | None] = {}
+    for cell in tuning.grid:
+        path = root / eval_dir(run_dir(part, cell.stem, tuning.seed), tuning.protocol)
+        try:
+            value = json.loads((path / "results.json").read_text())["metrics"][tuning.metric]
+            scores[cell.name] = float(value)
+        except (OSError, ValueError, KeyError, TypeError):
+            scores[cell.name] = None
+    return scores
+
+
+def choose(tuning: Tuning, scores: dict[str, float | None]) -> Variant | None:
+    """The grid cell with the highest score (the first of equal ones), or None while a cell
+    has no score."""
+    if any(scores.get(cell.name) is None for cell in tuning.grid):
+        return None
+    return max(tuning.grid, key=lambda cell: scores[cell.name])  # max keeps the first
+
+
+def tunings(studies: Iterable[Study]) -> dict[str, Tuning]:
+    """Every tuning the studies' variants use, by name."""
+    return {v.tuning.name: v.tuning for s in studies for v in s.variants if v.tuning}
+
+
+def folder_choices(studies: Iterable[Study], root: Path | None = None,
+                   part: str = "cpu") -> dict[str, dict]:
+    """``{tuning name: {"chosen": cell name or None, "scores": {cell: score or None}}}`` from
+    the run folders."""
+    out = {}
+    for name, tuning in tunings(s for s in studies if s.part == part).items():
+        scores = grid_scores(tuning, root, part)
+        chosen = choose(tuning, scores)
+        out[name] = {"chosen": chosen.name if chosen else None, "scores": scores}
+    return out
+
+
+def resolve(variant: Variant, chosen: Variant | None) -> Variant:
+    """``variant`` with its tuning resolved to the ``chosen`` grid cell (the variant itself
+    when it is not tuned or nothing is chosen yet)."""
+    if variant.tuning is None or chosen is None:
+        return variant
+    label = variant.label.replace("(tuned)", f"(tuned: {settings_text(chosen.overrides)})")
+    if variant.tuning.reuse:
+        evals = tuple(dict.fromkeys(chosen.evals + variant.evals))
+        return replace(chosen, name=variant.name, label=label, evals=evals,
+                       eval_args=variant.eval_args, tuning=None)
+    return replace(variant, label=label, folder=None, overrides=chosen.overrides, tuning=None)
+
+
+def resolve_study(study: Study, choices: dict[str, dict]) -> Study:
+    """``study`` with every tuned variant resolved from ``choices`` (:func:`folder_choices`
+    or a summary's ``choices``); unchosen ones stay placeholders."""
+    if not any(v.tuning for v in study.variants):
+        return study
+    variants = []
+    for v in study.variants:
+        if v.tuning is None:
+            variants.append(v)
+            continue
+        name = (choices.get(v.tuning.name) or {}).get("chosen")
+        cell = next((c for c in v.tuning.grid if c.name == name), None)
+        variants.append(resolve(v, cell))
+    return replace(study, variants=tuple(variants))
+
+
+def is_resolved(variant: Variant) -> bool:
+    """Whether ``variant`` names a run (not a tuned placeholder)."""
+    return variant.tuning is None
