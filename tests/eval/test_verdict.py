@@ -131,3 +131,22 @@ def test_low_shot_comparisons_are_summarised_per_baseline():
             "settings)") in line
     with pytest.raises(ValueError, match="at least one protocol"):
         weigh([])
+
+
+def test_an_overfitting_probe_is_flagged_in_its_line():
+    """The issue's probe: train 70%, test 21% on 40 images per class of 20 classes."""
+    from contrastkit.eval.answer import protocol_evidence
+
+    config = {"epochs": 100, "validation": 0.1,
+              "early_stopping": {"best_epoch": 12, "num_validation": 80, "num_fit": 720}}
+    baselines = {b: {"metrics": {}, "difference": 0.065, "ci_low": -0.005, "ci_high": 0.13}
+                 for b in BASELINES}
+    metrics = {"train_top1": 0.70, "validation_top1": 0.22}
+    line = protocol_evidence("linear", config, metrics, 20, baselines).line()
+    assert "(100 epochs, epoch 12 kept by a 10% validation split)" in line
+    assert line.endswith("The probe fits its 720 training images (about 36 per class) far "
+                         "better than held-out ones (train 70.0%, validation 22.0%): with so "
+                         "few labels this reading is weak either way.")
+    fitting = protocol_evidence("linear", config, {"train_top1": 0.5, "validation_top1": 0.4},
+                                20, baselines)
+    assert fitting.note == ""
