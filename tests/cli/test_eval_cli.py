@@ -207,10 +207,13 @@ def test_analyze_writes_figures_and_metrics(tiny_checkpoint, work, capsys, monke
     embedded = {}
 
     def fake_embedding(maps, path, *, method, seed):  # t-SNE itself takes ~20 s here
+        from contrastkit.figures import new_figure, save_figure
+
         embedded.update({name: (z.shape[0], labels.tolist()) for name, (z, labels) in
                          maps.items()}, method=method)
-        Path(path).write_bytes(PNG_SIGNATURE + bytes(6000))
-        return Path(path)
+        fig = new_figure()
+        fig.add_subplot(1, 1, 1).plot(np.sin(np.arange(200) / 7))
+        return save_figure(fig, path, caption="a stand-in for the map")
 
     monkeypatch.setattr(plots, "plot_embedding_2d", fake_embedding)
     out = work / "analyze"

@@ -91,10 +91,10 @@ def test_knn_and_linear_disagree_and_the_verdict_gives_one_reading():
                for name, (xtr, xte) in case["features"].items()}
     agree = margin_reading(margins["pretrained"], margins["random init"], 2, verdict)
     assert margins["pretrained"] > margins["random init"]
-    assert "Higher than random init, as kNN found in the verdict" in agree
+    assert "Higher than random init's, as kNN found in the verdict" in agree
     # ... and, where the margin alone would say otherwise, it says why the verdict stands
     differ = margin_reading(margins["random init"] - 0.1, margins["random init"], 2, verdict)
-    assert "Not higher than random init although kNN beat it in the verdict" in differ
+    assert "Lower than random init's although kNN beat it in the verdict" in differ
     assert "keep kNN's reading" in differ
     # the verdict travels in results.json and comes back the same (compare pools it)
     again = weigh([evidence_from_record(e) for e in verdict.record()["evidence"]])
@@ -131,3 +131,22 @@ def test_low_shot_comparisons_are_summarised_per_baseline():
             "settings)") in line
     with pytest.raises(ValueError, match="at least one protocol"):
         weigh([])
+
+
+def test_an_overfitting_probe_is_flagged_in_its_line():
+    """The issue's probe: train 70%, test 21% on 40 images per class of 20 classes."""
+    from contrastkit.eval.answer import protocol_evidence
+
+    config = {"epochs": 100, "validation": 0.1,
+              "early_stopping": {"best_epoch": 12, "num_validation": 80, "num_fit": 720}}
+    baselines = {b: {"metrics": {}, "difference": 0.065, "ci_low": -0.005, "ci_high": 0.13}
+                 for b in BASELINES}
+    metrics = {"train_top1": 0.70, "validation_top1": 0.22}
+    line = protocol_evidence("linear", config, metrics, 20, baselines).line()
+    assert "(100 epochs, epoch 12 kept by a 10% validation split)" in line
+    assert line.endswith("The probe fits its 720 training images (about 36 per class) far "
+                         "better than held-out ones (train 70.0%, validation 22.0%): with so "
+                         "few labels this reading is weak either way.")
+    fitting = protocol_evidence("linear", config, {"train_top1": 0.5, "validation_top1": 0.4},
+                                20, baselines)
+    assert fitting.note == ""

@@ -26,11 +26,11 @@ def analyze_parser() -> argparse.ArgumentParser:
                         "hardness weights, temperature functions (both independent of the "
                         "checkpoint), uniformity and alignment against DySTreSS Table 13")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
-                        help="with --paper-references: temperatures of the hardness-weight and "
-                        "temperature figures")
+                        help="temperatures of the hardness-weight and temperature figures "
+                        "(other values imply --paper-references)")
     parser.add_argument("--dystress", type=float, nargs="+", default=None,
-                        metavar="V", help="with --paper-references: DySTreSS temperature T_MIN "
-                        "T_MAX [SHIFT SCALE] drawn beside them (default: none)")
+                        metavar="V", help="DySTreSS temperature T_MIN T_MAX [SHIFT SCALE] drawn "
+                        "beside them (implies --paper-references; default: none)")
     parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none",
                         help="2-D map of the test embeddings (and of random init's)")
     parser.add_argument("--embedding-samples", type=int, default=2000,

@@ -29,9 +29,9 @@ from torch import Tensor
 from contrastkit.data import augment
 from contrastkit.data.decode.images import collate_images
 from contrastkit.eval import report
-from contrastkit.eval.answer import pretraining_verdict
 from contrastkit.eval.baselines import RANDOM_INIT, baseline_setups
 from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
+from contrastkit.eval.protocols import verdict_of
 from contrastkit.eval.results import (
     Evaluation,
     check_output,
@@ -62,7 +62,8 @@ class AnalyzeOptions:
             ``simclr``).
         paper_references: also the papers' values beside ours and the paper figures
             (hardness weights, temperature functions, uniformity and alignment against
-            DySTreSS Table 13).
+            DySTreSS Table 13); implied by ``temperatures`` other than the default or by
+            ``dystress`` (:attr:`papers`).
         temperatures: temperatures of the hardness-weight and temperature figures.
         dystress: DySTreSS temperature ``(t_min, t_max[, shift, scale])`` drawn beside them.
         embedding: 2-D map of the test embeddings: ``none``, ``tsne`` or ``umap``.
@@ -83,6 +84,14 @@ class AnalyzeOptions:
     neighbors: int = 10
     loss_value: float | None = None
     num_noise: int | None = None
+
+    @property
+    def papers(self) -> bool:
+        """Whether the paper references and figures are wanted: asked for, or implied by
+        the options that only they use (``temperatures`` other than the default,
+        ``dystress``)."""
+        return self.paper_references or self.dystress is not None or \
+            tuple(self.temperatures) != AnalyzeOptions.temperatures
 
 
 @dataclass
@@ -177,10 +186,6 @@ def _check(s: Setup, a: AnalyzeOptions) -> tuple[str, ...]:
             raise ValueError(f"--temperatures must be > 0, got {t}")
     if (a.loss_value is None) != (a.num_noise is None):
         raise ValueError("--loss-value and --num-noise must be given together (SINCERE Thm. 11)")
-    if not a.paper_references and (a.dystress is not None or
-                                   tuple(a.temperatures) != AnalyzeOptions.temperatures):
-        raise ValueError("--temperatures and --dystress set the paper figures (hardness "
-                         "weights, temperature functions): add --paper-references")
     presets = tuple(a.views or s.run.views or ("simclr",))
     if len(presets) > 2:
         raise ValueError(f"--views takes one or two presets, got {len(presets)}")
@@ -207,8 +212,8 @@ def diagnostics(s: Setup, a: AnalyzeOptions) -> tuple[dict[str, Geometry], dict]
     config = {"views": list(presets), "num_samples": len(idx),
               "neighbors": min(a.neighbors, 2 * len(idx) - 2), "embedding": a.embedding,
               "seed": r.seed, "loss_value": a.loss_value, "num_noise": a.num_noise,
-              "paper_references": a.paper_references,
-              "temperatures": list(temps) if a.paper_references else None}
+              "paper_references": a.papers,
+              "temperatures": list(temps) if a.papers else None}
     return shown, config
 
 
@@ -233,7 +238,7 @@ def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry]
         paths.append(plots.plot_embedding_2d(
             {k: (g.features[:n], g.labels[:n]) for k, g in shown.items()},
             out / f"embedding_{a.embedding}.png", method=a.embedding, seed=seed))
-    if a.paper_references:
+    if a.papers:
         from contrastkit.eval import paper_figures
 
         temps = _temperature_functions(a)
@@ -369,7 +374,7 @@ def _markdown(s: Setup, shown: dict[str, Geometry], config: dict,
 def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
             argv: Sequence[str] | None = None) -> Evaluation:
     """The embedding diagnostics of ``request``'s checkpoint on its test split beside its
-    random initialisation, the verdict of :func:`~contrastkit.eval.answer.pretraining_verdict`
+    random initialisation, the verdict of :func:`~contrastkit.eval.protocols.verdict_of`
     and, with ``request.output`` set, the figures (the function under ``contrastkit analyze``;
     ``argv``: the command line it came from, None from Python)."""
     options = AnalyzeOptions() if options is None else options
@@ -377,7 +382,7 @@ def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
     s = setup(request)
     with staged_folder(out, earlier) as stage:
         shown, config = diagnostics(s, options)
-        verdict = pretraining_verdict(s)
+        verdict = verdict_of(s)
         captions = {} if stage is None else figures(stage, options, request.seed, shown)
         metrics = shown[PRETRAINED].metrics
         results = {**header("analyze", argv), **s.record(), "config": config,
@@ -385,12 +390,12 @@ def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
                    "baseline_metrics": {RANDOM_INIT: shown[RANDOM_INIT].metrics},
                    "figures": list(captions), "captions": captions,
                    "verdict": verdict.record()}
-        references = reference_notes(metrics) if options.paper_references else None
+        references = reference_notes(metrics) if options.papers else None
         if references is not None:
             results["paper_references"] = {"values": references[0], "sources": references[1]}
         text = _markdown(s, shown, config, references)
         lines = reading(shown, verdict)
-        if options.paper_references:
+        if options.papers:
             lines += paper_reading(metrics, request.space)
         text += "\n## Reading\n\n" + "\n".join(f"* {line}" for line in lines) + "\n"
         text += verdict.markdown()

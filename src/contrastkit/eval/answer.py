@@ -2,83 +2,68 @@
 linear probe, each against raw pixels and the random initialisation (:mod:`.baselines`),
 weighed by :func:`~contrastkit.eval.verdict.weigh`.
 
-``eval knn|linear|lowshot --baselines`` gives its own protocol's comparisons and this adds the
-protocol it lacks (kNN with the run's monitor settings, or the fast linear probe with its
-defaults and validation split) on the same cached features; ``analyze`` computes both. With
-the defaults, the three commands print the same verdict for one checkpoint.
+``eval knn|linear|lowshot --baselines`` gives its own protocol's comparisons
+(:func:`protocol_evidence`) and :func:`pretraining_verdict` adds the protocol it lacks (kNN with
+the run's monitor settings, or the fast linear probe with its defaults and validation split),
+computed by :func:`contrastkit.eval.protocols.companion_evidence` on the same cached features;
+``analyze`` computes both. With the defaults, the three commands print the same verdict for one
+checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from contrastkit.eval.baselines import comparisons, run_baselines
-from contrastkit.eval.protocols import (
-    KNN_K,
-    RUNNERS,
-    KnnEval,
-    LinearEval,
-    LowshotEval,
-    Outcome,
-    Protocol,
-)
-from contrastkit.eval.setup import Setup, open_split
+from contrastkit.eval.baselines import comparisons
 from contrastkit.eval.verdict import Evidence, Verdict, weigh
 
 #: A probe whose train top-1 exceeds its validation top-1 by more than this overfits.
 OVERFIT_GAP = 0.2
+#: The protocols the verdict always weighs (computed when a command lacks them), and the order.
+COMPANIONS = ("knn", "linear")
 _ORDER = ("knn", "linear", "lowshot")
 
 
-def _linear_note(outcome: Outcome) -> str:
-    m, stop = outcome.metrics, outcome.config.get("early_stopping")
-    if not stop or m["train_top1"] - m["validation_top1"] <= OVERFIT_GAP:
+def _linear_note(config: dict, metrics: dict, classes: int) -> str:
+    stop = config.get("early_stopping")
+    if not stop or metrics["train_top1"] - metrics["validation_top1"] <= OVERFIT_GAP:
         return ""
-    classes = int(outcome.labels.max()) + 1
     return (f"The probe fits its {stop['num_fit']} training images (about "
             f"{stop['num_fit'] // max(classes, 1)} per class) far better than held-out ones "
-            f"(train {100 * m['train_top1']:.1f}%, validation {100 * m['validation_top1']:.1f}%)"
-            ": with so few labels this reading is weak either way.")
+            f"(train {100 * metrics['train_top1']:.1f}%, validation "
+            f"{100 * metrics['validation_top1']:.1f}%): with so few labels this reading is "
+            "weak either way.")
 
 
-def protocol_evidence(protocol: Protocol, outcome: Outcome, baselines: dict) -> Evidence:
+def protocol_evidence(protocol: str, config: dict, metrics: dict, classes: int,
+                      baselines: dict) -> Evidence:
     """The :class:`~contrastkit.eval.verdict.Evidence` of one protocol's run with
-    ``--baselines`` (``outcome``: the pretrained model's; ``baselines``: of
-    :func:`~contrastkit.eval.baselines.run_baselines`)."""
-    c = outcome.config
-    if isinstance(protocol, KnnEval):
+    ``--baselines``: its name (``knn``, ``linear``, ``lowshot``), the pretrained run's
+    ``config`` and ``metrics`` (as in ``results.json``), the number of classes and
+    ``baselines`` (:func:`~contrastkit.eval.baselines.run_baselines`)."""
+    c = config
+    if protocol == "knn":
         return Evidence("knn", f"k {c['k']}, t {c['temperature']:g}", comparisons(baselines))
-    if isinstance(protocol, LowshotEval):
+    if protocol == "lowshot":
         shots = "/".join(map(str, c["shots"]))
         return Evidence("lowshot", f"{shots} images per class, {len(c['seeds'])} seeds, "
                         f"{c['epochs']} epochs", comparisons(baselines))
-    if isinstance(protocol, LinearEval):
+    if protocol == "linear":
         stop = c.get("early_stopping")
         settings = f"{c['epochs']} epochs" + (
             f", epoch {stop['best_epoch']} kept by a {100 * c['validation']:g}% validation split"
             if stop else ", last epoch")
-        return Evidence("linear", settings, comparisons(baselines), _linear_note(outcome))
-    raise ValueError(f"--baselines takes knn, linear or lowshot, not {protocol.name}")
+        return Evidence("linear", settings, comparisons(baselines),
+                        _linear_note(c, metrics, classes))
+    raise ValueError(f"--baselines takes knn, linear or lowshot, not {protocol}")
 
 
-def _companion(s: Setup, name: str) -> Evidence:
-    """``name`` (``knn`` or ``linear``) with its default options, against the baselines."""
-    if name == "knn":
-        bank = len(open_split(s, s.request.train_split))  # type: ignore[arg-type]
-        options: Protocol = KnnEval(k=min(int(s.run.knn_k or KNN_K), bank))
-    else:
-        options = LinearEval()
-    runner = RUNNERS[name]
-    outcome = runner(s, options, None)
-    return protocol_evidence(options, outcome,
-                             run_baselines(s, lambda b, o: runner(b, options, o), outcome))
-
-
-def pretraining_verdict(s: Setup, given: Sequence[Evidence] = ()) -> Verdict:
-    """The verdict over ``given`` and kNN and the fast linear probe where ``given`` lacks them
-    (computed with their default options on ``s``'s cached features)."""
+def pretraining_verdict(given: Sequence[Evidence],
+                        companion: Callable[[str], Evidence]) -> Verdict:
+    """The verdict over ``given`` and over kNN and the fast linear probe where ``given`` lacks
+    them (``companion(name)``: that protocol's evidence with its default options)."""
     evidence = {e.protocol: e for e in given}
-    for name in ("knn", "linear"):
+    for name in COMPANIONS:
         if name not in evidence:
-            evidence[name] = _companion(s, name)
+            evidence[name] = companion(name)
     return weigh([evidence[name] for name in _ORDER if name in evidence])

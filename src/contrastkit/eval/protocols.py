@@ -29,6 +29,7 @@ from torch import Tensor
 from contrastkit.data.decode.images import collate_images
 from contrastkit.data.sources.registry import build_video_dataset
 from contrastkit.eval import report
+from contrastkit.eval.answer import pretraining_verdict, protocol_evidence
 from contrastkit.eval.baselines import baselines_markdown, run_baselines
 from contrastkit.eval.classifier import LinearProtocol
 from contrastkit.eval.knn import topk_accuracy
@@ -59,6 +60,7 @@ from contrastkit.eval.setup import (
     video_encoder,
     video_spec,
 )
+from contrastkit.eval.verdict import Evidence, Verdict
 from contrastkit.knn import knn_predict, nearest_neighbors
 from contrastkit.outputs import staged_folder
 
@@ -469,6 +471,33 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
                                             "train images"], rows))
 
 
+# --- the verdict ----------------------------------------------------------------------------------
+def _evidence(name: str, outcome: Outcome, baselines: dict) -> Evidence:
+    classes = int(outcome.labels.max()) + 1
+    return protocol_evidence(name, outcome.config, outcome.metrics, classes, baselines)
+
+
+def companion_evidence(s: Setup, name: str) -> Evidence:
+    """``knn`` (the run's monitor k and temperature, at most the bank) or ``linear`` (the fast
+    probe with its defaults) on ``s`` against the baselines: what the verdict adds to a command
+    that lacks it (:func:`~contrastkit.eval.answer.pretraining_verdict`)."""
+    if name == "knn":
+        bank = len(open_split(s, s.request.train_split))  # type: ignore[arg-type]
+        options: Protocol = KnnEval(k=min(int(s.run.knn_k or KNN_K), bank))
+    else:
+        options = LinearEval()
+    runner = RUNNERS[name]
+    outcome = runner(s, options, None)
+    return _evidence(name, outcome, run_baselines(s, lambda b, o: runner(b, options, o),
+                                                  outcome))
+
+
+def verdict_of(s: Setup, given: Sequence[Evidence] = ()) -> Verdict:
+    """The verdict on ``s``'s checkpoint: ``given`` and kNN and the fast linear probe where it
+    lacks them (:func:`companion_evidence`)."""
+    return pretraining_verdict(given, lambda name: companion_evidence(s, name))
+
+
 # --- one call -----------------------------------------------------------------------------------
 def evaluate(request: EvalRequest, protocol: Protocol | None = None,
              argv: Sequence[str] | None = None) -> Evaluation:
@@ -501,13 +530,10 @@ def evaluate(request: EvalRequest, protocol: Protocol | None = None,
                    "predictions": report.PREDICTIONS if out else None}
         text = _markdown(f"contrastkit eval {protocol.name}", s, outcome)
         if getattr(protocol, "baselines", False):
-            from contrastkit.eval.answer import pretraining_verdict, protocol_evidence
-
             results["baselines"] = run_baselines(s, lambda b, o: runner(b, protocol, o),
                                                  outcome)
             text += baselines_markdown(outcome.metrics, results["baselines"])
-            given = protocol_evidence(protocol, outcome, results["baselines"])
-            verdict = pretraining_verdict(s, [given])
+            verdict = verdict_of(s, [_evidence(protocol.name, outcome, results["baselines"])])
             results["verdict"] = verdict.record()
             text += verdict.markdown()
         if stage is not None:

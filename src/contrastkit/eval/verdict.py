@@ -105,7 +105,8 @@ class Evidence:
         return text + (f" {self.note}" if self.note else "")
 
     def _per_baseline(self) -> str:
-        """``-28.6 to -23.2 points vs raw pixels, significant at 3 of 3 settings; ...``."""
+        """``-28.6 to -23.2 points vs raw pixels (significantly better at 0, worse at 3 of 3
+        settings); ...``."""
         parts = []
         for name in dict.fromkeys(c.baseline for c in self.comparisons):
             mine = [c for c in self.comparisons if c.baseline == name]
