@@ -11,7 +11,7 @@ STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo demo-losses test lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
+.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,25 @@ demo-losses: $(STAMP)
 # two pytest workers: on 2 cores about 1.4 times faster than one (CONTRIBUTING.md)
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
+
+# The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the
+# CPU torch of .venv, so a second venv holds the pair torch 2.14.1 + torchvision 0.29.1 (a CUDA
+# build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm_lane/
+# (skipped in .venv). Not part of `make test`: the install is too large for CI.
+TIMM_VENV := .venv-timm
+TIMM_PY := $(TIMM_VENV)/bin/python
+TIMM_STAMP := $(TIMM_VENV)/.contrastkit-installed
+TIMM_TORCH ?= torch==2.14.1 torchvision==0.29.1
+
+$(TIMM_STAMP): pyproject.toml Makefile
+	@test -x $(TIMM_PY) || $(PYTHON) -m venv $(TIMM_VENV)
+	$(TIMM_PY) -m pip install -q --upgrade pip
+	$(TIMM_PY) -m pip install -q $(TIMM_TORCH)
+	$(TIMM_PY) -m pip install -q -e ".[data,train,eval,imagenet,test,timm]"
+	@touch $(TIMM_STAMP)
+
+test-timm: $(TIMM_STAMP)
+	$(TIMM_PY) -m pytest -q -n 2 tests/timm_lane
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks examples studies

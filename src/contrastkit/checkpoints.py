@@ -23,7 +23,9 @@ Three formats:
   their tensors (:mod:`contrastkit.export_metadata`), checked here on load
   (:func:`verify_export`);
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
-  exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
+  exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
+* a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
+  which carries the description as above.
 
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
@@ -131,6 +133,17 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
                          "SHA-256 stored with them; use another checkpoint of the run")
 
 
+#: The weights file of a Hub-format folder (``contrastkit export --format hf``).
+HUB_WEIGHTS = "model.safetensors"
+
+
+def weights_file(path: str | os.PathLike) -> Path:
+    """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
+    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub)."""
+    path = Path(path)
+    return path / HUB_WEIGHTS if path.is_dir() and (path / HUB_WEIGHTS).is_file() else path
+
+
 #: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
 DIGEST_METADATA = "contrastkit_weights_sha256"
 
@@ -150,7 +163,7 @@ def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike)
 
 def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
-    path = Path(path)
+    path = weights_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.suffix != ".safetensors":
@@ -186,7 +199,7 @@ def read_metadata(path: str | os.PathLike) -> dict:
         FileNotFoundError: when ``path`` does not exist.
         ValueError: when the file cannot be read.
     """
-    path = Path(path)
+    path = weights_file(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if path.suffix == ".safetensors":
@@ -230,7 +243,8 @@ def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:
 
 
 def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
-    """Build the backbone stored in ``path`` and load its weights (eval mode).
+    """Build the backbone stored in ``path`` (a file, or a Hub-format folder: see
+    :func:`weights_file`) and load its weights (eval mode).
 
     Returns:
         ``(backbone, spec)``.

@@ -1,5 +1,6 @@
 """Export a pretrained backbone: ResNets in torchvision's state_dict layout, other backbones
-with their own keys and their description (see :mod:`contrastkit.checkpoints`)."""
+with their own keys (timm's for ``timm:<model>`` backbones) and their description (see
+:mod:`contrastkit.checkpoints`); a Hub-format folder: :mod:`contrastkit.export_hf`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.checkpoints import SPEC_METADATA, load_backbone, load_checkpoint_file
+from contrastkit.checkpoints import (
+    SPEC_METADATA,
+    load_backbone,
+    load_checkpoint_file,
+    weights_file,
+)
 from contrastkit.export_metadata import RUN_METADATA, export_metadata, run_record
 from contrastkit.models.resnet import ResNet
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
@@ -28,6 +34,15 @@ def check_export_path(output: Path, overwrite: bool) -> None:
     if output.exists() and not overwrite:
         raise FileExistsError(f"--output {output} exists: pass --overwrite to replace it, or "
                               "choose another --output")
+
+
+def backbone_state(backbone: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The weights an export writes (detached contiguous copies): torchvision's keys for
+    contrastkit's ResNets, the backbone's own otherwise (timm's own keys for ``timm:<model>``
+    backbones)."""
+    if isinstance(backbone, ResNet):
+        return {k: v.contiguous() for k, v in to_torchvision_state_dict(backbone).items()}
+    return {k: v.detach().clone().contiguous() for k, v in backbone.state_dict().items()}
 
 
 def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
@@ -57,11 +72,8 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     check_export_path(output, overwrite)
     backbone, spec = load_backbone(checkpoint)
     native = not isinstance(backbone, ResNet)
-    if native:
-        state = {k: v.detach().clone().contiguous() for k, v in backbone.state_dict().items()}
-    else:
-        state = {k: v.contiguous() for k, v in to_torchvision_state_dict(backbone).items()}
-    metadata = export_metadata(state, _run_of(checkpoint))
+    state = backbone_state(backbone)
+    metadata = export_metadata(state, run_identity_of(checkpoint))
     fd, tmp = temp_file_beside(output)
     os.close(fd)
     try:
@@ -84,10 +96,11 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     return output
 
 
-def _run_of(checkpoint: str | os.PathLike) -> dict | None:
+def run_identity_of(checkpoint: str | os.PathLike) -> dict | None:
     """The identity of the run of a contrastkit checkpoint (:func:`run_record`), or of an
-    earlier export (its own record); None for other files (a torchvision state_dict)."""
-    path = Path(checkpoint)
+    earlier export (its own record, a Hub-format folder's included); None for other files (a
+    torchvision state_dict)."""
+    path = weights_file(checkpoint)
     if path.suffix == ".safetensors":
         from safetensors import safe_open
 

@@ -21,7 +21,8 @@ from contrastkit.outputs import temp_file_beside
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["PathLike", "finite_array", "new_figure", "plot_curve", "plot_curves", "save_figure"]
+__all__ = ["PathLike", "figure_caption", "finite_array", "new_figure", "plot_curve", "plot_curves",
+           "save_figure"]
 
 PathLike = str | os.PathLike
 
@@ -40,7 +41,8 @@ def new_figure(width: float = 7.0, height: float = 4.5) -> Figure:
 
 def save_figure(fig: Figure, path: PathLike, caption: str | None = None) -> Path:
     """Write ``fig`` to ``path`` atomically, in the format of its suffix; returns the path.
-    ``caption``: one line under the axes saying what to look for."""
+    ``caption``: one line under the axes saying what to look for (a PNG also holds it as its
+    ``Description`` text, which :func:`figure_caption` reads back)."""
     path = Path(path)
     if path.suffix == "":
         raise ValueError(f"path must have an image suffix such as .png, got {str(path)!r}")
@@ -56,13 +58,23 @@ def save_figure(fig: Figure, path: PathLike, caption: str | None = None) -> Path
     fd, tmp = temp_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=path.suffix.lstrip(".").lower())
+            fmt = path.suffix.lstrip(".").lower()
+            metadata = {"Description": caption} if caption and fmt == "png" else None
+            fig.savefig(handle, format=fmt, metadata=metadata)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     return path
+
+
+def figure_caption(path: PathLike) -> str | None:
+    """The caption :func:`save_figure` stored in a PNG (None when it has none)."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.info.get("Description")
 
 
 def finite_array(x: Tensor | np.ndarray | Sequence[float], name: str) -> np.ndarray:

@@ -139,7 +139,8 @@ def test_eval_retrieval_on_torchvision_state_dict(torchvision_files, work, capsy
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     assert results["checkpoint"]["backbone"] == {"name": "resnet18", "cifar_stem": True,
-                                                 "width": 8, "out_dim": 128, "norm": "batch"}
+                                                 "width": 8, "out_dim": 128, "norm": "batch",
+                                                 "timm_kwargs": None}
     r1, r5 = results["metrics"]["recall@1"], results["metrics"]["recall@5"]
     assert 0.1 < r1 <= r5 <= 1.0
     preds = np.load(out / "predictions.npz")  # 1-NN labels: their accuracy is recall@1
@@ -167,7 +168,7 @@ def test_eval_linear_fast_and_lowshot(tiny_checkpoint, work, capsys):
     assert results["config"]["protocol"] == "fast" and results["config"]["epochs"] == 3
     assert 0.1 < results["metrics"]["top1"] <= 1.0
     assert len(results["curves"]["loss_per_epoch"]) == 3
-    assert (out / "loss_curve.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert (out / "probe_accuracy.png").read_bytes().startswith(PNG_SIGNATURE)
     preds = np.load(out / "predictions.npz")
     assert np.mean(preds["pred"] == preds["labels"]) == pytest.approx(results["metrics"]["top1"])
 
@@ -205,29 +206,34 @@ def test_analyze_writes_figures_and_metrics(tiny_checkpoint, work, capsys, monke
 
     embedded = {}
 
-    def fake_embedding(z, labels, path, *, method, seed):  # t-SNE itself takes ~20 s here
-        embedded.update(n=z.shape[0], method=method, labels=labels.tolist())
+    def fake_embedding(maps, path, *, method, seed):  # t-SNE itself takes ~20 s here
+        embedded.update({name: (z.shape[0], labels.tolist()) for name, (z, labels) in
+                         maps.items()}, method=method)
         Path(path).write_bytes(PNG_SIGNATURE + bytes(6000))
+        return Path(path)
 
     monkeypatch.setattr(plots, "plot_embedding_2d", fake_embedding)
     out = work / "analyze"
     code, stdout, err = _run(
         capsys, "analyze", *_common(tiny_checkpoint, work), "--output", str(out),
-        "--temperatures", "0.1", "0.5", "--dystress", "0.1", "0.2", "--embedding", "tsne",
-        "--embedding-samples", "120", "--loss-value", "2.0", "--num-noise", "100")
+        "--paper-references", "--temperatures", "0.1", "0.5", "--dystress", "0.1", "0.2",
+        "--embedding", "tsne", "--embedding-samples", "120", "--loss-value", "2.0",
+        "--num-noise", "100")
     assert code == 0, err
     results = json.loads((out / "results.json").read_text())
     metrics = results["metrics"]
     for key in ("alignment", "uniformity", "tolerance", "interclass_uniformity",
-                "target_noise_margin", "positive_similarity_mean"):
+                "target_noise_margin", "positive_similarity_mean", "local_separation_gap"):
         assert np.isfinite(metrics[key]), key
+        assert np.isfinite(results["baseline_metrics"]["random init"][key]), key
     assert 0.0 <= metrics["alignment"] <= 4.0 and metrics["uniformity"] <= 0.0
     assert -1.0 <= metrics["tolerance"] <= 1.0
     assert metrics["sincere_kl_bound"] == pytest.approx(np.log(100) - 2.0)
     assert results["config"]["views"] == ["simclr", "simclr"]  # SimCLR's pretraining views
     for name in ("uniformity_alignment.png", "local_separation.png",
                  "similarity_histograms.png", "hardness_weights.png",
-                 "temperature_functions.png", "embedding_tsne.png"):
+                 "temperature_functions.png", "uniformity_alignment_papers.png",
+                 "embedding_tsne.png"):
         data = (out / name).read_bytes()
         assert data.startswith(PNG_SIGNATURE) and len(data) > 5000, name
         assert name in results["figures"]
@@ -238,7 +244,8 @@ def test_analyze_writes_figures_and_metrics(tiny_checkpoint, work, capsys, monke
     assert "[1] DySTreSS (Manna et al. 2023) Table 13" in stdout
     assert results["paper_references"]["values"]["uniformity"].endswith("[1]")
     test_labels = Digits("test").labels.tolist()
-    assert embedded == {"n": 120, "method": "tsne", "labels": test_labels[:120]}
+    assert embedded == {"pretrained": (120, test_labels[:120]),
+                        "random init": (120, test_labels[:120]), "method": "tsne"}
 
 
 def test_compare_prints_verdict_and_rejects_other_test_sets(tiny_checkpoint, work, capsys):

@@ -13,6 +13,7 @@ import torch
 from own_images import make_own_folder
 
 from contrastkit.cli import main
+from contrastkit.figures import figure_caption
 
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
@@ -45,8 +46,12 @@ def test_eval_knn_and_linear_write_their_figures(tiny_run, tmp_path, capsys):
     lin = json.loads((tmp_path / "lin" / "results.json").read_text())
     assert (tmp_path / "lin" / "probe_accuracy.png").read_bytes().startswith(PNG)
     train, test = lin["curves"]["train_top1_per_epoch"], lin["curves"]["test_top1_per_epoch"]
-    assert len(train) == len(test) == 3
-    assert test[-1] == pytest.approx(lin["metrics"]["top1"])  # the last epoch is the probe
+    assert len(train) == len(test) == len(lin["curves"]["val_top1_per_epoch"]) == 3
+    kept = lin["config"]["early_stopping"]["best_epoch"]
+    assert test[kept - 1] == pytest.approx(lin["metrics"]["top1"])  # the kept epoch's probe
+    caption = figure_caption(tmp_path / "lin" / "probe_accuracy.png")
+    assert caption.startswith(f"Epoch {kept} (best validation top-1, ")
+    assert f"test {100 * test[kept - 1]:.1f}%" in caption
 
 
 def test_linear_probe_curves_are_the_accuracies_after_each_epoch():

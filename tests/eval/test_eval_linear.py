@@ -19,6 +19,7 @@ from contrastkit.eval import (
     lowshot_linear,
     mean_per_class_accuracy,
     sample_per_class,
+    stratified_holdout,
     train_linear_on_images,
 )
 
@@ -71,6 +72,44 @@ def test_probe_step_schedule(digits):
     assert out["top1"] > 0.85
     again = linear_probe(xtr, ytr, xte, yte, protocol)
     assert again["top1"] == out["top1"]  # deterministic given the seed
+
+
+def test_stratified_holdout_keeps_every_class_on_both_sides():
+    labels = torch.tensor([0] * 10 + [1] * 3 + [2] * 1 + [3] * 2)
+    fit, held = stratified_holdout(labels, 0.2, seed=0)
+    assert set(fit.tolist()).isdisjoint(held.tolist())
+    assert sorted(fit.tolist() + held.tolist()) == list(range(len(labels)))
+    counts = torch.bincount(labels[held], minlength=4).tolist()
+    assert counts == [2, 1, 0, 1]  # round(0.2 n), at least 1, never a whole class
+    assert torch.equal(held, stratified_holdout(labels, 0.2, seed=0)[1])
+    assert not torch.equal(held, stratified_holdout(labels, 0.2, seed=1)[1])
+    with pytest.raises(ValueError, match="validation fraction"):
+        stratified_holdout(labels, 1.0)
+
+
+def test_validation_keeps_the_epoch_with_the_best_held_out_top1():
+    """A probe on a small labelled set (issue 37, item 3): 60 training images of 512 noisy
+    dimensions, a weak class signal. Without validation it ends where it fits its training
+    images; with it, the epoch kept is the best on images it did not train on."""
+    g = torch.Generator().manual_seed(0)
+    classes, dim = 3, 512
+    signal = 0.1 * torch.randn(classes, dim, generator=g)
+    y, yt = torch.arange(60) % classes, torch.arange(600) % classes
+    x = signal[y] + torch.randn(60, dim, generator=g)
+    xt = signal[yt] + torch.randn(600, dim, generator=g)
+    protocol = LinearProtocol(epochs=30, lr=0.5, batch_size=16)
+    plain = linear_probe(x, y, xt, yt, protocol)
+    assert plain["train_top1_curve"][-1] == 1.0  # memorised
+    out = linear_probe(x, y, xt, yt, protocol, validation=0.25)
+    val = out["val_top1_curve"]
+    assert (out["num_fit"], out["num_validation"]) == (45, 15)
+    best = out["best_epoch"]
+    assert val[best - 1] == max(val) and len(val) == 30 and best < 30
+    # the returned classifier is that epoch's: its test top-1 is the curve's at that epoch
+    assert out["top1"] == pytest.approx(out["test_top1_curve"][best - 1])
+    held = stratified_holdout(y, 0.25, seed=0)[1]
+    pred = out["classifier"](x[held]).argmax(1)
+    assert float((pred == y[held]).float().mean()) == pytest.approx(val[best - 1])
 
 
 def test_protocol_schedules():

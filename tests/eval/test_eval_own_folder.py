@@ -136,11 +136,11 @@ def test_an_output_folder_holds_one_evaluation(run, own, tmp_path, capsys):
     common = ["--checkpoint", str(run), *_data(own, tmp_path, "--skip-corrupt"), "--output",
               str(out)]
     assert _cli(capsys, "eval", "linear", *common, "--epochs", "2")[0] == 0
-    assert (out / "loss_curve.png").is_file()
+    assert (out / "probe_accuracy.png").is_file()
     _one_line_error(capsys, ["eval", "knn", *common, "--k", "3"], "is not empty", "--overwrite")
     code, _, err = _cli(capsys, "eval", "knn", *common, "--k", "3", "--overwrite")
     assert code == 0, err
-    assert not (out / "loss_curve.png").exists()  # the linear probe's figure went with it
+    assert not (out / "probe_accuracy.png").exists()  # the linear probe's figure went with it
     assert json.loads((out / "results.json").read_text())["protocol"] == "knn"
     assert (out / "results.json").stat().st_mode & 0o777 == file_mode()
     (out / "mine.txt").write_text("keep")

@@ -11,6 +11,7 @@ import torch
 
 from contrastkit.cli import main
 from contrastkit.data.sources.voc07 import read_voc07
+from contrastkit.eval.voc_svm import largest_low_shot
 from contrastkit.models.resnet import resnet18
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 
@@ -137,5 +138,17 @@ def test_corrupt_image_is_named(checkpoint, work, capsys, tmp_path):
     broken = write_voc(tmp_path, {"trainval": 9, "test": 6})
     image = broken / "VOC2007" / "JPEGImages" / "000003.jpg"
     image.write_bytes(b"not a jpeg")
-    _one_line_error(capsys, _args(checkpoint, broken, work, "--no-cache"), str(image),
-                    "unreadable image")
+    _one_line_error(capsys, _args(checkpoint, broken, work, "--no-cache", "--shots", "all"),
+                    str(image), "unreadable image")
+
+
+def test_too_many_shots_name_the_class_its_count_and_shots(voc, checkpoint, tmp_path, capsys):
+    """Low-shot on a small set (issue 37, item 6): one line naming the class, its count and
+    --shots, before any feature is extracted."""
+    targets = read_voc07(voc, "trainval").targets
+    largest = largest_low_shot(targets)
+    assert largest == min((targets == 1).sum(axis=0).min(), (targets == -1).sum(axis=0).min() // 2)
+    argv = _args(checkpoint, voc, tmp_path, "--shots", "2", "7")
+    _one_line_error(capsys, argv, "--shots 7: class car has 6 positive training images, 7 are "
+                    f"needed; pass --shots values of at most {largest}")
+    assert not (tmp_path / "cache").exists()  # no feature was extracted

@@ -4,11 +4,10 @@ every number as printed in its paper, each cited, and a negative target-noise ma
 from __future__ import annotations
 
 import pytest
-import torch
 
 from contrastkit.eval import paper_values as pv
-from contrastkit.eval import plots, report
-from contrastkit.eval.analyze import reading
+from contrastkit.eval import report
+from contrastkit.eval.analyze import margin_reading, paper_reading
 
 pytest.importorskip("matplotlib")
 
@@ -49,36 +48,21 @@ def test_each_reference_cell_cites_a_numbered_source():
     assert rows["uniformity"] == ["uniformity", "-1.5000", cells["uniformity"]]
 
 
-def test_reading_places_uniformity_and_flags_a_negative_margin():
-    lines = reading(METRICS)
-    assert any(line.startswith("target_noise_margin +0.200: positive") for line in lines)
+def test_paper_reading_places_uniformity_and_alignment_in_table13():
+    lines = paper_reading(METRICS)
     assert any("-1.500 is above the -3.08 to -2.19 of DySTreSS Table 13" in line
                for line in lines)
     assert any("1.900 is above the 1.44 to 1.63" in line for line in lines)
-    negative = reading({**METRICS, "target_noise_margin": -0.05})
-    assert any(line.startswith("target_noise_margin -0.050: NEGATIVE") for line in negative)
     # the reading names where the features were measured (``--space``)
     assert any("(this backbone's features;" in line for line in lines)
-    projector = reading(METRICS, "projector")
+    projector = paper_reading(METRICS, "projector")
     assert any("(the projector's output;" in line for line in projector)
     assert not any("backbone's features" in line for line in projector)
 
 
-def test_figure_captions_give_the_reported_ranges(tmp_path, monkeypatch):
-    captions = {}
-    save = plots.save_figure
-
-    def recording(fig, path, caption=None):
-        captions[path.name] = caption
-        return save(fig, path, caption=caption)
-
-    monkeypatch.setattr(plots, "save_figure", recording)
-    plots.plot_uniformity_alignment(-1.5, 1.9, tmp_path / "ua.png")
-    assert "uniformity -3.08 to -2.19 and alignment 1.44 to 1.63" in captions["ua.png"]
-    assert (tmp_path / "ua.png").read_bytes().startswith(b"\x89PNG")
-    target, noise = torch.tensor([0.5, 0.6, 0.7]), torch.tensor([0.8, 0.9, 0.85])
-    plots.plot_similarity_histograms(target, noise, tmp_path / "h.png")
-    assert "NEGATIVE" in captions["h.png"] and "0.026 to 0.972" in captions["h.png"]
-    sep = {"positive": torch.tensor([0.9, 0.8]), "negatives": torch.tensor([[0.5], [0.4]])}
-    plots.plot_local_separation(sep, tmp_path / "s.png")
-    assert "no numbers stated" in captions["s.png"]
+def test_a_negative_margin_is_read_against_random_init():
+    negative = margin_reading(-0.05, -0.12, 20)
+    assert negative.startswith("target_noise_margin -0.050 (random init -0.120)")
+    assert "Negative: for most test images an image of another class is the nearest" in negative
+    assert "usual with 20 classes" in negative and negative.endswith("Higher than random init's.")
+    assert "Negative" not in margin_reading(0.2, 0.1, 10)

@@ -25,9 +25,10 @@ from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
 
 REPO = Path(__file__).resolve().parents[2]
-#: configs/text/ (sentence encoders) builds other classes: tests/train/test_text_configs.py.
+#: configs/text/ (sentence encoders) builds other classes: tests/train/test_text_configs.py;
+#: configs/vit/ (timm backbones) needs timm: tests/timm_lane/test_timm_configs.py.
 CONFIGS = sorted(p for p in (REPO / "configs").rglob("*.yaml")
-                 if p.relative_to(REPO / "configs").parts[0] != "text")
+                 if p.relative_to(REPO / "configs").parts[0] not in ("text", "vit"))
 CLASSES = {"digits": 10, "cifar10": 10, "cifar100": 100, "stl10": 10, "svhn": 10,
            "tinyimagenet": 200, "imagenet100": 100, "folder": 1000, "image_archive": 10,
            "ucf101": 101, "hmdb51": 51, "kinetics": 400, "video_folder": 4}

@@ -16,17 +16,23 @@ def analyze_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="contrastkit analyze", parents=[common_parser()],
         formatter_class=DefaultsHelpFormatter,
-        description="Embedding diagnostics and figures of a frozen backbone.")
+        description="Embedding diagnostics and figures of a frozen backbone beside its random "
+        "initialisation, and the verdict on whether pretraining helped.")
     parser.add_argument("--views", nargs="+", default=None, metavar="PRESET",
                         help="augmentation preset(s) of the two views (default: the "
                         "pretraining run's, else simclr); e.g. 'simclr' or 'strong weak'")
+    parser.add_argument("--paper-references", action="store_true",
+                        help="also the papers' values beside ours and the paper figures: "
+                        "hardness weights, temperature functions (both independent of the "
+                        "checkpoint), uniformity and alignment against DySTreSS Table 13")
     parser.add_argument("--temperatures", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.5],
-                        help="temperatures of the hardness-weight and temperature figures")
+                        help="with --paper-references: temperatures of the hardness-weight and "
+                        "temperature figures")
     parser.add_argument("--dystress", type=float, nargs="+", default=None,
-                        metavar="V", help="DySTreSS temperature: T_MIN T_MAX [SHIFT SCALE] "
-                        "(default: none)")
+                        metavar="V", help="with --paper-references: DySTreSS temperature T_MIN "
+                        "T_MAX [SHIFT SCALE] drawn beside them (default: none)")
     parser.add_argument("--embedding", choices=("none", "tsne", "umap"), default="none",
-                        help="2-D map of the test embeddings")
+                        help="2-D map of the test embeddings (and of random init's)")
     parser.add_argument("--embedding-samples", type=int, default=2000,
                         help="test samples in the 2-D map")
     parser.add_argument("--max-samples", type=int, default=10000,

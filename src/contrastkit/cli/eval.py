@@ -28,7 +28,8 @@ from contrastkit.eval.protocols import (
 def _baselines_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", action="store_true",
                    help="also evaluate raw pixels and the backbone randomly initialised "
-                   "(seeded), with paired bootstrap intervals of the differences")
+                   "(seeded), with paired bootstrap intervals of the differences, and end with "
+                   "one verdict on whether pretraining helped (kNN and linear probe)")
 
 
 def _linear_options(p: argparse.ArgumentParser) -> None:
@@ -68,6 +69,9 @@ def eval_parser() -> argparse.ArgumentParser:
                      help="fast: cached features; sce_d1/sce_d2: augmented images; sce_d3: "
                      "augmented clips (video)")
     _linear_options(lin)
+    lin.add_argument("--validation", type=float, default=0.1, metavar="F",
+                     help="fast: share of each class's training images held out; the probe "
+                     "of the epoch with the best validation top-1 is kept (0: none)")
     _baselines_option(lin)
     ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)",
                          formatter_class=DefaultsHelpFormatter)
@@ -107,7 +111,8 @@ def protocol_options(args: argparse.Namespace) -> Protocol:
                        baselines=a.baselines)
     if a.protocol == "linear":
         return LinearEval(protocol=a.linear_protocol, epochs=a.epochs, lr=a.lr,
-                          batch_size=a.linear_batch_size, baselines=a.baselines)
+                          batch_size=a.linear_batch_size, validation=a.validation,
+                          baselines=a.baselines)
     if a.protocol == "retrieval":
         return RetrievalEval(ks=tuple(a.ks), backend=a.backend)
     if a.protocol == "lowshot":

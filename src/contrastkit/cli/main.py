@@ -21,8 +21,9 @@ commands:
   embed      a folder's embeddings (.npy + file list) and their t-SNE map: contrastkit embed
              --checkpoint PATH --data folder --root DIR --output DIR
   export     write a checkpoint's backbone to a .pth or .safetensors file (ResNets in
-             torchvision's layout): contrastkit export --checkpoint CKPT --output FILE;
-             --format detectron2 --output FILE.pkl for detectron2 (docs/transfer.md)
+             torchvision's layout, timm backbones in timm's): contrastkit export --checkpoint
+             CKPT --output FILE; --format detectron2 --output FILE.pkl for detectron2
+             (docs/transfer.md); --format hf --output DIR: a Hugging Face Hub folder
   data       write an image folder once into a store or tar shards (docs/data.md):
              contrastkit data pack SRC DEST [--shards] [--max-side N]
 

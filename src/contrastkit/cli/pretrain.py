@@ -71,6 +71,12 @@ from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
+from contrastkit.train.trackers import (
+    TRACKER_RUNS,
+    WANDB_FOLDER,
+    TrackerRunIds,
+    continue_tracker_runs,
+)
 
 
 class PretrainCLI(LightningCLI):
@@ -84,6 +90,8 @@ class PretrainCLI(LightningCLI):
             own folder; reused with ``--config`` for another ``--output`` it would otherwise
             send the logs there).
         purge_step: TensorBoard's ``purge_step`` when resuming (see :func:`trainer_defaults`).
+        tracker_runs: the tracker run ids of the checkpoint resumed from, continued by the
+            config's W&B / MLflow loggers (:mod:`contrastkit.train.trackers`).
     """
 
     _FOLDER_LOGGERS = ("contrastkit.train.logging.ResumableCSVLogger",
@@ -91,8 +99,9 @@ class PretrainCLI(LightningCLI):
                        "lightning.pytorch.loggers.TensorBoardLogger")
 
     def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
-                 **kwargs) -> None:
+                 tracker_runs: dict | None = None, **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
+        self.tracker_runs = tracker_runs
         self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
 
@@ -120,6 +129,7 @@ class PretrainCLI(LightningCLI):
                 logger.init_args.save_dir = self.output_dir
                 if logger.class_path.endswith("TensorBoardLogger"):
                     logger.init_args.purge_step = self.purge_step
+        continue_tracker_runs(loggers, self.tracker_runs, self.output_dir)
 
     def instantiate_trainer(self, **kwargs):
         """The trainer, with a progress bar refreshed on the logging steps only.
@@ -216,7 +226,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
                          "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES,
-                         SKIP_LOG, RESUMES})
+                         SKIP_LOG, RESUMES, WANDB_FOLDER})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
@@ -270,7 +280,7 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
     """
     method = cli.model.method
     data = cli.datamodule
-    if getattr(data, "crops", None) == "loader":  # the views' crops, cut in the loader
+    if getattr(data, "crops", "device") != "device":  # the views' crops, cut in the loader
         data.crop_specs = loader_crop_specs(cli.model.views_spec, method.default_views)
     data.setup("fit")
     if getattr(method, "needs_labels", False) and not is_labelled(data.train_set):
@@ -324,7 +334,7 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
         lock.release()
         raise
     cli.folder_lock = lock
-    cli.trainer.callbacks.append(ReleaseAfterFit(lock))
+    cli.trainer.callbacks.extend([ReleaseAfterFit(lock), TrackerRunIds()])
     return cli, ckpt_path
 
 
@@ -358,6 +368,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
                            "allow_abbrev": False},
             output_dir=output_dir,
             purge_step=None if resumed is None else int(resumed["global_step"]),
+            tracker_runs=None if resumed is None else resumed.get(TRACKER_RUNS),
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None

@@ -178,6 +178,9 @@ def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:
     normalize = None if normalize in (None, "none") else normalize
     train = read_voc07(args.root, args.train_split, args.classes)
     test = read_voc07(args.root, args.test_split, train.classes)
+    for shot in shots:  # a class too small for a --shots value stops before any feature
+        if shot is not None:
+            sample_low_shot(train.targets, shot, args.seeds[0], train.classes)
     sha256 = file_hash(path)
     xtr = _features(args, backbone, sha256, train, normalize)
     xte = _features(args, backbone, sha256, test, normalize)

@@ -26,6 +26,7 @@ from contrastkit.eval.linear import (
     lowshot_linear,
     mean_per_class_accuracy,
     sample_per_class,
+    stratified_holdout,
     train_linear_on_images,
 )
 from contrastkit.eval.metrics import (
@@ -34,6 +35,7 @@ from contrastkit.eval.metrics import (
     hardness_weights,
     interclass_uniformity,
     local_separation,
+    local_separation_gap,
     sincere_kl_bound,
     target_noise_margin,
     tolerance,
@@ -77,6 +79,7 @@ __all__ = [
     "knn_predict",
     "linear_probe",
     "local_separation",
+    "local_separation_gap",
     "lowshot_linear",
     "mean_per_class_accuracy",
     "nearest_neighbors",
@@ -84,6 +87,7 @@ __all__ = [
     "sample_per_class",
     "significance_verdict",
     "sincere_kl_bound",
+    "stratified_holdout",
     "target_noise_margin",
     "tolerance",
     "topk_accuracy",

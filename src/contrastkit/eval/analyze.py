@@ -1,11 +1,19 @@
-"""Embedding diagnostics and figures of a frozen checkpoint (:func:`analyze`, the function under
-``contrastkit analyze``).
+"""Embedding diagnostics and figures of a frozen checkpoint beside its random initialisation
+(:func:`analyze`, the function under ``contrastkit analyze``).
 
 Alignment and uniformity (Manna et al. 2023, eqs. 16-17, after Wang & Isola 2020), tolerance
 and local separation (Wang & Liu 2021), the target-noise margin and the KL bound of SINCERE
-(Feeney & Hughes 2023, Table 1 and Thm. 11), hardness weights and temperature functions
-(DySTreSS, Manna et al. 2023, eq. 4), a 2-D map of the embedding; the formulas are in
-:mod:`contrastkit.eval.metrics`.
+(Feeney & Hughes 2023, Table 1 and Thm. 11), a 2-D map of the embedding; the formulas are in
+:mod:`contrastkit.eval.metrics`. Every number and figure that depends on the model is given for
+the checkpoint and for the same architecture randomly initialised (:mod:`.baselines`), which is
+what one's own data can be judged against; the report ends with the verdict of
+:mod:`.answer` (kNN and linear probe against the baselines), and the reading of the margin
+says whether it agrees with it.
+
+With ``paper_references``: the values the papers report beside ours, and the figures for
+reproducing them (hardness weights and temperature functions, DySTreSS eq. 4 and figs. 3-4,
+which do not depend on the checkpoint; uniformity and alignment among DySTreSS Table 13's
+models; :mod:`.paper_figures`).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from torch import Tensor
 from contrastkit.data import augment
 from contrastkit.data.decode.images import collate_images
 from contrastkit.eval import report
+from contrastkit.eval.answer import pretraining_verdict
+from contrastkit.eval.baselines import RANDOM_INIT, baseline_setups
 from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
 from contrastkit.eval.results import (
     Evaluation,
@@ -37,7 +47,10 @@ from contrastkit.eval.setup import (
     setup,
     split_features,
 )
+from contrastkit.eval.verdict import Verdict
 from contrastkit.outputs import staged_folder
+
+PRETRAINED = "pretrained"
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,9 @@ class AnalyzeOptions:
     Attributes:
         views: augmentation preset(s) of the two views (None: the pretraining run's, else
             ``simclr``).
+        paper_references: also the papers' values beside ours and the paper figures
+            (hardness weights, temperature functions, uniformity and alignment against
+            DySTreSS Table 13).
         temperatures: temperatures of the hardness-weight and temperature figures.
         dystress: DySTreSS temperature ``(t_min, t_max[, shift, scale])`` drawn beside them.
         embedding: 2-D map of the test embeddings: ``none``, ``tsne`` or ``umap``.
@@ -58,6 +74,7 @@ class AnalyzeOptions:
     """
 
     views: Sequence[str] | None = None
+    paper_references: bool = False
     temperatures: Sequence[float] = (0.05, 0.1, 0.2, 0.5)
     dystress: Sequence[float] | None = None
     embedding: Literal["none", "tsne", "umap"] = "none"
@@ -66,6 +83,18 @@ class AnalyzeOptions:
     neighbors: int = 10
     loss_value: float | None = None
     num_noise: int | None = None
+
+
+@dataclass
+class Geometry:
+    """The diagnostics of one representation on the analysed test images."""
+
+    metrics: dict
+    separation: dict[str, Tensor]
+    target_sims: Tensor
+    noise_sims: Tensor
+    features: Tensor
+    labels: Tensor
 
 
 # --- diagnostics --------------------------------------------------------------------------------
@@ -79,7 +108,8 @@ def _analysis_subset(n: int, limit: int, seed: int) -> Tensor:
 
 def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str]) -> tuple[
         Tensor, Tensor]:
-    """Backbone features of two augmented views of the samples ``idx`` (seeded by --seed)."""
+    """Backbone features of two augmented views of the samples ``idx`` (seeded by --seed: the
+    same views for every representation)."""
     online, target = (presets[0], presets[-1])
     make = [augment.preset(p, s.size, normalize=s.normalize).to(s.device) for p in (online, target)]
     backbone = s.backbone.to(s.device).eval()
@@ -92,6 +122,32 @@ def _view_features(s: Setup, dataset: object, idx: Tensor, presets: Sequence[str
             z1.append(backbone(make[0](images)).float().cpu())
             z2.append(backbone(make[1](images)).float().cpu())
     return torch.cat(z1), torch.cat(z2)
+
+
+def geometry(s: Setup, presets: Sequence[str], idx: Tensor, neighbors: int) -> Geometry:
+    """The diagnostics of ``s``'s features on the test images ``idx`` (train split: the bank)."""
+    from contrastkit.eval import metrics as m
+
+    r = s.request
+    xtr, ytr = split_features(s, r.train_split)
+    xte_all, yte_all = split_features(s, r.test_split)
+    xte, yte = xte_all[idx], yte_all[idx]
+    z1, z2 = _view_features(s, open_split(s, r.test_split), idx, presets)
+    separation = m.local_separation(z1, z2, k=min(neighbors, 2 * len(idx) - 2))
+    margin, target_sims, noise_sims = m.target_noise_margin(xtr, ytr, xte, yte)
+    metrics = {
+        "alignment": float(m.alignment(z1, z2)),
+        "uniformity": float(m.uniformity(xte)),
+        "tolerance": float(m.tolerance(xte, yte)),
+        "interclass_uniformity": float(m.interclass_uniformity(xte, yte)),
+        "target_noise_margin": float(margin),
+        "target_similarity_median": float(target_sims.median()),
+        "noise_similarity_median": float(noise_sims.median()),
+        "positive_similarity_mean": float(separation["positive"].mean()),
+        "nearest_negative_similarity_mean": float(separation["negatives"][:, 0].mean()),
+        "local_separation_gap": m.local_separation_gap(separation),
+    }
+    return Geometry(metrics, separation, target_sims, noise_sims, xte, yte)
 
 
 def _temperature_functions(a: AnalyzeOptions) -> dict[str, object]:
@@ -112,78 +168,89 @@ def _constant(t: float) -> Callable[[Tensor], Tensor]:
     return lambda s: torch.full_like(s, t)
 
 
-def diagnostics(s: Setup, a: AnalyzeOptions, out: Path | None) -> tuple[dict, dict, list[str]]:
-    """Compute the diagnostics of ``contrastkit analyze`` and write its figures to ``out``.
-
-    Returns:
-        ``(metrics, config, figure file names)``.
-    """
-    from contrastkit.eval import metrics as m
-
-    r = s.request
+def _check(s: Setup, a: AnalyzeOptions) -> tuple[str, ...]:
+    """The views' presets, after the options' checks."""
     if is_video(s):
-        raise ValueError(f"analyze supports image datasets only, not --data {r.data}")
+        raise ValueError(f"analyze supports image datasets only, not --data {s.request.data}")
     for t in a.temperatures:
         if not t > 0:
             raise ValueError(f"--temperatures must be > 0, got {t}")
     if (a.loss_value is None) != (a.num_noise is None):
         raise ValueError("--loss-value and --num-noise must be given together (SINCERE Thm. 11)")
-    temps = _temperature_functions(a)
+    if not a.paper_references and (a.dystress is not None or
+                                   tuple(a.temperatures) != AnalyzeOptions.temperatures):
+        raise ValueError("--temperatures and --dystress set the paper figures (hardness "
+                         "weights, temperature functions): add --paper-references")
     presets = tuple(a.views or s.run.views or ("simclr",))
     if len(presets) > 2:
         raise ValueError(f"--views takes one or two presets, got {len(presets)}")
-    xtr, ytr = split_features(s, r.train_split)
-    xte_all, yte_all = split_features(s, r.test_split)
-    idx = _analysis_subset(len(yte_all), a.max_samples, r.seed)
-    xte, yte = xte_all[idx], yte_all[idx]
-    z1, z2 = _view_features(s, open_split(s, r.test_split), idx, presets)
-    k = min(a.neighbors, 2 * len(idx) - 2)
-    separation = m.local_separation(z1, z2, k=k)
-    margin, target_sims, noise_sims = m.target_noise_margin(xtr, ytr, xte, yte)
-    metrics: dict = {
-        "alignment": float(m.alignment(z1, z2)),
-        "uniformity": float(m.uniformity(xte)),
-        "tolerance": float(m.tolerance(xte, yte)),
-        "interclass_uniformity": float(m.interclass_uniformity(xte, yte)),
-        "target_noise_margin": float(margin),
-        "target_similarity_median": float(target_sims.median()),
-        "noise_similarity_median": float(noise_sims.median()),
-        "positive_similarity_mean": float(separation["positive"].mean()),
-        "nearest_negative_similarity_mean": float(separation["negatives"][:, 0].mean()),
-    }
+    return presets
+
+
+def diagnostics(s: Setup, a: AnalyzeOptions) -> tuple[dict[str, Geometry], dict]:
+    """The diagnostics of ``contrastkit analyze`` for the checkpoint and its random init.
+
+    Returns:
+        ``({"pretrained": Geometry, "random init": Geometry}, config)``.
+    """
+    r = s.request
+    presets = _check(s, a)
+    temps = _temperature_functions(a)
+    idx = _analysis_subset(len(split_features(s, r.test_split)[1]), a.max_samples, r.seed)
+    shown = {PRETRAINED: geometry(s, presets, idx, a.neighbors),
+             RANDOM_INIT: geometry(baseline_setups(s)[RANDOM_INIT], presets, idx, a.neighbors)}
     if a.loss_value is not None:
-        metrics["sincere_kl_bound"] = float(m.sincere_kl_bound(a.loss_value, a.num_noise))
-    config = {"views": list(presets), "num_samples": len(idx), "neighbors": k,
-              "temperatures": list(temps), "embedding": a.embedding, "seed": r.seed,
-              "loss_value": a.loss_value, "num_noise": a.num_noise}
-    figures = [] if out is None else _analysis_figures(out, a, r.seed, metrics, separation,
-                                                        target_sims, noise_sims, temps, xte, yte)
-    return metrics, config, figures
+        from contrastkit.eval.metrics import sincere_kl_bound
+
+        shown[PRETRAINED].metrics["sincere_kl_bound"] = float(
+            sincere_kl_bound(a.loss_value, a.num_noise))
+    config = {"views": list(presets), "num_samples": len(idx),
+              "neighbors": min(a.neighbors, 2 * len(idx) - 2), "embedding": a.embedding,
+              "seed": r.seed, "loss_value": a.loss_value, "num_noise": a.num_noise,
+              "paper_references": a.paper_references,
+              "temperatures": list(temps) if a.paper_references else None}
+    return shown, config
 
 
-def _analysis_figures(out: Path, a: AnalyzeOptions, seed: int, metrics: dict,
-                      separation: dict, target_sims: Tensor, noise_sims: Tensor, temps: dict,
-                      xte: Tensor, yte: Tensor) -> list[str]:
+def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry]
+            ) -> dict[str, str]:
+    """Write the figures of ``contrastkit analyze`` into ``out``; ``{file name: caption}``."""
     from contrastkit.eval import plots
+    from contrastkit.figures import figure_caption
 
-    plots.plot_uniformity_alignment(metrics["uniformity"], metrics["alignment"],
-                                    out / "uniformity_alignment.png")
-    plots.plot_local_separation(separation, out / "local_separation.png")
-    plots.plot_similarity_histograms(target_sims, noise_sims, out / "similarity_histograms.png")
-    plots.plot_hardness_weights(temps, out / "hardness_weights.png")  # type: ignore[arg-type]
-    functions = {k: (v if callable(v) else _constant(float(v)))  # type: ignore[arg-type]
-                 for k, v in temps.items()}
-    plots.plot_temperature_functions(functions, out / "temperature_functions.png")
-    names = ["uniformity_alignment.png", "local_separation.png", "similarity_histograms.png",
-             "hardness_weights.png", "temperature_functions.png"]
+    paths = [
+        plots.plot_local_separation({k: g.separation for k, g in shown.items()},
+                                    out / "local_separation.png"),
+        plots.plot_similarity_histograms({k: (g.target_sims, g.noise_sims)
+                                          for k, g in shown.items()},
+                                         out / "similarity_histograms.png"),
+        plots.plot_uniformity_alignment({k: (g.metrics["alignment"], g.metrics["uniformity"])
+                                         for k, g in shown.items()},
+                                        out / "uniformity_alignment.png"),
+    ]
     if a.embedding != "none":
-        n = min(len(yte), a.embedding_samples)
-        name = f"embedding_{a.embedding}.png"
-        plots.plot_embedding_2d(xte[:n], yte[:n], out / name, method=a.embedding, seed=seed)
-        names.append(name)
-    return names
+        n = min(len(shown[PRETRAINED].labels), a.embedding_samples)
+        paths.append(plots.plot_embedding_2d(
+            {k: (g.features[:n], g.labels[:n]) for k, g in shown.items()},
+            out / f"embedding_{a.embedding}.png", method=a.embedding, seed=seed))
+    if a.paper_references:
+        from contrastkit.eval import paper_figures
+
+        temps = _temperature_functions(a)
+        functions = {k: (v if callable(v) else _constant(float(v)))  # type: ignore[arg-type]
+                     for k, v in temps.items()}
+        pre = shown[PRETRAINED].metrics
+        paths += [
+            paper_figures.plot_hardness_weights(temps, out / "hardness_weights.png"),  # type: ignore[arg-type]
+            paper_figures.plot_temperature_functions(functions,
+                                                     out / "temperature_functions.png"),
+            paper_figures.plot_uniformity_alignment_papers(
+                pre["uniformity"], pre["alignment"], out / "uniformity_alignment_papers.png"),
+        ]
+    return {Path(p).name: figure_caption(p) or "" for p in paths}
 
 
+# --- reading ------------------------------------------------------------------------------------
 def _against_table13(metrics: dict, name: str, space: str) -> str:
     """Where ``metrics[name]`` lies against the models of DySTreSS Table 13 (all data sets),
     measured in ``space`` (``backbone`` or ``projector``)."""
@@ -196,48 +263,140 @@ def _against_table13(metrics: dict, name: str, space: str) -> str:
             f"({measured}; the paper does not say which layer it measured)")
 
 
-def reading(metrics: dict, space: str = "backbone") -> list[str]:
-    """What the diagnostics say, one line each: the direction that is better, and a flagged
-    negative target-noise margin (Feeney & Hughes 2023, Fig. 2); ``space``: where the
-    features were measured (``--space``)."""
-    margin = metrics["target_noise_margin"]
-    lines = [
-        f"target_noise_margin {margin:+.3f}: "
-        + ("NEGATIVE, test images are nearer to training images of other classes than of "
-           "their own: the classes do not separate" if margin <= 0 else
-           "positive, same-class training images are nearer (larger is better)"),
-        "alignment (Manna et al. 2023, eq. 17): >= 0, lower means the two views of an image "
-        "embed closer; " + _against_table13(metrics, "alignment", space),
-        "uniformity (Manna et al. 2023, eq. 16, t = 2): <= 0, lower means the embeddings spread "
-        "more evenly on the sphere; " + _against_table13(metrics, "uniformity", space),
-        "hardness_weights.png and temperature_functions.png show the loss's weighting for "
-        "--temperatures: they do not depend on the checkpoint",
+def paper_reading(metrics: dict, space: str = "backbone") -> list[str]:
+    """Where alignment and uniformity fall against DySTreSS Table 13 (``space``: where the
+    features were measured, ``--space``)."""
+    return [
+        "alignment (Manna et al. 2023, eq. 17): " + _against_table13(metrics, "alignment", space),
+        "uniformity (Manna et al. 2023, eq. 16, t = 2): "
+        + _against_table13(metrics, "uniformity", space),
     ]
-    return lines
+
+
+def _knn_against(verdict: Verdict | None, baseline: str) -> int | None:
+    """The sign of the verdict's kNN comparison with ``baseline`` (None: it has none)."""
+    for e in verdict.evidence if verdict is not None else ():
+        for c in e.comparisons:
+            if e.protocol == "knn" and c.baseline == baseline:
+                return c.sign
+    return None
+
+
+def margin_reading(margin: float, baseline: float, classes: int,
+                   verdict: Verdict | None = None) -> str:
+    """The target-noise margin (Feeney & Hughes 2023, Table 1, Fig. 2) against random init's,
+    and whether it agrees with the verdict's kNN comparison with random init (both read the
+    neighbourhoods of the test images; the margin only the nearest image of each kind)."""
+    from contrastkit.eval.plots import compared
+
+    relation = compared(margin, baseline)
+    text = (f"target_noise_margin {margin:+.3f} (random init {baseline:+.3f}): median "
+            "similarity of a test image to its nearest same-class training image minus that to "
+            "its nearest other-class one; larger is better.")
+    if margin <= 0:
+        text += (f" Negative: for most test images an image of another class is the nearest;"
+                 f" usual with {classes} classes (the other {classes - 1} supply most "
+                 "candidates), so compare it with random init rather than with 0.")
+    than = {"higher": "Higher than", "lower": "Lower than", "about equal": "About equal to"}[
+        relation]
+    knn = _knn_against(verdict, RANDOM_INIT)
+    if knn is None:
+        return f"{text} {than} random init's."
+    if relation == "higher" and knn > 0:
+        agreement = (f"{than} random init's, as kNN found in the verdict: pretraining brought "
+                     "images of a class closer together.")
+    elif relation == "higher":
+        agreement = (f"{than} random init's, but kNN did not beat random init significantly: "
+                     "the nearest image improved, not enough of the k neighbours kNN votes with.")
+    elif knn > 0:
+        agreement = (f"{than} random init's although kNN beat it in the verdict: the margin "
+                     "compares the single nearest images, kNN votes over its k neighbours; for "
+                     "whether the features are useful, keep kNN's reading.")
+    else:
+        agreement = (f"{than} random init's, and kNN did not beat random init either: both say "
+                     "pretraining did not bring images of a class closer.")
+    return f"{text} {agreement}"
+
+
+def reading(shown: dict[str, Geometry], verdict: Verdict | None = None) -> list[str]:
+    """What the diagnostics say against random init, one line each (the direction that is
+    better, and the margin's agreement with ``verdict``)."""
+    from contrastkit.eval.plots import compared
+
+    pre, rand = shown[PRETRAINED].metrics, shown[RANDOM_INIT].metrics
+    classes = int(shown[PRETRAINED].labels.max()) + 1
+
+    def compare(name: str, lower_better: bool) -> str:
+        word = compared(pre[name], rand[name], *(("worse", "better") if lower_better
+                                                 else ("better", "worse")))
+        return (f"{name} {pre[name]:.3f} (random init {rand[name]:.3f}): {word} "
+                f"{'to' if word == 'about equal' else 'than'} random init")
+
+    return [
+        margin_reading(pre["target_noise_margin"], rand["target_noise_margin"], classes,
+                       verdict),
+        compare("local_separation_gap", False) + " (median similarity of the two views of an "
+        "image minus that of its nearest other image; higher tells images apart better).",
+        compare("alignment", True) + " (lower: two views of an image embed closer; a collapsed "
+        "encoder also scores 0).",
+        compare("uniformity", True) + " (lower: the embeddings spread more evenly).",
+    ]
 
 
 # --- one call -----------------------------------------------------------------------------------
+def _markdown(s: Setup, shown: dict[str, Geometry], config: dict,
+              references: tuple[dict, list[str]] | None) -> str:
+    r = s.request
+    context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16], "data": r.data,
+               "split": r.test_split, "views": " ".join(config["views"]),
+               "random init": f"the same architecture, weights drawn with seed {r.seed}",
+               **data_context(s)}
+    header_row = ["metric", PRETRAINED, RANDOM_INIT]
+    rows = [[k, v, shown[RANDOM_INIT].metrics.get(k)]
+            for k, v in shown[PRETRAINED].metrics.items()]
+    if references is not None:
+        header_row.append("paper reference")
+        rows = [[*row, references[0].get(row[0])] for row in rows]
+    text = ("# contrastkit analyze\n\n" + report.markdown_table(["setting", "value"],
+                                                               list(context.items()))
+            + "\n" + report.markdown_table(header_row, rows))
+    if references is not None:
+        text += "\nPaper references (numbers as printed in the papers):\n"
+        text += "".join(f"{source}\n" for source in references[1])
+    return text
+
+
 def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
             argv: Sequence[str] | None = None) -> Evaluation:
-    """The embedding diagnostics of ``request``'s checkpoint on its test split, with figures in
-    ``request.output`` when set (the function under ``contrastkit analyze``; ``argv``: the
-    command line it came from, None from Python)."""
+    """The embedding diagnostics of ``request``'s checkpoint on its test split beside its
+    random initialisation, the verdict of :func:`~contrastkit.eval.answer.pretraining_verdict`
+    and, with ``request.output`` set, the figures (the function under ``contrastkit analyze``;
+    ``argv``: the command line it came from, None from Python)."""
     options = AnalyzeOptions() if options is None else options
     out, earlier = check_output(request.output, request.overwrite)
     s = setup(request)
     with staged_folder(out, earlier) as stage:
-        metrics, config, figures = diagnostics(s, options, stage)
+        shown, config = diagnostics(s, options)
+        verdict = pretraining_verdict(s)
+        captions = {} if stage is None else figures(stage, options, request.seed, shown)
+        metrics = shown[PRETRAINED].metrics
         results = {**header("analyze", argv), **s.record(), "config": config,
-                   "metrics": metrics, "figures": figures}
-        context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16],
-                   "data": request.data, "split": request.test_split,
-                   "views": " ".join(config["views"]), **data_context(s)}
-        cells, sources = reference_notes(metrics)
-        results["paper_references"] = {"values": cells, "sources": sources}
-        text = report.metrics_markdown("contrastkit analyze", metrics, context, cells)
-        text += "\nPaper references (numbers as printed in the papers):\n"
-        text += "".join(f"{source}\n" for source in sources)
-        text += "\n" + "\n".join(f"* {line}" for line in reading(metrics, request.space)) + "\n"
+                   "metrics": metrics,
+                   "baseline_metrics": {RANDOM_INIT: shown[RANDOM_INIT].metrics},
+                   "figures": list(captions), "captions": captions,
+                   "verdict": verdict.record()}
+        references = reference_notes(metrics) if options.paper_references else None
+        if references is not None:
+            results["paper_references"] = {"values": references[0], "sources": references[1]}
+        text = _markdown(s, shown, config, references)
+        lines = reading(shown, verdict)
+        if options.paper_references:
+            lines += paper_reading(metrics, request.space)
+        text += "\n## Reading\n\n" + "\n".join(f"* {line}" for line in lines) + "\n"
+        text += verdict.markdown()
+        if captions:
+            text += "\n## Figures\n\n" + "\n".join(f"* `{name}`: {caption}"
+                                                   for name, caption in captions.items()) + "\n"
         if stage is not None:
             write_outputs(stage, s, results, text)
     return Evaluation(results, text)

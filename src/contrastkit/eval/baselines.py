@@ -9,6 +9,10 @@ transform), so a difference is the representation's:
 * **raw pixels**: the evaluation view (resized, normalised) flattened into a vector;
 * **random init**: the checkpoint's architecture with weights drawn with ``torch.manual_seed
   (--seed)``, in evaluation mode (batch-norm statistics at their initial 0 / 1).
+
+``lowshot`` compares at every shot count, each interval from the predictions of all its seeds
+(the same class-balanced draws for every representation: per test image, the share of seeds
+that got it right, paired across the representations).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import torch
 from torch import nn
 
 from contrastkit.eval import report
-from contrastkit.eval.bootstrap import bootstrap_accuracy_difference, significance_verdict
+from contrastkit.eval.bootstrap import significance_verdict
 from contrastkit.eval.setup import Setup
+from contrastkit.eval.verdict import CONFIDENCE, Comparison, compare_with_baselines
 from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
 
 #: Protocols that take ``--baselines``.
@@ -51,55 +56,77 @@ def baseline_setups(s: Setup) -> dict[str, Setup]:
     }
 
 
-def _top1(metrics: dict) -> float | None:
-    """Top-1 of a protocol's metrics (lowshot: of the last shot setting, the predictions')."""
-    if "shots" in metrics:
-        last = list(metrics["shots"].values())[-1]
-        return float(last["mean"])
-    return float(metrics["top1"]) if "top1" in metrics else None
+def _entry(c: Comparison) -> dict:
+    return {"difference": c.difference, "ci_low": c.low, "ci_high": c.high,
+            "confidence": CONFIDENCE, "verdict": significance_verdict(c.low, c.high)}
 
 
 def run_baselines(s: Setup, runner: Callable[[Setup, Path | None], object],
                   pretrained: object) -> dict:
-    """Run ``runner`` (a protocol of :mod:`.eval`) on each baseline and compare its test
+    """Run ``runner`` (a protocol of :mod:`.protocols`) on each baseline and compare its test
     predictions with the pretrained model's (``pretrained``, an ``Outcome``).
 
     Returns:
         ``{name: {"metrics", "difference", "ci_low", "ci_high", "confidence", "verdict"}}``,
         differences as fractions (pretrained minus baseline), 95% intervals from 1,000 paired
-        resamples seeded with ``--seed``.
+        resamples seeded with ``--seed``; for ``lowshot`` the comparison of each shot count
+        under ``"shots"`` instead.
     """
+    seed, labels = int(s.request.seed), pretrained.labels  # type: ignore[attr-defined]
+    shot_pred = getattr(pretrained, "shot_pred", {})
     results: dict = {}
     for name, setup in baseline_setups(s).items():
         outcome = runner(setup, None)
-        diff, low, high = bootstrap_accuracy_difference(
-            pretrained.pred, outcome.pred, pretrained.labels,  # type: ignore[attr-defined]
-            n_resamples=1000, confidence=0.95, seed=int(s.request.seed))
-        results[name] = {"metrics": outcome.metrics, "difference": diff,  # type: ignore[attr-defined]
-                         "ci_low": low, "ci_high": high, "confidence": 0.95,
-                         "verdict": significance_verdict(low, high)}
+        entry: dict = {"metrics": outcome.metrics}  # type: ignore[attr-defined]
+        if shot_pred:
+            entry["shots"] = {
+                shot: _entry(compare_with_baselines(
+                    pred, {name: outcome.shot_pred[shot]}, labels, seed)[0])  # type: ignore[attr-defined]
+                for shot, pred in shot_pred.items()}
+        else:
+            entry.update(_entry(compare_with_baselines(
+                pretrained.pred, {name: outcome.pred}, labels, seed)[0]))  # type: ignore[attr-defined]
+        results[name] = entry
     return results
 
 
-def baselines_markdown(pretrained_metrics: dict, baselines: dict) -> str:
-    """Table of top-1 per representation with the intervals, and one sentence per baseline on
-    whether pretraining beat it significantly."""
-    rows = [["pretrained", _top1(pretrained_metrics), "-", "-"]]
-    sentences = []
+def comparisons(baselines: dict) -> tuple[Comparison, ...]:
+    """The :class:`~contrastkit.eval.verdict.Comparison` s of :func:`run_baselines`' result
+    (``lowshot``: one per shot count and baseline)."""
+    out = []
     for name, b in baselines.items():
-        interval = f"[{100 * b['ci_low']:+.1f}, {100 * b['ci_high']:+.1f}]"
-        rows.append([name, _top1(b["metrics"]), f"{100 * b['difference']:+.1f}", interval])
-        if b["ci_low"] > 0:
-            verdict = "beat"
-        elif b["ci_high"] < 0:
-            verdict = "did worse than"
-        else:
-            verdict = "did not significantly beat"
-        sentences.append(f"Pretraining {verdict} {name} ({100 * b['difference']:+.1f} points, "
-                         f"95% paired bootstrap interval {interval}).")
+        for shot, c in (b["shots"].items() if "shots" in b else [("", b)]):
+            setting = "" if not shot else ("all labels" if shot == "all" else f"{shot} shots")
+            out.append(Comparison(name, c["difference"], c["ci_low"], c["ci_high"], setting))
+    return tuple(out)
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def _diff(c: dict) -> str:
+    return f"{100 * c['difference']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+
+
+def baselines_markdown(pretrained_metrics: dict, baselines: dict) -> str:
+    """Top-1 (%) of each representation and the difference pretrained minus it in points with
+    its 95% paired bootstrap interval; ``lowshot``: one row per shot count."""
     if "shots" in pretrained_metrics:
-        sentences.append("(top1: mean over seeds at the last shot setting; intervals: its "
-                         "first seed's predictions.)")
-    header = ["representation", "top1", "pretrained - this (points)", "95% interval"]
-    return ("\n## Baselines\n\n" + report.markdown_table(header, rows) + "\n"
-            + " ".join(sentences) + "\n")
+        header = ["shots", "pretrained top-1 (%)"]
+        for name in baselines:
+            header += [f"{name} top-1 (%)", f"pretrained - {name} (points, 95% interval)"]
+        rows = []
+        for shot, row in pretrained_metrics["shots"].items():
+            cells = [shot, _pct(row["mean"])]
+            for b in baselines.values():
+                cells += [_pct(b["metrics"]["shots"][shot]["mean"]), _diff(b["shots"][shot])]
+            rows.append(cells)
+        note = ("top-1: mean over the seeds; each interval pairs the test images' predictions "
+                "of all seeds (1,000 resamples).")
+    else:
+        header = ["representation", "top-1 (%)", "pretrained - this (points, 95% interval)"]
+        rows = [["pretrained", _pct(pretrained_metrics["top1"]), "-"]]
+        rows += [[name, _pct(b["metrics"]["top1"]), _diff(b)] for name, b in baselines.items()]
+        note = "Intervals: paired bootstrap over the test images (1,000 resamples)."
+    return "\n## Baselines\n\n" + report.markdown_table(header, rows) + "\n" + note + "\n"

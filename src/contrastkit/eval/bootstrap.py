@@ -14,13 +14,15 @@ from torch import Tensor
 _BLOCK_ENTRIES = 2**22
 
 
-def _to_numpy_labels(name: str, x: Tensor | np.ndarray) -> np.ndarray:
+def _to_numpy_labels(name: str, x: Tensor | np.ndarray, runs: bool = False) -> np.ndarray:
+    """``x`` as a numpy integer array: 1-D, or 2-D (one row per run) when ``runs``."""
     if isinstance(x, Tensor):
         x = x.detach().cpu().numpy()
     if not isinstance(x, np.ndarray):
         raise ValueError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}")
-    if x.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {x.shape}")
+    if x.ndim != 1 and not (runs and x.ndim == 2 and x.shape[0] > 0):
+        raise ValueError(f"{name} must be 1-D{' or (runs, n)' if runs else ''}, got shape "
+                         f"{x.shape}")
     if not np.issubdtype(x.dtype, np.integer):
         raise ValueError(f"{name} must hold integer labels, got dtype {x.dtype}")
     return x
@@ -43,9 +45,15 @@ def bootstrap_accuracy_difference(
     interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of those
     resampled differences (numpy's default linear interpolation).
 
+    Several runs of each model (seeds, ``(S, n)`` predictions) enter through their mean
+    correctness per example, ``d_i = mean_s 1[a_si = y_i] - mean_s 1[b_si = y_i]``: ``mean(d)``
+    is then the difference of the two mean accuracies over the seeds, and each resample keeps
+    an example's runs together (the interval reflects the test set's sampling, the seeds
+    averaged).
+
     Args:
-        pred_a: ``(n,)`` predictions of model A.
-        pred_b: ``(n,)`` predictions of model B.
+        pred_a: ``(n,)`` predictions of model A, or ``(S, n)``: one row per run.
+        pred_b: ``(n,)`` or ``(S', n)`` predictions of model B.
         labels: ``(n,)`` true labels.
         n_resamples: number of bootstrap resamples.
         confidence: interval coverage in (0, 1).
@@ -57,16 +65,17 @@ def bootstrap_accuracy_difference(
     Raises:
         ValueError: on different lengths, empty inputs, non-integer labels or bad options.
     """
-    a = _to_numpy_labels("pred_a", pred_a)
-    b = _to_numpy_labels("pred_b", pred_b)
+    a = _to_numpy_labels("pred_a", pred_a, runs=True)
+    b = _to_numpy_labels("pred_b", pred_b, runs=True)
     y = _to_numpy_labels("labels", labels)
-    if not a.shape[0] == b.shape[0] == y.shape[0]:
+    if not a.shape[-1] == b.shape[-1] == y.shape[0]:
         raise ValueError(
-            f"pred_a, pred_b and labels must have the same length, got {a.shape[0]}, "
-            f"{b.shape[0]} and {y.shape[0]}"
+            f"pred_a, pred_b and labels must have the same length, got {a.shape[-1]}, "
+            f"{b.shape[-1]} and {y.shape[0]}"
         )
-    diff = (a == y).astype(np.float64) - (b == y).astype(np.float64)
-    return _percentile_bootstrap(diff, n_resamples, confidence, seed)
+    correct_a = (a == y).astype(np.float64).reshape(-1, y.shape[0]).mean(axis=0)
+    correct_b = (b == y).astype(np.float64).reshape(-1, y.shape[0]).mean(axis=0)
+    return _percentile_bootstrap(correct_a - correct_b, n_resamples, confidence, seed)
 
 
 def bootstrap_accuracy(

@@ -5,7 +5,10 @@ low-shot: Table 10), every classifier trained by the one loop of :mod:`.classifi
   :class:`~contrastkit.eval.classifier.LinearProtocol` s;
 * :func:`linear_probe`: the fast variant, on cached features (one forward pass of the backbone,
   no augmentation). Optionally standardises features; the returned ``nn.Linear`` acts on raw
-  features (the standardisation is folded into its weights);
+  features (the standardisation is folded into its weights). With ``validation`` it holds out a
+  stratified share of the training features (:func:`stratified_holdout`) and keeps the
+  classifier of the epoch with the best validation top-1 (early stopping): on a small labelled
+  set a probe otherwise ends where it fits its training images best;
 * :func:`train_linear_on_images`: the frozen backbone runs on every augmented training batch;
 * :func:`lowshot_linear` on :func:`sample_per_class` draws, and the accuracies
   (:func:`classification_report`, :func:`mean_per_class_accuracy`).
@@ -20,6 +23,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastkit.checks import check_features, check_labels, check_same_dim
@@ -102,6 +106,7 @@ def linear_probe(
     standardize: bool = True,
     num_classes: int | None = None,
     seed: int = 0,
+    validation: float = 0.0,
 ) -> dict[str, object]:
     """Train a linear classifier on cached frozen features (fast variant of Denize et al. 2023,
     appendix D.1/D.2).
@@ -113,6 +118,12 @@ def linear_probe(
     scaled by the training mean and standard deviation; the returned classifier has this folded
     in: ``W' = W / sigma``, ``b' = b - W' mu``.
 
+    With ``validation = f > 0`` the share ``f`` of each class's training rows
+    (:func:`stratified_holdout`, seeded by ``seed``) is held out: the probe trains on the rest
+    (statistics included) and, after every epoch, its top-1 on the held-out rows is measured;
+    the weights of the epoch with the highest validation top-1 (ties: the lower validation
+    cross-entropy, then the earlier epoch) are the ones returned (early stopping).
+
     Args:
         train_features: ``(N_train, D)`` cached features.
         train_labels: ``(N_train,)`` labels.
@@ -122,13 +133,17 @@ def linear_probe(
             0.1, batch 256).
         standardize: standardise features with training statistics.
         num_classes: number of classes (default: 1 + the largest train or test label).
-        seed: seed of the shuffling generator.
+        seed: seed of the shuffling generator and of the validation draw.
+        validation: share of each class's training rows held out to choose the epoch
+            (0: none, the last epoch's weights).
 
     Returns:
         ``{"top1", "top5", "mean_per_class"}`` test fractions, ``"classifier"`` (``nn.Linear`` on
         raw features, in eval mode), ``"loss_curve"`` (mean training loss per epoch) and
-        ``"train_top1_curve"`` / ``"test_top1_curve"`` (top-1 on all training / test features
-        after each epoch: their gap shows overfitting).
+        ``"train_top1_curve"`` / ``"test_top1_curve"`` (top-1 on the features it trains on /
+        the test features after each epoch: their gap shows overfitting). With ``validation``
+        also ``"val_top1_curve"``, ``"best_epoch"`` (1-based), ``"num_validation"`` and
+        ``"num_fit"``.
     """
     protocol = LinearProtocol() if protocol is None else protocol
     _check_pair(train_features, train_labels, "train")
@@ -141,6 +156,12 @@ def linear_probe(
     x = train_features.detach().to(torch.float32)
     device = x.device
     y = train_labels.to(device)
+    held: tuple[Tensor, Tensor] | None = None
+    if validation:
+        fit, val = stratified_holdout(train_labels, validation, seed)
+        fit, val = fit.to(device), val.to(device)
+        held = x[val], y[val]
+        x, y = x[fit], y[fit]
     mean = x.mean(dim=0) if standardize else torch.zeros(x.shape[1], device=device)
     std = x.std(dim=0).clamp_min(1e-6) if standardize and x.shape[0] > 1 else None
     std = std if std is not None else torch.ones(x.shape[1], device=device)
@@ -150,16 +171,33 @@ def linear_probe(
     nn.init.zeros_(linear.bias)
     train_top1: list[float] = []
     test_top1: list[float] = []
+    val_top1: list[float] = []
     xt = (test_features.detach().to(device, torch.float32) - mean) / std
     yt = test_labels.to(device)
+    xv = None if held is None else (held[0] - mean) / std
+    best: tuple[float, float] | None = None
+    best_state: dict[str, Tensor] = {}
 
     def accuracies(epoch: int, loss: float) -> None:
+        nonlocal best
         with torch.no_grad():
             train_top1.append(float((linear(x).argmax(1) == y).float().mean()))
             test_top1.append(float((linear(xt).argmax(1) == yt).float().mean()))
+            if xv is None or held is None:
+                return
+            scores = linear(xv)
+            val_top1.append(float((scores.argmax(1) == held[1]).float().mean()))
+            key = (val_top1[-1], -float(F.cross_entropy(scores, held[1])))
+            if best is None or key > best:
+                best = key
+                best_state.update(epoch=torch.tensor(epoch + 1), **{
+                    k: v.detach().clone() for k, v in linear.state_dict().items()})
 
     batches = _Shuffled(x, y, protocol.batch_size, torch.Generator().manual_seed(seed))
     run = train_classifier(linear, batches, protocol, epoch_end=accuracies)
+    best_epoch = int(best_state.pop("epoch")) if best_state else None
+    if best_state:
+        linear.load_state_dict(best_state)
     with torch.no_grad():
         linear.weight.div_(std)
         linear.bias.sub_(linear.weight @ mean)
@@ -171,7 +209,37 @@ def linear_probe(
     report["loss_curve"] = run.loss_curve
     report["train_top1_curve"] = train_top1
     report["test_top1_curve"] = test_top1
+    if held is not None:
+        report.update(val_top1_curve=val_top1, best_epoch=best_epoch,
+                      num_validation=int(held[1].shape[0]), num_fit=int(y.shape[0]))
     return report
+
+
+def stratified_holdout(labels: Tensor, fraction: float, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """Indices ``(fit, held_out)`` splitting each class of ``labels``: ``round(fraction * n_c)``
+    of its ``n_c`` rows held out, at least one and at most ``n_c - 1`` (a class of one row stays
+    whole in ``fit``), drawn with ``torch.Generator().manual_seed(seed)``.
+
+    Raises:
+        ValueError: for a ``fraction`` outside (0, 1) or when no row can be held out.
+    """
+    check_labels("labels", labels, labels.shape[0] if isinstance(labels, Tensor) else 0, "labels")
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the validation fraction must lie in (0, 1), got {fraction}")
+    generator = torch.Generator().manual_seed(seed)
+    labels_cpu = labels.cpu()
+    fit, held = [], []
+    for c in torch.unique(labels_cpu).tolist():
+        members = torch.nonzero(labels_cpu == c).flatten()
+        members = members[torch.randperm(members.numel(), generator=generator)]
+        count = min(max(1, round(fraction * members.numel())), members.numel() - 1)
+        held.append(members[:count])
+        fit.append(members[count:])
+    held_out = torch.cat(held).sort().values
+    if held_out.numel() == 0:
+        raise ValueError("no training row can be held out for validation: every class has "
+                         "one example")
+    return torch.cat(fit).sort().values, held_out
 
 
 def sample_per_class(labels: Tensor, shots: int, seed: int = 0) -> Tensor:
@@ -230,8 +298,9 @@ def lowshot_linear(
         num_classes: classes of every probe (default: 1 + the largest train or test label).
 
     Returns:
-        ``{shot: {"mean": float, "std": float, "top1": [per seed], "num_train": int}}``; ``std``
-        is the sample standard deviation (``ddof=1``; 0 for a single seed).
+        ``{shot: {"mean": float, "std": float, "top1": [per seed], "num_train": int, "pred":
+        (seeds, N_test) test predictions}}``; ``std`` is the sample standard deviation
+        (``ddof=1``; 0 for a single seed).
     """
     _check_pair(train_features, train_labels, "train")
     _check_pair(test_features, test_labels, "test")
@@ -241,7 +310,7 @@ def lowshot_linear(
         num_classes = max(int(train_labels.max()), int(test_labels.max())) + 1
     results: dict[int | None, dict[str, object]] = {}
     for shot in shots:
-        accuracies, num_train = [], train_features.shape[0]
+        accuracies, num_train, predictions = [], train_features.shape[0], []
         for seed in seeds:
             if shot is None:
                 feats, labels = train_features, train_labels
@@ -252,10 +321,13 @@ def lowshot_linear(
             out = linear_probe(feats, labels, test_features, test_labels, protocol,
                                standardize=standardize, num_classes=num_classes, seed=seed)
             accuracies.append(float(out["top1"]))  # type: ignore[arg-type]
+            with torch.no_grad():
+                predictions.append(out["classifier"](  # type: ignore[operator]
+                    test_features.detach().float()).argmax(dim=1).cpu())
         acc = torch.tensor(accuracies, dtype=torch.float64)
         std = float(acc.std(unbiased=True)) if len(accuracies) > 1 else 0.0
         results[shot] = {"mean": float(acc.mean()), "std": std, "top1": accuracies,
-                         "num_train": num_train}
+                         "num_train": num_train, "pred": torch.stack(predictions)}
     return results
 
 

@@ -242,6 +242,16 @@ def _median(x: Tensor) -> float:
     return float(s[n // 2]) if n % 2 else float((s[n // 2 - 1] + s[n // 2]) / 2)
 
 
+def local_separation_gap(separation: dict[str, Tensor]) -> float:
+    """Median similarity of an image's two views minus the median similarity to its nearest
+    other image, from :func:`local_separation` (``median(positive) - median(negatives[:, 0])``,
+    medians as in :func:`target_noise_margin`): positive when the views of an image are closer
+    to each other than to any other image (Wang & Liu 2021, supplement, figs. 1-7, plot the two
+    distributions).
+    """
+    return _median(separation["positive"].flatten()) - _median(separation["negatives"][:, 0])
+
+
 def sincere_kl_bound(
     loss: float | Tensor, num_noise: int | Tensor, *, clamp: bool = False
 ) -> float | Tensor:

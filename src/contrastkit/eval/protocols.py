@@ -38,7 +38,6 @@ from contrastkit.eval.linear import (
     linear_probe,
     lowshot_linear,
     mean_per_class_accuracy,
-    sample_per_class,
     train_linear_on_images,
 )
 from contrastkit.eval.results import (
@@ -98,6 +97,8 @@ class LinearEval:
         protocol: ``fast`` (cached features, standardised), ``sce_d1`` / ``sce_d2``
             (augmented images), ``sce_d3`` (augmented clips, video).
         epochs, lr, batch_size: None: 100, 0.1 and 256 with ``fast``, else the protocol's.
+        validation: ``fast``: share of each class's training images held out to keep the
+            epoch with the best validation top-1 (early stopping; 0: none, the last epoch).
         baselines: as :class:`KnnEval` (``fast`` only).
     """
 
@@ -106,6 +107,7 @@ class LinearEval:
     epochs: int | None = None
     lr: float | None = None
     batch_size: int | None = None
+    validation: float = 0.1
     baselines: bool = False
 
 
@@ -176,6 +178,7 @@ class Outcome:
     labels: Tensor
     figures: list[str] = field(default_factory=list)
     curves: dict[str, list[float]] = field(default_factory=dict)
+    shot_pred: dict[str, Tensor] = field(default_factory=dict)  # lowshot: (seeds, n) per shot
 
 
 def _features(s: Setup) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -224,10 +227,17 @@ def run_linear(s: Setup, o: LinearEval, out: Path | None) -> Outcome:
     appendix D.1/D.2; clips: D.3)."""
     a = s.request
     if o.protocol == "fast":
+        if not 0.0 <= o.validation < 1.0:
+            raise ValueError(f"--validation must be in [0, 1), got {o.validation}")
         xtr, ytr, xte, yte = _features(s)
         kwargs = _probe_kwargs(o)
-        result = linear_probe(xtr, ytr, xte, yte, LinearProtocol(**kwargs), seed=a.seed)
-        config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed}
+        result = linear_probe(xtr, ytr, xte, yte, LinearProtocol(**kwargs), seed=a.seed,
+                              validation=o.validation)
+        config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed,
+                  "validation": o.validation}
+        if o.validation:
+            config["early_stopping"] = {k: result[k] for k in ("best_epoch", "num_validation",
+                                                                 "num_fit")}
     else:
         if (o.protocol == "sce_d3") != is_video(s):
             raise ValueError(f"--protocol {o.protocol} does not apply to --data {a.data}: "
@@ -244,19 +254,18 @@ def run_linear(s: Setup, o: LinearEval, out: Path | None) -> Outcome:
     metrics = {k: result[k] for k in ("top1", "top5", "mean_per_class") if k in result}
     outcome = Outcome(metrics, config, pred, yte, curves={"loss_per_epoch": curve})
     accuracy = {k: [float(v) for v in result[f"{k}_top1_curve"]]  # type: ignore[union-attr]
-                for k in ("train", "test") if f"{k}_top1_curve" in result}
+                for k in ("train", "val", "test") if f"{k}_top1_curve" in result}
     outcome.curves.update({f"{k}_top1_per_epoch": v for k, v in accuracy.items()})
-    if out is not None:
-        from contrastkit.eval.plots import plot_curve
+    kept = result.get("best_epoch")
+    if isinstance(kept, int):
+        metrics["train_top1"] = accuracy["train"][kept - 1]
+        metrics["validation_top1"] = accuracy["val"][kept - 1]
+    if out is not None and accuracy:
         from contrastkit.eval.report_figures import plot_probe_accuracy
 
-        plot_curve(curve, out / "loss_curve.png", xlabel="epoch",  # type: ignore[arg-type]
-                   ylabel="training loss", title="Linear probe")
-        outcome.figures.append("loss_curve.png")
-        if accuracy:
-            plot_probe_accuracy(accuracy["train"], accuracy["test"],
-                                out / "probe_accuracy.png")
-            outcome.figures.append("probe_accuracy.png")
+        plot_probe_accuracy(accuracy["train"], accuracy["test"], out / "probe_accuracy.png",
+                            validation=accuracy.get("val"), kept_epoch=kept)  # type: ignore[arg-type]
+        outcome.figures.append("probe_accuracy.png")
     return outcome
 
 
@@ -374,25 +383,48 @@ def _parse_shots(values: Sequence[int | str]) -> list[int | None]:
     return shots
 
 
+def check_shots(shots: Sequence[int | None], labels: Sequence[int],
+                classes: Sequence[str] | None, split: str) -> None:
+    """Every class of ``labels`` (training split ``split``) has at least the largest of
+    ``shots`` images.
+
+    Raises:
+        ValueError: naming the smallest class, its count and ``--shots``.
+    """
+    largest = max((n for n in shots if n is not None), default=None)
+    if largest is None or not len(labels):
+        return
+    counts = torch.bincount(torch.as_tensor(list(labels), dtype=torch.long))
+    present = torch.nonzero(counts).flatten()
+    smallest = int(present[counts[present].argmin()])
+    count = int(counts[smallest])
+    if count < largest:
+        name = classes[smallest] if classes and smallest < len(classes) else str(smallest)
+        raise ValueError(f"--shots {largest}: class {name!r} has {count} images in "
+                         f"--train-split {split}, fewer than {largest}; pass --shots values of "
+                         f"at most {count} (e.g. --shots {max(1, count // 2)} {count} all)")
+
+
 def run_lowshot(s: Setup, o: LowshotEval, out: Path | None) -> Outcome:
     """Low-shot linear probes (Denize et al. 2023, Table 10); predictions are those of the last
-    shot, first seed."""
+    shot, first seed; every seed's are kept per shot (``shot_pred``) for the baselines."""
     shots = _parse_shots(o.shots)
+    train = open_split(s, s.request.train_split)
+    check_shots(shots, getattr(train, "targets", []), getattr(train, "classes", None),
+                s.request.train_split)  # before any feature is extracted
     xtr, ytr, xte, yte = _features(s)
+    check_shots(shots, ytr.tolist(), getattr(train, "classes", None), s.request.train_split)
     kwargs = _probe_kwargs(o)
     probe_protocol, classes = LinearProtocol(**kwargs), max(int(ytr.max()), int(yte.max())) + 1
     table = lowshot_linear(xtr, ytr, xte, yte, shots=shots, seeds=list(o.seeds),
                            protocol=probe_protocol, num_classes=classes)
+    shot_pred = {("all" if k is None else str(k)): v.pop("pred") for k, v in table.items()}
     last, seed = shots[-1], o.seeds[0]
-    idx = torch.arange(len(ytr)) if last is None else sample_per_class(ytr, last, seed)
-    probe = linear_probe(xtr[idx], ytr[idx], xte, yte, probe_protocol, num_classes=classes,
-                         seed=seed)
-    with torch.no_grad():
-        pred = probe["classifier"](xte).argmax(dim=1)  # type: ignore[operator]
+    pred = shot_pred["all" if last is None else str(last)][0]
     metrics = {"shots": {("all" if k is None else str(k)): v for k, v in table.items()}}
     config = {**kwargs, "num_classes": classes, "shots": list(o.shots), "seeds": list(o.seeds),
               "predictions_from": {"shots": "all" if last is None else last, "seed": seed}}
-    outcome = Outcome(metrics, config, pred, yte)
+    outcome = Outcome(metrics, config, pred, yte, shot_pred=shot_pred)
     if out is not None:
         from contrastkit.eval.report_figures import plot_lowshot
 
@@ -407,12 +439,27 @@ RUNNERS: dict[str, Callable[[Setup, Protocol, Path | None], Outcome]] = {
 }
 
 
+def early_stopping_line(config: dict, metrics: dict) -> str | None:
+    """How the fast linear probe guarded against overfitting, in words (None: it did not)."""
+    stop = config.get("early_stopping")
+    if not stop:
+        return None
+    return (f"{100 * config['validation']:g}% of each class of the training split held out "
+            f"({stop['num_validation']} images, the probe trains on {stop['num_fit']}); the "
+            f"probe of epoch {stop['best_epoch']} of {config['epochs']} (best validation "
+            f"top-1) is kept: train top-1 {100 * metrics['train_top1']:.1f}%, validation "
+            f"{100 * metrics['validation_top1']:.1f}%")
+
+
 def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
     context = {"checkpoint": s.checkpoint.name, "sha256": s.sha256[:16],
                "backbone": s.spec.get("name"), "data": s.request.data,
                "splits": f"{s.request.train_split} -> {s.request.test_split}", **data_context(s),
                "size": s.size, **{k: v for k, v in outcome.config.items()
                                   if not isinstance(v, (dict, list))}}
+    stopping = early_stopping_line(outcome.config, outcome.metrics)
+    if stopping:
+        context["early stopping"] = stopping
     if "shots" not in outcome.metrics:
         return report.metrics_markdown(title, outcome.metrics, context)
     rows = [[shot, r["mean"], r["std"], r["top1"], r["num_train"]]
@@ -454,9 +501,15 @@ def evaluate(request: EvalRequest, protocol: Protocol | None = None,
                    "predictions": report.PREDICTIONS if out else None}
         text = _markdown(f"contrastkit eval {protocol.name}", s, outcome)
         if getattr(protocol, "baselines", False):
+            from contrastkit.eval.answer import pretraining_verdict, protocol_evidence
+
             results["baselines"] = run_baselines(s, lambda b, o: runner(b, protocol, o),
                                                  outcome)
             text += baselines_markdown(outcome.metrics, results["baselines"])
+            given = protocol_evidence(protocol, outcome, results["baselines"])
+            verdict = pretraining_verdict(s, [given])
+            results["verdict"] = verdict.record()
+            text += verdict.markdown()
         if stage is not None:
             report.write_predictions(stage / report.PREDICTIONS, outcome.pred, outcome.labels)
             write_outputs(stage, s, results, text)

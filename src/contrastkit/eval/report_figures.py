@@ -14,31 +14,48 @@ __all__ = ["plot_per_class_accuracy", "plot_probe_accuracy"]
 
 
 def plot_probe_accuracy(train_top1: Sequence[float], test_top1: Sequence[float],
-                        path: PathLike) -> Path:
-    """Top-1 (%) of the linear probe on the training and the test features after each epoch.
+                        path: PathLike, validation: Sequence[float] | None = None,
+                        kept_epoch: int | None = None) -> Path:
+    """Top-1 (%) of the linear probe on its training features, the held-out validation
+    features (when it has them) and the test features after each epoch; ``kept_epoch``: the
+    epoch early stopping kept (1-based), marked.
 
     Raises:
         ValueError: for empty or non-finite curves, or curves of different lengths.
     """
-    train = 100 * finite_array(train_top1, "train_top1")
-    test = 100 * finite_array(test_top1, "test_top1")
-    if train.shape != test.shape:
+    curves = {"train": 100 * finite_array(train_top1, "train_top1")}
+    if validation is not None:
+        curves["validation"] = 100 * finite_array(validation, "validation")
+    curves["test"] = 100 * finite_array(test_top1, "test_top1")
+    train, test = curves["train"], curves["test"]
+    if any(c.shape != train.shape for c in curves.values()):
         raise ValueError(f"train_top1 has {train.size} epochs, test_top1 {test.size}")
     epochs = np.arange(1, train.size + 1)
     fig = new_figure(7.0, 4.5)
     ax = fig.add_subplot(1, 1, 1)
-    ax.plot(epochs, train, marker="o" if train.size < 30 else None, label="train")
-    ax.plot(epochs, test, marker="o" if test.size < 30 else None, label="test")
-    low, high = float(min(train.min(), test.min())), float(max(train.max(), test.max()))
+    for name, values in curves.items():
+        ax.plot(epochs, values, marker="o" if values.size < 30 else None, label=name)
+    low = float(min(c.min() for c in curves.values()))
+    high = float(max(c.max() for c in curves.values()))
     pad = max(1.0, 0.05 * (high - low))
     ax.set_ylim(max(0.0, low - pad), min(100.0, high + pad))
+    last = train.size if kept_epoch is None else kept_epoch
+    if kept_epoch is not None:
+        ax.axvline(kept_epoch, color="tab:gray", linestyle=":", label=f"kept: epoch {kept_epoch}")
     ax.set_xlabel("epoch")
     ax.set_ylabel("top-1 (%)")
     ax.set_title("Linear probe accuracy")
     ax.legend(loc="best")
-    gap = train[-1] - test[-1]
-    caption = (f"Final train {train[-1]:.1f}%, test {test[-1]:.1f}%: a gap that grows over the "
-               f"epochs (here {gap:+.1f} points) means the probe overfits the training features.")
+    gap = train[last - 1] - test[last - 1]
+    if kept_epoch is None:
+        caption = (f"Final train {train[-1]:.1f}%, test {test[-1]:.1f}%: a gap that grows over "
+                   f"the epochs (here {gap:+.1f} points) means the probe overfits the training "
+                   "features.")
+    else:
+        kept = curves["validation"][last - 1]
+        caption = (f"Epoch {kept_epoch} (best validation top-1, {kept:.1f}%) is kept: train "
+                   f"{train[last - 1]:.1f}%, test {test[last - 1]:.1f}% "
+                   f"(gap {gap:+.1f} points; a larger gap means the probe overfits).")
     return save_figure(fig, path, caption=caption)
 
 

@@ -80,7 +80,8 @@ def header(command: str, argv: Sequence[str] | None) -> dict:
 OUTPUT_FILES = frozenset({report.RESULTS_JSON, report.RESULTS_MD, report.PREDICTIONS,
                           SKIPPED_FILES, "loss_curve.png", "local_separation.png",
                           "similarity_histograms.png", "hardness_weights.png",
-                          "temperature_functions.png", "embedding_tsne.png",
+                          "temperature_functions.png", "uniformity_alignment.png",
+                          "uniformity_alignment_papers.png", "embedding_tsne.png",
                           "embedding_umap.png", "probe_accuracy.png", "knn_per_class.png",
                           "lowshot.png", "recall_at_k.png"})
 

@@ -23,6 +23,7 @@ from contrastkit.checkpoints import (
     load_backbone,
     load_projector,
     read_metadata,
+    weights_file,
 )
 from contrastkit.data import augment
 from contrastkit.data.augment.views import VideoEvalView
@@ -135,6 +136,9 @@ class Setup:
     split_seed: int = 0
     skipped: list[str] = field(default_factory=list)
     projector: dict | None = None  # the projector's HeadSpec with --space projector
+    # features computed in this process, by (sha256, space, split): the baselines' setups share
+    # the dict (their sha256 differ), so a protocol run twice extracts once, cache or not
+    features: dict = field(default_factory=dict)
 
     @property
     def space(self) -> str:
@@ -247,7 +251,7 @@ def setup(request: EvalRequest) -> Setup:
     if request.held_out is not None:  # the queries: the held-out images of the train split
         request = replace(request, test_split=HELD_OUT_SPLIT)
     device = _device(request.device)
-    path = Path(request.checkpoint).expanduser().resolve()
+    path = weights_file(Path(request.checkpoint).expanduser().resolve())
     entry = read_metadata(path)
     check_fits_data(path, entry, request.data)
     backbone, spec = _load_checkpoint(path)
@@ -390,7 +394,15 @@ def _fingerprint(dataset: object) -> str | None:
 
 
 def split_features(s: Setup, split: str) -> tuple[Tensor, Tensor]:
-    """Cached eval-transform features and labels of ``split``."""
+    """Cached eval-transform features and labels of ``split`` (extracted once per setup and
+    split, read from the cache folder when it holds them)."""
+    memo = (s.sha256, s.space, split)
+    if memo not in s.features:
+        s.features[memo] = _extract_split(s, split)
+    return s.features[memo]
+
+
+def _extract_split(s: Setup, split: str) -> tuple[Tensor, Tensor]:
     dataset = open_split(s, split)
     fingerprint: object = None if is_video(s) else _fingerprint(dataset)
     root = str(Path(s.request.root).expanduser().resolve()) if s.request.root else None

@@ -32,7 +32,8 @@ import numpy as np
 from contrastkit.data.sources.voc07 import ABSENT, DIFFICULT, PRESENT
 from contrastkit.eval.average_precision import ap_all_point, ap_interpolated, ap_voc07
 
-__all__ = ["VOC07_SVM", "SVMProtocol", "l2_normalize", "sample_low_shot", "voc07_svm"]
+__all__ = ["VOC07_SVM", "SVMProtocol", "l2_normalize", "largest_low_shot", "sample_low_shot",
+           "voc07_svm"]
 
 AP_METRICS = {"ap_voc07": ap_voc07, "ap_all_point": ap_all_point,
               "ap_interpolated": ap_interpolated}
@@ -81,9 +82,19 @@ def sample_low_shot(targets: np.ndarray, shots: int, seed: int,
             if pool.shape[0] < count:
                 name = classes[c] if classes else str(c)
                 raise ValueError(f"--shots {shots}: class {name} has {pool.shape[0]} {what} "
-                                 f"training images, {count} are needed")
+                                 f"training images, {count} are needed; pass --shots values "
+                                 f"of at most {largest_low_shot(targets)}")
             mask[rng.choice(pool, size=count, replace=False), c] = True
     return mask
+
+
+def largest_low_shot(targets: np.ndarray) -> int:
+    """The largest ``shots`` :func:`sample_low_shot` can draw from ``targets`` (``(N, C)`` in
+    {1, -1, 0}): every class needs ``shots`` positives and ``(C - 1) * shots`` negatives."""
+    num_classes = targets.shape[1]
+    positives = (targets == PRESENT).sum(axis=0)
+    negatives = (targets == ABSENT).sum(axis=0) // max(num_classes - 1, 1)
+    return int(min(positives.min(), negatives.min()))
 
 
 def _svm(cost: float, protocol: SVMProtocol, seed: int) -> object:

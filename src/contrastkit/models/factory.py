@@ -7,7 +7,7 @@ so every option is validated against a signature before training starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from torch import nn
 
@@ -15,6 +15,7 @@ from contrastkit.models.convnet import small_convnet
 from contrastkit.models.heads import MLPHead
 from contrastkit.models.resnet import resnet18, resnet34, resnet50
 from contrastkit.models.resnet3d import resnet3d_18, resnet3d_50
+from contrastkit.models.timm_backbone import TIMM_PREFIX, build_timm_backbone, timm_model_name
 
 BackboneName = Literal[
     "resnet18", "resnet34", "resnet50", "small_convnet", "resnet3d_18", "resnet3d_50"
@@ -28,8 +29,9 @@ class BackboneSpec:
 
     Attributes:
         name: ``resnet18|resnet34|resnet50`` (2-D, torchvision key layout),
-            ``small_convnet`` (8x8-32x32 inputs, the offline default) or
-            ``resnet3d_18|resnet3d_50`` (video, SCE Table 23).
+            ``small_convnet`` (8x8-32x32 inputs, the offline default),
+            ``resnet3d_18|resnet3d_50`` (video, SCE Table 23), or ``timm:<model>``: any model
+            of timm (optional, ``contrastkit[timm]``; :mod:`contrastkit.models.timm_backbone`).
         cifar_stem: 3x3 stride-1 stem without max-pool (SCE appendix D.1); 2-D ResNets only.
         width: base width (64 = standard ResNet; 32 = the small convnet's default).
         out_dim: feature size of ``small_convnet`` (ignored by the ResNets, whose size follows
@@ -38,13 +40,18 @@ class BackboneSpec:
             only: no normalisation layer, so no batch statistics; a run on several processes
             then computes exactly what one process computes on the combined batch, which the
             multi-GPU tests rely on).
+        timm_kwargs: other arguments of ``timm.create_model`` for ``timm:<model>`` backbones
+            (``img_size``, ``patch_size``, ``drop_path_rate``, ...); their feature size is
+            read from the model, and ``cifar_stem``, ``width``, ``out_dim`` and ``norm`` do not
+            apply.
     """
 
-    name: BackboneName = "resnet18"
+    name: BackboneName | str = "resnet18"
     cifar_stem: bool = False
     width: int = 64
     out_dim: int = 128
     norm: Literal["batch", "none"] = "batch"
+    timm_kwargs: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,20 @@ def build_backbone(spec: BackboneSpec) -> nn.Module:
     Raises:
         ValueError: for an unknown name or an option the backbone does not take.
     """
+    timm_model = timm_model_name(spec.name)
+    if timm_model is not None:
+        changed = [f"{k}={getattr(spec, k)!r}" for k in ("cifar_stem", "width", "out_dim", "norm")
+                   if getattr(spec, k) != getattr(BackboneSpec, k)]
+        if changed:
+            raise ValueError(f"backbone {', '.join(changed)}: not for timm backbones (give timm's "
+                             "own arguments in backbone.timm_kwargs)")
+        return build_timm_backbone(timm_model, spec.timm_kwargs)
+    if spec.timm_kwargs:
+        raise ValueError(f"backbone.timm_kwargs applies to timm:<model> backbones, not "
+                         f"{spec.name!r}")
     if spec.name not in BACKBONES:
-        raise ValueError(f"backbone.name must be one of {BACKBONES}, got {spec.name!r}")
+        raise ValueError(f"backbone.name must be one of {BACKBONES} or '{TIMM_PREFIX}<model>', "
+                         f"got {spec.name!r}")
     if spec.cifar_stem and spec.name not in ("resnet18", "resnet34", "resnet50"):
         raise ValueError(f"backbone.cifar_stem applies to 2-D ResNets only, not {spec.name!r}")
     if spec.norm != "batch" and spec.name != "small_convnet":

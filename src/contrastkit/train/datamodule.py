@@ -17,7 +17,7 @@ the module gathers the shards back.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Literal
 
@@ -124,7 +124,10 @@ class PretrainDataModule(L.LightningDataModule):
             scale when every box allows it, crops resized in uint8
             (:mod:`contrastkit.data.loading.crops`); flips and colour steps stay on the
             device. For image files (``folder``, ``imagenet100``, ``tinyimagenet``) or
-            ``shards`` of any sizes; not with ``cache_dir``.
+            ``shards`` of any sizes; not with ``cache_dir``. ``dali``: the same boxes, each
+            decoded alone by NVIDIA DALI, on the GPU when training on one (nvJPEG), else in
+            ``num_workers`` DALI CPU threads (:mod:`contrastkit.data.loading.dali_crops`; needs
+            ``contrastkit[dali]``; not with ``stream``).
         fast_decode: with ``crops: loader``, decode JPEGs with libjpeg's fast inverse DCT
             (``simplejpeg``'s ``fastdct``): a cheaper decode whose pixels differ from the
             accurate one by about 1 grey level on average (``benchmarks/README.md``,
@@ -183,7 +186,7 @@ class PretrainDataModule(L.LightningDataModule):
         test_fraction: float | None = None,
         split_seed: int = 0,
         video: VideoDataSpec | None = None,
-        crops: Literal["device", "loader"] = "device",
+        crops: Literal["device", "loader", "dali"] = "device",
         fast_decode: bool = False,
         stream: bool = False,
         shuffle_buffer: int = 1000,
@@ -226,19 +229,21 @@ class PretrainDataModule(L.LightningDataModule):
                 if getattr(self, key) is not None:
                     raise ValueError(f"data.{key} applies to image datasets, not {dataset!r}")
         self.video = (video or VideoDataSpec()) if self.is_video else None
-        if crops not in ("device", "loader"):
-            raise ValueError(f"data.crops must be 'device' or 'loader', got {crops!r}")
-        if crops == "loader" and (self.is_video or cache_dir is not None):
-            raise ValueError("data.crops: loader cuts crops from image files; it applies to "
+        if crops not in ("device", "loader", "dali"):
+            raise ValueError(f"data.crops must be 'device', 'loader' or 'dali', got {crops!r}")
+        if crops != "device" and (self.is_video or cache_dir is not None):
+            raise ValueError(f"data.crops: {crops} cuts crops from image files; it applies to "
                              "image datasets without data.cache_dir")
+        if crops == "dali" and stream:
+            raise ValueError("data.crops: dali reads files by random access, not data.stream")
         if fast_decode and crops != "loader":
             raise ValueError("data.fast_decode applies to data.crops: loader")
         self.crops, self.fast_decode = crops, bool(fast_decode)
         self._check_stream(stream, shuffle_buffer)
         self.stream, self.shuffle_buffer = bool(stream), int(shuffle_buffer)
-        if on_device and (self.is_video or self.stream or crops == "loader"):
+        if on_device and (self.is_video or self.stream or crops != "device"):
             raise ValueError("data.on_device keeps decoded images on the device: not with "
-                             "video, data.stream or data.crops: loader")
+                             "video, data.stream or data.crops: loader / dali")
         self.on_device = bool(on_device)
         #: the views' crops, derived from the views config by
         #: :func:`~contrastkit.data.augment.views.loader_crop_specs` (``contrastkit pretrain``
@@ -272,7 +277,7 @@ class PretrainDataModule(L.LightningDataModule):
             return select_classes(dataset, self.classes) if self.classes is not None else dataset
         if self.stream and not monitor:
             return ShardStream(self.root, split)  # type: ignore[arg-type]
-        full_images = self.crops == "loader" and not monitor
+        full_images = self.crops != "device" and not monitor
         dataset, skipped = open_split(
             self.dataset_name, self.root, split, cache_dir=self.cache_dir,
             image_size=self.image_size, load_size=None if full_images else self.load_size,
@@ -338,7 +343,7 @@ class PretrainDataModule(L.LightningDataModule):
         if self.val_split is not None:
             if self.bank_split != self.train_split or self.is_video or self.stream:
                 bank = self._open(self.bank_split, monitor=True)
-            elif self.crops == "loader" and self.load_size is not None:
+            elif self.crops != "device" and self.load_size is not None:
                 bank = ResizedSquare(train, self.load_size)  # the training images, as squares
             else:
                 bank = train
@@ -388,7 +393,7 @@ class PretrainDataModule(L.LightningDataModule):
                           persistent_workers=workers > 0,
                           collate_fn=None if self.is_video else decode.collate_images)
 
-    def train_dataloader(self) -> DataLoader | DeviceBatches:
+    def train_dataloader(self) -> Iterable:
         assert self.train_set is not None
         if isinstance(self.train_set, ShardStream):
             return self._stream_loader(self.train_set)
@@ -401,6 +406,14 @@ class PretrainDataModule(L.LightningDataModule):
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
                                 self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
+        if self.crops == "dali":
+            from contrastkit.data.loading.dali_crops import DaliCrops
+
+            device = self.trainer.strategy.root_device
+            return DaliCrops(encoded_reader(self.train_set), self._crop_specs(),
+                             EpochKeys(sampler), self.batch_size, self.seed,
+                             "gpu" if device.type == "cuda" else "cpu", device.index or 0,
+                             max(1, self.workers()))
         if self.on_device:
             device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
             return DeviceBatches(self.train_set, sampler, self.batch_size, device)
@@ -427,7 +440,7 @@ class PretrainDataModule(L.LightningDataModule):
 
     def _crop_specs(self) -> list[CropSpec]:
         if self.crop_specs is None:
-            raise ValueError("data.crops: loader needs the views' crops: set crop_specs to "
+            raise ValueError(f"data.crops: {self.crops} needs the views' crops: set crop_specs to "
                              "contrastkit.data.augment.views.loader_crop_specs(views, "
                              "method.default_views) (contrastkit pretrain does)")
         return self.crop_specs

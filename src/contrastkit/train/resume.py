@@ -214,7 +214,10 @@ def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dic
     if record.get("method") not in (None, name):
         _differs(path, f"was trained with {record['method']}, the config gives {name}")
     _check_same_model(model.state_dict(), resumed["state_dict"], path)
-    if record.get("backbone") not in (None, backbone):
+    recorded = record.get("backbone")
+    if isinstance(recorded, dict):  # a field added since, left at its default None, is equal
+        recorded = {**{k: v for k, v in backbone.items() if v is None}, **recorded}
+    if recorded not in (None, backbone):
         _differs(path, f"has the backbone {record['backbone']}, the config {backbone}")
     _check_same_schedule(model, trainer, resumed, path)
 

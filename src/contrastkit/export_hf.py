@@ -1,0 +1,240 @@
+"""Export a pretrained backbone as a Hugging Face Hub-format folder
+(``contrastkit export --format hf``).
+
+The folder holds what a model repository on the Hub holds, ready for ``hf upload`` (or the
+older ``huggingface-cli upload``; nothing here uploads):
+
+* ``model.safetensors``: the backbone's weights in the layout :func:`contrastkit.export.
+  export_backbone` writes (torchvision's keys for contrastkit's ResNets, timm's own keys for
+  ``timm:<model>`` backbones, contrastkit's keys otherwise), with the backbone's description
+  in the header metadata (``contrastkit_backbone``), ``format: pt``, and the SHA-256 of the
+  tensors with the run's identity (:mod:`contrastkit.export_metadata`; the digest is checked
+  whenever contrastkit loads the folder);
+* ``config.json``: the backbone description, its feature size, the method, the data and the
+  input the run used; for timm backbones also timm's own fields (``architecture``,
+  ``num_classes``, ``num_features``, ``model_args``, ``pretrained_cfg``), so that
+  ``timm.create_model("hf-hub:<user>/<repo>")`` builds and loads it once uploaded;
+* ``README.md``: the model card: Hub metadata (YAML front matter), method, backbone, data,
+  epochs, the run's evaluation results (every ``results.json`` in the run folder that
+  evaluated this very checkpoint, by SHA-256, and any ``--results`` folder), how to load it,
+  the run's ``config.yaml`` and the commits.
+
+:func:`contrastkit.checkpoints.load_backbone` reads the folder (or a snapshot of it downloaded
+with ``huggingface_hub.snapshot_download``) directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from contrastkit import __version__
+from contrastkit.checkpoints import (
+    HUB_WEIGHTS,
+    SPEC_METADATA,
+    file_hash,
+    load_backbone,
+    load_checkpoint_file,
+    weights_file,
+)
+from contrastkit.data.augment import NORMALIZATION
+from contrastkit.export import backbone_state, run_identity_of
+from contrastkit.export_metadata import export_metadata
+from contrastkit.models.timm_backbone import timm_model_name
+from contrastkit.outputs import check_output_folder, clear_outputs, write_bytes_atomic
+from contrastkit.provenance import source_commit
+
+__all__ = ["export_hub_folder"]
+
+HUB_CONFIG = "config.json"
+MODEL_CARD = "README.md"
+#: What the folder holds (``--overwrite`` replaces these, and refuses a folder with others).
+HUB_FILES = frozenset({HUB_CONFIG, HUB_WEIGHTS, MODEL_CARD})
+#: The run folder's evaluation results (``contrastkit eval --output``).
+RESULTS_JSON = "results.json"
+
+
+def _results(run: Path | None, extra: list[Path], sha256: str) -> list[dict]:
+    """The evaluations of the checkpoint: every ``results.json`` under ``run`` whose checkpoint
+    SHA-256 is ``sha256``, then the ``extra`` folders (which must have evaluated it too)."""
+    found: list[dict] = []
+    seen: set[Path] = set()
+    candidates = sorted(run.rglob(RESULTS_JSON)) if run is not None else []
+    for folder in extra:
+        path = Path(folder) / RESULTS_JSON
+        if not path.is_file():
+            raise FileNotFoundError(f"--results {folder}: no {RESULTS_JSON} there (the folder "
+                                    "of contrastkit eval ... --output)")
+        candidates.append(path)
+    for path in candidates:
+        if path.resolve() in seen:
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        evaluated = (record.get("checkpoint") or {}).get("sha256")
+        if evaluated != sha256:
+            if path.parent in [Path(f) for f in extra]:
+                raise ValueError(f"--results {path.parent} evaluated another checkpoint "
+                                 f"(SHA-256 {str(evaluated)[:12]}..., the exported one has "
+                                 f"{sha256[:12]}...)")
+            continue
+        seen.add(path.resolve())
+        found.append({"folder": str(path.parent), **record})
+    return found
+
+
+def _flat(metrics: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(metrics, dict):
+        return [item for key, value in metrics.items()
+                for item in _flat(value, f"{prefix}{key}/")]
+    return [(prefix.rstrip("/"), metrics)]
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def hub_config(spec: dict, entry: dict, out_dim: int, timm_kwargs: dict | None) -> dict:
+    """``config.json``: the backbone and the run (module doc); timm's fields for timm
+    backbones."""
+    views = entry.get("views") or {}
+    config: dict[str, Any] = {
+        "library_name": "contrastkit", "contrastkit_version": __version__,
+        "backbone": spec, "feature_dim": out_dim, "method": entry.get("method"),
+        "data": entry.get("data") or {}, "input_size": views.get("size"),
+        "normalize": views.get("normalize"),
+    }
+    model = timm_model_name(spec["name"])
+    if model is not None:
+        size, stats = views.get("size"), _mean_std(views.get("normalize"))
+        pretrained = {"num_classes": 0, **({"input_size": [3, size, size]} if size else {}),
+                      **({"mean": stats[0], "std": stats[1]} if stats else {})}
+        config.update({"architecture": model, "num_classes": 0, "num_features": out_dim,
+                       "model_args": timm_kwargs or {}, "pretrained_cfg": pretrained})
+    return config
+
+
+def _mean_std(normalize: Any) -> tuple[list[float], list[float]] | None:
+    """The ``(mean, std)`` of the run's normalisation (a name or a pair); None without."""
+    if isinstance(normalize, str) and normalize in NORMALIZATION:
+        mean, std = NORMALIZATION[normalize]
+        return list(mean), list(std)
+    if isinstance(normalize, (list, tuple)) and len(normalize) == 2:
+        return list(normalize[0]), list(normalize[1])
+    return None
+
+
+def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: str | None,
+               trained_at: str | None, commit: str | None) -> str:
+    """``README.md``: Hub front matter, then what the model is and how it was made
+    (``trained_at``: the commit of the code that trained it; ``commit``: of the exporting
+    code; None when unknown)."""
+    entry = checkpoint.get("contrastkit") or {}
+    spec, method = config["backbone"], config.get("method") or "unknown method"
+    data = config.get("data") or {}
+    dataset = data.get("dataset") or "unknown data"
+    timm_model = timm_model_name(spec["name"])
+    tags = ["contrastkit", "self-supervised-learning", "contrastive-learning",
+            "image-feature-extraction", *([method.lower()] if config.get("method") else [])]
+    front = ["---", f"library_name: {'timm' if timm_model else 'contrastkit'}", "tags:",
+             *[f"- {tag}" for tag in tags], "pipeline_tag: image-feature-extraction", "---", ""]
+    schedule = entry.get("schedule") or {}
+    epoch = checkpoint.get("epoch")
+    epochs = (f"{int(epoch) + 1} of {schedule.get('max_epochs')} epochs"
+              if isinstance(epoch, int) else "unknown")
+    optimizer = schedule.get("optimizer") or {}
+    backbone = spec["name"] + (f" ({json.dumps(spec.get('timm_kwargs'))})"
+                               if spec.get("timm_kwargs") else "")
+    classes = data.get("classes") or []
+    lines = [
+        *front, f"# {method}, {spec['name']}, pretrained on {dataset}", "",
+        f"A backbone pretrained with {method} by contrastkit (self-supervised contrastive "
+        "learning); the weights are the online backbone's, without projector.", "",
+        "| | |", "|---|---|",
+        f"| method | {method} |",
+        f"| backbone | {backbone}; {config['feature_dim']} features |",
+        f"| data | {dataset}" + (f", {len(classes)} classes" if classes else "") + " |",
+        f"| input | {config.get('input_size')} px, normalisation "
+        f"{config.get('normalize') or 'none'} |",
+        f"| training | {epochs} (step {checkpoint.get('global_step', 'unknown')}); optimiser "
+        f"{optimizer.get('name', 'unknown')}, base lr {optimizer.get('base_lr', 'unknown')} |",
+        f"| trained at commit | {trained_at or 'not recorded'} |",
+        f"| exported by | contrastkit {__version__}, commit {commit or 'unknown (no git checkout)'}"
+        " |", "", "## Evaluation", ""]
+    if results:
+        lines += ["| protocol | metric | value | evaluation |", "|---|---|---|---|"]
+        for record in results:
+            protocol = record.get("protocol") or record.get("command") or "eval"
+            for name, value in _flat(record.get("metrics") or {}):
+                lines.append(f"| {protocol} | {name} | {_number(value)} | "
+                             f"{Path(record['folder']).name} |")
+    else:
+        lines.append("No evaluation of this checkpoint was found in its run folder "
+                     "(`contrastkit eval ... --output DIR`, then export again or pass "
+                     "`--results DIR`).")
+    lines += ["", "## Use", "", "```python", "from contrastkit.checkpoints import load_backbone",
+              "from huggingface_hub import snapshot_download", "",
+              'backbone, spec = load_backbone(snapshot_download("USER/REPO"))  # or a local '
+              "folder", "features = backbone(images)  # (N, "
+              f"{config['feature_dim']}), images normalised as above", "```", ""]
+    if timm_model:
+        lines += ["With timm alone:", "", "```python", "import timm", "",
+                  'model = timm.create_model("hf-hub:USER/REPO", pretrained=True)', "```", ""]
+    if run_config:
+        lines += ["## Training config", "", "```yaml", run_config.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
+                      overwrite: bool = False, results: list[str] | None = None) -> Path:
+    """Write the Hub-format folder of ``checkpoint``'s backbone to ``output`` (module doc).
+
+    Args:
+        checkpoint: a contrastkit pretraining checkpoint (``.ckpt``; an exported backbone
+            works too, with a card that knows less).
+        output: the folder to write (new, empty, or with ``overwrite`` an earlier export).
+        overwrite: replace an earlier export in ``output``.
+        results: evaluation folders (``results.json``) of this checkpoint to list besides
+            those found in its run folder.
+
+    Raises:
+        FileNotFoundError: when ``checkpoint`` or a ``results`` folder is missing.
+        FileExistsError: when ``output`` is not empty and ``overwrite`` is false, or holds
+            other files.
+        ValueError: for an unreadable checkpoint, or a ``results`` folder of another one.
+    """
+    source = Path(checkpoint)
+    output = Path(output)
+    earlier = check_output_folder(output, overwrite=overwrite, owned=HUB_FILES.__contains__,
+                                  what="export")
+    backbone, spec = load_backbone(source)
+    data = load_checkpoint_file(source) if source.suffix in (".ckpt", ".pth", ".pt") else {}
+    entry = (data.get("contrastkit") or {}) if isinstance(data, dict) else {}
+    run = source.parent.parent if source.parent.name == "checkpoints" else None
+    found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
+    run_config = run / "config.yaml" if run is not None else None
+    spec_dict = asdict(spec)
+    config = hub_config(spec_dict, entry, int(backbone.out_dim),
+                        getattr(backbone, "timm_kwargs", None))
+    identity = run_identity_of(source)
+    card = model_card(config, data if isinstance(data, dict) else {}, found,
+                      run_config.read_text() if run_config and run_config.is_file() else None,
+                      (identity or {}).get("commit"), source_commit())
+    from safetensors.torch import save
+
+    state = backbone_state(backbone)
+    weights = save(state, metadata={"format": "pt", SPEC_METADATA: json.dumps(spec_dict),
+                                    **export_metadata(state, identity)})
+    clear_outputs(earlier)
+    output.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(output / HUB_WEIGHTS, weights)
+    write_bytes_atomic(output / HUB_CONFIG, (json.dumps(config, indent=2) + "\n").encode())
+    write_bytes_atomic(output / MODEL_CARD, card.encode())
+    return output
