@@ -337,8 +337,10 @@ def plan_lines(summary: dict, commit: str, dirty: bool,
         return [*lines, "", "No device call: the upload is over its limit."], None
     if not e.fits and not force:
         return [*lines, "", "No device call: by the estimate the block would not finish inside "
-                "one block of GPU time, and its checkpoint cannot wait for the next (`--force` "
-                "prints the call anyway)."], None
+                "one block of GPU time, and its checkpoint cannot wait for the next. `--force` "
+                "prints the call anyway: a block that runs out of time still brings back its "
+                "records so far (the epochs trained and their time, a measurement of the "
+                "speed that EPOCH_SECONDS in studies/repro/blocks.py can then take)."], None
     lines += [
         "",
         "The device call (the `run` tool's arguments; from this checkout, the session's):",
