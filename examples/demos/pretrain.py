@@ -25,7 +25,9 @@ Archives and folders are decoded once into the array cache ``.cache/demo-cifar10
 ``--root`` the official archive is downloaded into ``--download-dir`` (default
 ``data/cifar10``) and kept only if its MD5 matches.
 
-Other arguments go to ``contrastkit pretrain`` (e.g. ``--trainer.max_epochs 5``). An
+``--threads N|auto`` sets the CPU threads of the whole demo, pretraining and evaluation
+(default: auto, as ``contrastkit``). Other arguments go to ``contrastkit pretrain`` (e.g.
+``--trainer.max_epochs 5``). An
 interrupted demo continues with ``--output RUN --resume`` (same other arguments): pretraining
 resumes from ``RUN/checkpoints/last.ckpt``, then the evaluation runs.
 """
@@ -33,6 +35,7 @@ resumes from ``RUN/checkpoints/last.ckpt``, then the evaluation runs.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -42,9 +45,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from contrastkit.checkpoints import load_backbone
+from contrastkit.cli.parsing import THREADS_HELP
 from contrastkit.data.sources.images import datasets
+from contrastkit.errors import RunInterrupted, run_command
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
+from contrastkit.threads import using_threads
 from examples.demos import protocol
 
 if TYPE_CHECKING:
@@ -78,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="labelled images per class (default 1 5 10)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(protocol.SEEDS),
                         help="seeds of the draws of labelled images (default 0..9)")
+    parser.add_argument("--threads", default="auto", metavar="N|auto", help=THREADS_HELP)
     return parser
 
 
@@ -149,10 +156,12 @@ def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo (see the module docstring)."""
-    from contrastkit.cli.pretrain import pretrain
+    """Run the demo (see the module docstring); returns the exit status. A bad option or file,
+    and a stop by SIGINT or SIGTERM, print one line (the stop's line says how to resume)."""
+    from contrastkit.cli.pretrain import PRETRAIN_HINTS, pretrain
 
-    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = _parser().parse_known_args(argv)
     config = CONFIG[args.data]
     if not config.is_file():
         raise SystemExit(f"demo config not found at {config} (run from a source checkout)")
@@ -165,10 +174,43 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--resume needs --output RUN, the folder of the interrupted demo")
     output = Path(args.output or time.strftime(f"runs/demo-{args.data}-%Y%m%d-%H%M%S"))
     resume = ["--resume", "last"] if args.resume else []
-    cli = pretrain(["--config", str(config), "--output", str(output), *data_args, *extra,
-                    *resume])
-    evaluate(cli, output, args.data, args.shots, args.seeds)
-    return 0
+
+    def body() -> int:
+        with using_threads(args.threads):
+            try:
+                cli = pretrain(["--config", str(config), "--output", str(output), *data_args,
+                                *extra, *resume])
+            except RunInterrupted as err:
+                raise RunInterrupted(resume_line(str(err), argv, output), err.status) from None
+            evaluate(cli, output, args.data, args.shots, args.seeds)
+        return 0
+
+    return run_command("demo", body, PRETRAIN_HINTS)
+
+
+def resume_line(stopped: str, argv: list[str], output: Path) -> str:
+    """The line of a demo stopped by a signal: pretraining's line (where it stopped, what is
+    saved), with the command that resumes the demo instead of the pretraining alone."""
+    where, _, _ = stopped.partition(": resume with ")
+    if where == stopped:  # nothing saved: the same command starts it again
+        return stopped
+    again = [a for a in _without_option(argv, "--output") if a != "--resume"]
+    command = shlex.join([sys.executable, "-m", "examples.demos.pretrain", *again, "--output",
+                          str(output), "--resume"])
+    return f"{where}: resume the demo with {command}"
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    """``argv`` without ``name VALUE`` / ``name=VALUE``."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

@@ -224,6 +224,46 @@ def test_shared_jpeg_archive_is_read_as_an_image_archive() -> None:
         "--data.cache_dir", demo.CACHE_DIR]
 
 
+def test_the_demo_takes_threads_and_a_stop_is_one_line(tmp_path: Path, monkeypatch,
+                                                        capsys) -> None:
+    """``make demo ARGS="--threads 1"`` sets the threads of pretraining and evaluation (it was
+    handed to ``pretrain`` as a config key and refused); a demo stopped by SIGTERM prints one
+    line that says how to resume the demo, no traceback (issue 37 items 8 and 9)."""
+    import contrastkit.cli.pretrain as cli_pretrain
+    from contrastkit.errors import RunInterrupted
+
+    seen: list[tuple[str, int, list[str]]] = []
+
+    def pretrain(argv):
+        seen.append(("pretrain", torch.get_num_threads(), list(argv)))
+        return "cli"
+
+    monkeypatch.setattr(cli_pretrain, "pretrain", pretrain)
+    monkeypatch.setattr(demo, "evaluate", lambda cli, *a: seen.append(("evaluate",
+                                                                     torch.get_num_threads(),
+                                                                     [cli])))
+    before, out = torch.get_num_threads(), tmp_path / "run"
+    assert demo.main(["--threads", "1", "--output", str(out), "--trainer.max_epochs", "3"]) == 0
+    assert [(step, threads) for step, threads, _ in seen] == [("pretrain", 1), ("evaluate", 1)]
+    assert "--threads" not in seen[0][2] and "--trainer.max_epochs" in seen[0][2]
+    assert torch.get_num_threads() == before
+
+    stopped = (f"stopped by SIGTERM in epoch 2 (step 22); last.ckpt holds epoch 1 (step 11): "
+               f"resume with contrastkit pretrain --config {out}/config.yaml --output {out} "
+               "--resume last")
+
+    def interrupted(argv):
+        raise RunInterrupted(stopped, 143)
+
+    monkeypatch.setattr(cli_pretrain, "pretrain", interrupted)
+    assert demo.main(["--output", str(out), "--trainer.max_epochs", "3"]) == 143
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("demo: stopped by SIGTERM in epoch 2 (step 22); last.ckpt holds epoch 1")
+    assert err.rstrip().endswith(f"-m examples.demos.pretrain --trainer.max_epochs 3 --output "
+                                 f"{out} --resume")
+
+
 def test_bad_demo_options_are_one_line_errors() -> None:
     with pytest.raises(SystemExit, match="--root applies to --data cifar10 only"):
         demo.main(["--root", "x"])

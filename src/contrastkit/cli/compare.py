@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.eval import bootstrap_accuracy_difference, report, significance_verdict
 from contrastkit.eval.results import header
 
@@ -19,7 +20,7 @@ from contrastkit.eval.results import header
 # --- options ------------------------------------------------------------------------------------
 def compare_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit compare RUN_A RUN_B``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit compare", formatter_class=DefaultsHelpFormatter,
         description="Compare two `contrastkit eval` folders with a paired bootstrap interval.")
     parser.add_argument("run_a", help="eval output folder of model A")

@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Sequence
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.data.sources.registry import is_video_dataset
 from contrastkit.eval.protocols import (
     FinetuneEval,
@@ -44,7 +45,7 @@ def _linear_options(p: argparse.ArgumentParser) -> None:
 
 def eval_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval PROTOCOL ...``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit eval", formatter_class=DefaultsHelpFormatter,
         description="Evaluate a frozen backbone with one protocol "
         "(sentence encoders: contrastkit eval sts --help).")
@@ -144,4 +145,4 @@ def eval_command(argv: Sequence[str]) -> int:
         print(evaluate(eval_request(args), protocol_options(args), argv).markdown)
         return 0
 
-    return guard("contrastkit eval", body)
+    return guard("contrastkit eval", body, args.threads)

@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
 from contrastkit.cli.config_errors import config_error_line
+from contrastkit.cli.next_steps import finished_lines
 from contrastkit.cli.short_help import short_help
 from contrastkit.data.augment.views import loader_crop_specs
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
@@ -39,6 +40,7 @@ from contrastkit.outputs import (
     clear_outputs,
     write_skipped_files,
 )
+from contrastkit.threads import pop_threads, using_threads
 from contrastkit.train.callbacks import (
     BestCheckpoint,
     EpochSummaryCallback,
@@ -196,6 +198,8 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         ],
         "max_epochs": 100,
         "log_every_n_steps": 10,
+        # the layer table Lightning prints at the start (enable_model_summary: true shows it)
+        "enable_model_summary": False,
         # A sanity validation pass at start-up would consume RNG draws that a resumed run
         # makes and an uninterrupted one does not; exact resume needs it off.
         "num_sanity_val_steps": 0,
@@ -214,6 +218,8 @@ RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
                         or the newest complete checkpoint there when it is missing or damaged)
   --overwrite           replace the earlier run in --output (removes only its files)
+  --threads N|auto      CPU threads per operator (default: auto, OMP_NUM_THREADS when set,
+                        else the cores this process may use); waiting threads sleep
 """
 
 
@@ -356,27 +362,36 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
 #: deprecation of ``isinstance(treespec, LeafSpec)`` used inside Lightning, the checkpoint
 #: folder's "exists and is not empty" (a fresh run's folder is checked to be empty, so it only
 #: appears when resuming, where it is expected), the empty list of validation loaders of a run
-#: without monitor (``data.val_split: null``, unlabelled images), and Lightning's advertisement
-#: for a cloud logger.
+#: without monitor (``data.val_split: null``, unlabelled images), and the logging interval longer
+#: than an epoch (the interval counts steps over the whole run, so the loss is logged anyway).
 _NOISE = ("LightningCLI's args parameter is intended to run from within Python",
           r"`isinstance\(treespec, LeafSpec\)` is deprecated",
           r"Checkpoint directory .* exists and is not empty",
-          r"Total length of `list` across ranks is zero")
-_TIP = "💡 Tip:"
+          r"Total length of `list` across ranks is zero",
+          r"The number of training batches \(\d+\) is smaller than the logging interval")
+
+#: Beginnings of Lightning's informational lines that say nothing about the run: its
+#: advertisement for a cloud logger, accelerators that this machine does not have (a GPU that
+#: is there is still named), a note on how it counts the steps of the learning-rate schedule,
+#: and its "max_epochs reached" (a finished run says what it did: :mod:`.next_steps`).
+_NOISE_LINES = ("💡 Tip:", "GPU available: False", "TPU available: False",
+                "HPU available: False",
+                "Loading `train_dataloader` to estimate number of stepping batches",
+                "`Trainer.fit` stopped: ")
 
 
-class _DropTips(logging.Filter):
+class _DropNoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_TIP)
+        return not str(record.msg).startswith(_NOISE_LINES)
 
 
 def silence_known_warnings() -> None:
-    """Hide the known messages of :data:`_NOISE` and Lightning's logger tip (nothing else)."""
+    """Hide the known messages of :data:`_NOISE` and :data:`_NOISE_LINES` (nothing else)."""
     for message in _NOISE:
         warnings.filterwarnings("ignore", message=message)
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _DropTips) for f in rank_zero.filters):
-        rank_zero.addFilter(_DropTips())
+    if not any(isinstance(f, _DropNoise) for f in rank_zero.filters):
+        rank_zero.addFilter(_DropNoise())
 
 
 def _unwrap_link_error(err: ValueError) -> BaseException:
@@ -395,11 +410,23 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
     summary figure of what was logged so far are written, and
     :class:`~contrastkit.errors.RunInterrupted` says how to resume (exit status 130 / 143). A
     fresh run that fails before its first checkpoint removes its files, so that the same command
-    can be run again.
+    can be run again. ``--threads N|auto`` sets the CPU threads of the run (restored after it;
+    without it the process's setting stays).
 
     Raises:
         RunInterrupted: after SIGINT or SIGTERM.
+        ValueError: for a bad ``--threads``, before anything runs.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    threads = pop_threads(argv)
+    if threads is None:
+        return _pretrain(argv)
+    with using_threads(threads):
+        return _pretrain(argv)
+
+
+def _pretrain(argv: list[str]) -> PretrainCLI:
+    """:func:`pretrain` with its threads set."""
     cli, ckpt_path = build(argv)
     stop = SignalStop()
     cli.trainer.callbacks.append(stop)
@@ -433,18 +460,25 @@ def _remove_failed_start(output_dir: Path) -> None:
         clear_outputs([e for e in output_dir.iterdir() if e.name in RUN_OUTPUTS])
 
 
+#: The option of ``contrastkit pretrain`` that fixes an error, for the errors that have one.
+PRETRAIN_HINTS: dict[type[BaseException], str] = {
+    UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they are "
+    "listed in the run folder's skipped_files.txt)",
+    MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's shorter "
+    "side to N and centre-crop it when loading",
+}
+
+
 def pretrain_command(argv: list[str]) -> int:
-    """``contrastkit pretrain ...``; an expected failure is one line (with the option that
-    fixes it) and exit status 2."""
-    hints = {
-        UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
-        "are listed in the run folder's skipped_files.txt)",
-        MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
-        "shorter side to N and centre-crop it when loading",
-    }
+    """``contrastkit pretrain ...``; a finished run ends with where its results are and what to
+    run next (:func:`~contrastkit.cli.next_steps.finished_lines`); an expected failure is one
+    line (with the option that fixes it) and exit status 2."""
 
     def body() -> int:
-        pretrain(argv)
+        cli = pretrain(argv)
+        if cli.trainer.is_global_zero:
+            print(finished_lines(cli.trainer, cli.datamodule,
+                                 Path(cli.trainer.default_root_dir)), flush=True)
         return 0
 
-    return run_command("contrastkit pretrain", body, hints)
+    return run_command("contrastkit pretrain", body, PRETRAIN_HINTS)
