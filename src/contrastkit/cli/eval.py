@@ -54,7 +54,8 @@ def eval_parser() -> argparse.ArgumentParser:
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)",
                          formatter_class=DefaultsHelpFormatter)
     knn.add_argument("--k", type=int, default=None,
-                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS)")
+                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS; "
+                     "at most the bank's size)")
     knn.add_argument("--temperature", type=float, default=None,
                      help="vote temperature (default: the run's kNN monitor's, else 0.1)")
     knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine",
