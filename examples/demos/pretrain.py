@@ -9,7 +9,7 @@ randomly initialised and raw pixels with the protocol of
 linear probes trained on 1, 5 and 10 labelled images per class (10 seeded, stratified draws)
 and on all labels, tested on the test split as given and shifted by 1/8 of the image side.
 The printed protocol and table are also written to ``demo.md`` and ``demo.json`` in the run
-folder.
+folder (``demo.json`` also keeps the logged loss and kNN monitor of the pretraining).
 
 ``--data cifar10`` (``make demo DATA=cifar10``) runs the same comparison on CIFAR-10 with
 ``configs/demo/cifar10_sce.yaml`` (ResNet-18, CIFAR stem; Lightning's ``accelerator: auto``
@@ -51,6 +51,7 @@ from contrastkit.errors import RunInterrupted, run_command
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
 from contrastkit.threads import using_threads
+from contrastkit.train.callbacks import read_metrics_csv
 from examples.demos import protocol
 
 if TYPE_CHECKING:
@@ -124,6 +125,19 @@ def cifar10_data_args(root: str | None, download_dir: str) -> list[str]:
         "cifar-10-batches-py/, or an archive or folder with train/<class>/ and test/<class>/)")
 
 
+#: The logged values of a pretraining run that ``demo.json`` keeps (``pretraining``).
+TRAJECTORY_KEYS = ("train/loss", "val/knn_top1")
+
+
+def trajectory(metrics: Path) -> dict[str, list[list[float]]]:
+    """The pretraining run's logged loss and kNN monitor, ``{key: [[step, value], ...]}``, from
+    its ``metrics.csv``: training is deterministic, so a rerun of the first steps must log the
+    same values (``tests/demos/test_demo.py`` checks ``docs/demo.json``'s against the code)."""
+    return {key: [[step, value] for step, value in zip(*read_metrics_csv(metrics, key),
+                                                       strict=True)]
+            for key in TRAJECTORY_KEYS}
+
+
 def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds: list[int]) -> dict:
     """Run the protocol on the finished pretraining run of ``cli`` in ``output`` (data ``name``);
     print the protocol, then the table; write both to ``demo.md`` and the numbers to
@@ -149,7 +163,9 @@ def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds:
     write_text(output / "demo.md", f"# {title}\n\n```\n{text}\n```\n\n{table}")
     write_json(output / "demo.json", {"data": name, "dataset": data.dataset_name,
                                       "root": data.root, "shots": shots, "seeds": seeds,
-                                      "probe": asdict(protocol.PROBE), "results": results})
+                                      "probe": asdict(protocol.PROBE), "results": results,
+                                      "threads": torch.get_num_threads(),
+                                      "pretraining": trajectory(output / "metrics.csv")})
     print(f"checkpoint: {output / 'checkpoints' / 'last.ckpt'}\n"
           f"loss curve: {output / 'loss_curve.png'}\ntable:      {output / 'demo.md'}")
     return results
