@@ -64,11 +64,14 @@ repro-report: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
-# make bench-gpu [BENCH_OUT=folder]: the CUDA-only tests, then every figure of the GPU-speed goal
-# into BENCH_OUT/bench_gpu.json and bench_gpu.md (benchmarks/bench_gpu.py; < 10 min on one
-# GPU). On the GPU machine, which has no .venv: `source .carry/env.sh && make bench-gpu`
-# (../shared/gpu/README.md). On a CPU it runs at a small size and says so.
+# make bench-gpu [BENCH_OUT=folder] [BENCH_ARGS=--eager-only]: the CUDA-only tests, then every
+# figure of the GPU-speed goal, the eager loop beside the captured one, into
+# BENCH_OUT/bench_gpu.json and bench_gpu.md (benchmarks/bench_gpu.py; < 10 min on one GPU).
+# On the GPU machine, which has no .venv: `source .carry/env.sh && make bench-gpu`
+# (../shared/gpu/README.md), or the whole session: `bash benchmarks/gpu_session.sh`.
+# On a CPU it runs at a small size and says so.
 BENCH_OUT ?= bench-gpu
+BENCH_ARGS ?=
 BENCH_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
 bench-gpu:
-	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) benchmarks/bench_gpu.py --out $(BENCH_OUT)
+	PYTHONPATH=$${PYTHONPATH:+$$PYTHONPATH:}$(CURDIR)/src $(BENCH_PY) benchmarks/bench_gpu.py --out $(BENCH_OUT) $(BENCH_ARGS)

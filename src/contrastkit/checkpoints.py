@@ -19,7 +19,9 @@ Three formats:
 * a backbone exported by :func:`contrastkit.export.export_backbone` that is not a 2-D ResNet
   (``small_convnet``, ``resnet3d_*``) keeps its own keys and its description: in a ``.pth``
   as ``{"contrastkit": {"backbone": ...}, "backbone_state_dict": ...}``, in a ``.safetensors``
-  file as the header metadata ``contrastkit_backbone`` (JSON);
+  file as the header metadata ``contrastkit_backbone`` (JSON); exports carry the SHA-256 of
+  their tensors (:mod:`contrastkit.export_metadata`), checked here on load
+  (:func:`verify_export`);
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them.
 
@@ -129,6 +131,23 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
                          "SHA-256 stored with them; use another checkpoint of the run")
 
 
+#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
+DIGEST_METADATA = "contrastkit_weights_sha256"
+
+
+def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike) -> None:
+    """Check the tensors of an export against the digest in its metadata (files without one,
+    exported before it existed, are not checked).
+
+    Raises:
+        ValueError: naming the file, when the digests differ (changed bytes).
+    """
+    stored = (metadata or {}).get(DIGEST_METADATA)
+    if stored is not None and weights_digest(dict(tensors)) != stored:
+        raise ValueError(f"checkpoint {path} is corrupted: its weights do not match the "
+                         "SHA-256 stored in its metadata; export it again from its checkpoint")
+
+
 def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
     path = Path(path)
@@ -137,16 +156,20 @@ def _read(path: str | os.PathLike) -> dict:
     if path.suffix != ".safetensors":
         data = load_checkpoint_file(path)
         verify_weights(data, path)
+        if isinstance(data, dict) and isinstance(data.get("backbone_state_dict"), dict):
+            verify_export(data["backbone_state_dict"], data.get("contrastkit"), path)
         return data
     try:
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as handle:
             tensors = {k: handle.get_tensor(k) for k in handle.keys()}
-            spec = (handle.metadata() or {}).get(SPEC_METADATA)
+            metadata = handle.metadata() or {}
     except Exception as err:  # truncated, random bytes, another format: all unreadable
         raise ValueError(f"checkpoint {path} could not be read "
-                         f"({type(err).__name__}: {err})") from None
+                         f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+    verify_export(tensors, metadata, path)
+    spec = metadata.get(SPEC_METADATA)
     if spec is None:
         return tensors
     return {"contrastkit": {"backbone": json.loads(spec)}, "backbone_state_dict": tensors}

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.checkpoints import SPEC_METADATA, load_backbone
+from contrastkit.checkpoints import SPEC_METADATA, load_backbone, load_checkpoint_file
+from contrastkit.export_metadata import RUN_METADATA, export_metadata, run_record
 from contrastkit.models.resnet import ResNet
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 from contrastkit.outputs import check_output_path, file_mode, temp_file_beside
@@ -40,6 +41,9 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     ``fc``); other backbones keep their own keys and their
     :class:`~contrastkit.models.factory.BackboneSpec`. Every exported file loads back with
     :func:`contrastkit.checkpoints.load_backbone` and in ``contrastkit eval`` / ``analyze``.
+    A ``.safetensors`` file (and a ``.pth`` of a non-ResNet backbone) carries the SHA-256 of
+    its tensors and the run's identity (:mod:`contrastkit.export_metadata`), the digest checked
+    on every load; a ResNet's ``.pth`` is a bare torchvision state_dict and carries neither.
 
     Raises:
         ValueError: for an unsupported output extension or an unreadable checkpoint.
@@ -54,21 +58,23 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     backbone, spec = load_backbone(checkpoint)
     native = not isinstance(backbone, ResNet)
     if native:
-        state = {k: v.detach().clone() for k, v in backbone.state_dict().items()}
+        state = {k: v.detach().clone().contiguous() for k, v in backbone.state_dict().items()}
     else:
-        state = to_torchvision_state_dict(backbone)
+        state = {k: v.contiguous() for k, v in to_torchvision_state_dict(backbone).items()}
+    metadata = export_metadata(state, _run_of(checkpoint))
     fd, tmp = temp_file_beside(output)
     os.close(fd)
     try:
         if output.suffix == ".safetensors":
             from safetensors.torch import save_file
 
-            metadata = {SPEC_METADATA: json.dumps(asdict(spec))} if native else None
-            save_file({k: v.contiguous() for k, v in state.items()}, tmp, metadata=metadata)
+            if native:
+                metadata[SPEC_METADATA] = json.dumps(asdict(spec))
+            save_file(state, tmp, metadata=metadata)
         elif native:
-            torch.save({"contrastkit": {"backbone": asdict(spec)}, "backbone_state_dict": state},
-                       tmp)
-        else:
+            torch.save({"contrastkit": {"backbone": asdict(spec), **metadata},
+                        "backbone_state_dict": state}, tmp)
+        else:  # torchvision's keys and nothing else: no room for the metadata
             torch.save(state, tmp)
         os.chmod(tmp, file_mode())  # safetensors writes a new file of mode 0600
         os.replace(tmp, output)
@@ -76,3 +82,21 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
         Path(tmp).unlink(missing_ok=True)
         raise
     return output
+
+
+def _run_of(checkpoint: str | os.PathLike) -> dict | None:
+    """The identity of the run of a contrastkit checkpoint (:func:`run_record`), or of an
+    earlier export (its own record); None for other files (a torchvision state_dict)."""
+    path = Path(checkpoint)
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            recorded = (handle.metadata() or {}).get(RUN_METADATA)
+        return json.loads(recorded) if recorded else None
+    data = load_checkpoint_file(path, mmap=True)
+    if isinstance(data, dict) and "contrastkit" in data and "state_dict" in data:
+        return run_record(data, path)
+    entry = data.get("contrastkit") if isinstance(data, dict) else None
+    recorded = entry.get(RUN_METADATA) if isinstance(entry, dict) else None
+    return json.loads(recorded) if recorded else None

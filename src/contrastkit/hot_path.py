@@ -18,29 +18,34 @@ What replaces them is the engine's own deferred check: the loss is tested for fi
 device and the result is read every few steps and before every checkpoint, so a NaN still stops
 the run with the step it appeared at (:class:`contrastkit.train.module.PretrainModule`).
 Outside this context (user code, tests, evaluation) every check runs as usual.
+
+The flag is a plain module attribute, not a ``ContextVar``: ``torch.compile`` reads it as a
+constant (a ``ContextVar.get`` was a graph break at every check), which is what lets a whole
+training step compile as one graph (:mod:`contrastkit.train.captured_step`). It is set for the
+process: the training step is the only code that sets it, from the thread that trains.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 
 __all__ = ["hot_path", "in_hot_path"]
 
-_ACTIVE: ContextVar[bool] = ContextVar("contrastkit_hot_path", default=False)
+_active = False
 
 
 @contextmanager
 def hot_path() -> Iterator[None]:
     """Run the enclosed code with the checks that read device values deferred (see above)."""
-    token = _ACTIVE.set(True)
+    global _active
+    outer, _active = _active, True
     try:
         yield
     finally:
-        _ACTIVE.reset(token)
+        _active = outer
 
 
 def in_hot_path() -> bool:
     """Whether the caller runs inside :func:`hot_path`."""
-    return _ACTIVE.get()
+    return _active

@@ -19,6 +19,7 @@ import errno
 import fcntl
 import functools
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -79,6 +80,39 @@ def write_skipped_files(folder: Path, skipped: list[str]) -> None:
         with os.fdopen(fd, "w", errors="surrogateescape") as handle:
             handle.write("".join(f"{escape_line(p)}\n" for p in skipped))
         os.replace(tmp, path)
+
+
+def record_skipped(log: str | os.PathLike | None, name: str) -> None:
+    """Append ``name`` (escaped, one line) to the file ``log`` (nothing when ``log`` is None).
+
+    The channel of files skipped where the main process does not see it (a ``DataLoader``
+    worker finding a corrupt video): one short append per file, so processes writing to one
+    log do not mix their lines; :func:`merge_skipped` reads it back.
+    """
+    if log is None:
+        return
+    with open(log, "a", errors="surrogateescape") as handle:
+        handle.write(f"{escape_line(name)}\n")
+
+
+def merge_skipped(folder: Path, log: str | os.PathLike) -> list[str]:
+    """Add the names of the file ``log`` (:func:`record_skipped`) that ``folder``'s
+    ``skipped_files.txt`` does not list yet to it (atomically); returns them (escaped)."""
+    def lines(path: Path) -> list[str]:
+        if not path.is_file():
+            return []
+        return path.read_text(errors="surrogateescape").splitlines()
+
+    path = folder / SKIPPED_FILES
+    listed = lines(path)
+    known = set(listed)
+    new = list(dict.fromkeys(n for n in lines(Path(log)) if n and n not in known))
+    if new:
+        fd, tmp = temp_file_beside(path)
+        with os.fdopen(fd, "w", errors="surrogateescape") as handle:
+            handle.write("".join(f"{n}\n" for n in listed + new))
+        os.replace(tmp, path)
+    return new
 
 
 #: Lock file of an output folder, held (``flock``) by the run writing there; its text is the
@@ -231,6 +265,18 @@ def clear_outputs(entries: list[Path]) -> None:
             entry.unlink(missing_ok=True)
 
 
+def remove_stale_stages(path: Path) -> list[Path]:
+    """Remove the staging folders (``.NAME.XXXXXXXX.tmp`` beside ``path``) that a command
+    killed before it moved its files into ``path`` left; returns them. Called with ``path``
+    locked: every command staging for ``path`` holds that lock, so no live one owns them."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    stale = [e for e in path.parent.iterdir() if pattern.fullmatch(e.name) and e.is_dir()
+             and not e.is_symlink()] if path.parent.is_dir() else []
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
+
+
 @contextmanager
 def staged_folder(path: Path | None, replace: list[Path]) -> Iterator[Path | None]:
     """Yield a temporary folder beside ``path`` to write a run's files into; on success remove
@@ -242,6 +288,7 @@ def staged_folder(path: Path | None, replace: list[Path]) -> Iterator[Path | Non
         yield None
         return
     with FolderLock(path):
+        remove_stale_stages(path)
         stage = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         try:
             yield stage

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from own_images import make_own_folder
 from PIL import Image
 
 from contrastkit.data.decode import images as decode
 from contrastkit.data.sources.images import datasets as D
-from own_images import make_own_folder
 
 RNG = np.random.default_rng(7)
 

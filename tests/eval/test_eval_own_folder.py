@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from own_images import make_own_folder
 
 from contrastkit.checkpoints import load_backbone
 from contrastkit.cli import main
@@ -16,7 +17,6 @@ from contrastkit.cli.eval import eval_parser
 from contrastkit.eval.protocols import KNN_K, KNN_TEMPERATURE
 from contrastkit.outputs import file_mode
 from contrastkit.train.specs import OnlineEvalSpec
-from own_images import make_own_folder
 
 pytest.importorskip("matplotlib")
 

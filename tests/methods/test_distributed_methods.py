@@ -42,13 +42,13 @@ from typing import Any
 
 import pytest
 import torch
+from gloo_harness import run_ranks
+from queue_inspect import staged_rows
 from torch import Tensor, nn
 
 from contrastkit.methods import SCE, ContrastiveMethod, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
-from gloo_harness import run_ranks
-from queue_inspect import staged_rows
 
 WORLD = 2
 BATCH = 8  # combined batch, 4 per rank

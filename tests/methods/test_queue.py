@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from queue_inspect import is_full, ordered, staged_rows
 
 from contrastkit.methods.queue import MemoryQueue
-from queue_inspect import is_full, ordered, staged_rows
 
 
 def _rows(start: int, n: int, dim: int = 3) -> torch.Tensor:
@@ -146,3 +146,24 @@ def test_gather_option_is_identity_single_process() -> None:
     q = MemoryQueue(6, 3, normalize=False, gather=True)
     q.enqueue(_rows(0, 2))
     torch.testing.assert_close(q.negatives(), _rows(0, 2))
+
+
+@pytest.mark.parametrize(("size", "n"), [(10, 3), (8, 4), (6, 9), (5, 5)])
+def test_a_write_at_the_device_pointer_equals_the_host_write(size: int, n: int) -> None:
+    """``write_at_pointer`` (captured steps: the position read on the device) writes what
+    ``commit`` writes, batch after batch, wrapping and oversize included; the host copies kept
+    by ``advance_host_copies`` follow the device buffers."""
+    host = MemoryQueue(size, 3, normalize=False)
+    device = MemoryQueue(size, 3, normalize=False)
+    batches = [_rows(100 * i, n) for i in range(5)]
+    for batch in batches:
+        host.stage(batch)
+        host.commit()
+        device.stage(batch)
+        device.write_at_pointer(device.take_staged())
+        device.advance_host_copies(n)
+        assert torch.equal(device.keys, host.keys)
+        assert int(device.ptr) == int(host.ptr) == device._ptr == host._ptr
+        assert int(device.filled) == int(host.filled) == device.num_valid == host.num_valid
+    store, ptr, filled = _reference_fifo(size, batches)
+    assert torch.equal(device.keys, store) and (ptr, filled) == (device._ptr, device.num_valid)

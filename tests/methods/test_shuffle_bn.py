@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 import torch
+from gloo_harness import run_ranks
+from queue_inspect import ordered
 from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -29,8 +31,6 @@ from contrastkit.methods import SCE, MoCo, ReSSL
 from contrastkit.methods.shuffle_bn import ShuffleBN, SplitBatchNorm
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
-from gloo_harness import run_ranks
-from queue_inspect import ordered
 
 TINY = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),
         "projector": HeadSpec(hidden_dim=8, out_dim=6, batch_norm="hidden")}
@@ -352,3 +352,78 @@ def test_ddp_step_with_shuffle_bn_matches_one_process(two_ranks):
         for name, grad in want["grads"].items():
             torch.testing.assert_close(result["ddp"]["grads"][name], grad,
                                        msg=lambda m, n=name, r=rk: f"rank {r} {n}: {m}")
+
+
+# ------------------------------------------------------- the native kernel, the planned draws
+@pytest.mark.parametrize("shape", [(12, 5), (12, 5, 3, 2)], ids=["1d", "2d"])
+@pytest.mark.parametrize("memory", ["contiguous", "channels_last"])
+def test_the_native_kernel_normalises_each_block_with_its_own_statistics(shape, memory):
+    """``kernel: native``: group ``j`` is the block of rows ``j*m ... (j+1)*m - 1``, each
+    normalised by the native batch-norm kernel, with the statistics of the analytic formula
+    (float64, to rounding), in the input's layout."""
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(5) if len(shape) == 2 else nn.BatchNorm2d(5)
+    bn.weight.data.uniform_(0.5, 2.0)
+    bn.bias.data.normal_()
+    layer = SplitBatchNorm(bn.double())
+    layer.splits, layer.kernel, layer.update_running_stats = 3, "native", False
+    x = torch.randn(*shape, dtype=torch.float64) * 3 + 1
+    if memory == "channels_last" and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():  # as ShuffleBN runs it: the keys take no gradient
+        out = layer(x)
+    dims = [0, *range(2, x.dim())]
+    view = (1, 5) + (1,) * (x.dim() - 2)
+    for j in range(3):
+        block = x[4 * j:4 * (j + 1)]
+        mean, var = block.mean(dims), block.var(dims, unbiased=False)
+        expected = ((block - mean.view(view)) / torch.sqrt(var.view(view) + bn.eps)
+                    * bn.weight.view(view) + bn.bias.view(view))
+        torch.testing.assert_close(out[4 * j:4 * (j + 1)], expected, rtol=1e-12, atol=1e-12)
+    assert out.stride() == x.stride()
+    assert torch.equal(layer.running_mean, torch.zeros(5, dtype=torch.float64))  # untouched
+
+
+@pytest.mark.parametrize("cls", [SCE, MoCo])
+def test_the_native_kernel_gives_the_keys_of_the_formula(cls):
+    """Same permutation, same groups: the keys of the native kernel (groups in blocks) equal
+    those of the formula (groups interleaved), float64, to rounding."""
+    method = _build(cls, shuffle_bn=4, queue_size=16)
+    x = _batch(12)
+    shuffle = method.key_shuffle
+    state = shuffle.generator.get_state()
+    formula = method.encode_target(x)
+    shuffle.generator.set_state(state)
+    shuffle.use_kernel("native")
+    native = method.encode_target(x)
+    assert all(layer.kernel == "native" for layer in shuffle._layers)
+    torch.testing.assert_close(native, formula, rtol=1e-12, atol=1e-12)
+    shuffle.use_kernel("formula")
+    assert all(layer.kernel == "formula" for layer in shuffle._layers)
+
+
+def test_the_native_kernel_needs_the_copy_buffer_policy():
+    method = _build(SCE, shuffle_bn=4)
+    shuffle = ShuffleBN(copy.deepcopy(method.target.target), groups=4, running_stats=True)
+    with pytest.raises(ValueError, match="keeps no running statistics"):
+        shuffle.use_kernel("native")
+
+
+def test_planned_permutations_are_the_ones_it_would_draw():
+    """A captured step reads the permutation from a buffer filled before each step: the same
+    permutations, in the same order, as the draws of an eager step; the keys are the same."""
+    method = _build(SCE, shuffle_bn=4)
+    twin = copy.deepcopy(method)
+    x = _batch(12)
+    buffer = torch.empty(12, dtype=torch.int64)
+    twin.key_shuffle.plan(buffer)
+    for _ in range(3):
+        want = _next_perm(method.key_shuffle, 12)
+        keys = method.encode_target(x)
+        twin.key_shuffle.draw_planned()
+        assert torch.equal(buffer, want)
+        assert torch.equal(twin.encode_target(x), keys)
+    assert torch.equal(twin.key_shuffle.generator.get_state(),
+                       method.key_shuffle.generator.get_state())
+    twin.key_shuffle.plan(None)
+    assert torch.equal(twin.encode_target(x), method.encode_target(x))  # drawing again

@@ -181,3 +181,23 @@ def test_cosine_momentum_bad_arguments() -> None:
         cosine_momentum(-1, 10)
     with pytest.raises(ValueError, match="base"):
         cosine_momentum(0, 10, base=1.5)
+
+
+@pytest.mark.parametrize("policy", ["copy", "ema", "keep"])
+def test_an_update_by_a_device_rate_equals_the_update_by_a_number(policy) -> None:
+    """``update_by(1 - m)`` (a captured step's EMA: the rate a 0-d tensor) leaves the target
+    exactly as ``update(m)`` (on the CPU: the same lerp kernels), buffers included."""
+    torch.manual_seed(0)
+    online = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    a = MomentumBranch(online, buffers=policy)
+    b = MomentumBranch(online, buffers=policy)
+    b.load_state_dict(a.state_dict())
+    for step, m in enumerate((0.9, 0.99, 0.996)):
+        with torch.no_grad():
+            for p in online.parameters():
+                p.add_(torch.randn_like(p))
+        online(torch.randn(8, 4))  # moves the online running statistics
+        a.update(m)
+        b.update_by(torch.tensor(1.0 - m, dtype=torch.float64).float())
+        for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+            assert torch.equal(x, y), (step, name)

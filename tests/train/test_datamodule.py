@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from own_images import make_own_folder
 
 from contrastkit.data.decode import images as decode
 from contrastkit.data.decode.images import MixedImageSizesError
@@ -14,7 +15,6 @@ from contrastkit.data.sources.images import datasets
 from contrastkit.data.sources.registry import MissingSplitError, build_dataset
 from contrastkit.data.sources.wrappers import select_classes
 from contrastkit.train.datamodule import EpochShuffleSampler, PretrainDataModule
-from own_images import make_own_folder
 
 
 def test_select_classes_keeps_and_relabels_in_the_given_order():

@@ -21,10 +21,10 @@ import os
 import sys
 from pathlib import Path
 
+import child_runs
 import pytest
 import torch
 
-import child_runs
 from contrastkit.cli import main
 
 HERE = Path(__file__).parent

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 from pretrain_args import TINY, StopAfterEpochs, method_args
+from queue_inspect import staged_rows
 
 from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.train.callbacks import check_output_dir
 from contrastkit.train.module import NonFiniteLossError
-from queue_inspect import staged_rows
 
 
 def _run(tmp_path: Path, name: str, *extra: str, method: str = "SCE", **method_kw) -> object:

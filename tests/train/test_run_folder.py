@@ -12,12 +12,12 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+from own_images import make_own_folder
 from pretrain_args import TINY, method_args
 
 from contrastkit.cli import main
 from contrastkit.cli.pretrain import build, pretrain
 from contrastkit.outputs import file_mode
-from own_images import make_own_folder
 
 
 def _args(out: Path, *extra: str, epochs: int = 1, method: str = "SimCLR") -> list[str]:

@@ -10,12 +10,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 import torch.distributed as dist
+from gloo_harness import run_ranks
 from PIL import Image
 
 from contrastkit.data.loading.crops import CropSpec
 from contrastkit.data.loading.pack import pack_folder
 from contrastkit.train.datamodule import PretrainDataModule
-from gloo_harness import run_ranks
 
 SIZES = ((30, 40), (40, 30), (24, 60))  # (height, width)
 N_IMAGES = 24  # 2 classes x 12: a multiple of world x batch, so no image is left out

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from gloo_harness import run_ranks
 from PIL import Image
 
 from contrastkit.data.loading.crops import CropSpec
 from contrastkit.data.loading.pack import pack_folder
 from contrastkit.data.sources.shards import ShardReader
 from contrastkit.train.datamodule import PretrainDataModule
-from gloo_harness import run_ranks
 
 N_IMAGES = 27  # 6 shards of 5 (the last of 2); 2 processes x 3 per batch: 3 images dropped
 SIZES = ((30, 40), (40, 30), (24, 60))  # (height, width)

@@ -11,6 +11,7 @@ from dataclasses import fields
 
 from contrastkit.cli.parsing import add_threads_option
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.decode.video import VideoDecodeError
 from contrastkit.errors import run_command
 from contrastkit.eval.setup import DEFAULT_CACHE, EvalRequest
 from contrastkit.threads import using_threads
@@ -113,6 +114,7 @@ def common_parser() -> argparse.ArgumentParser:
 HINTS: dict[type[BaseException], str] = {
     UnreadableImageError: "pass --skip-corrupt to skip unreadable images (they are listed in "
     "results.json and skipped_files.txt)",
+    VideoDecodeError: "pass --skip-corrupt to skip unreadable videos",
     MixedImageSizesError: "pass --load-size N (e.g. 64) to resize each image's shorter side to "
     "N and centre-crop it when loading (with --data-cache-dir: --image-size N)",
 }

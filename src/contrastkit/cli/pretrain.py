@@ -6,7 +6,9 @@ key or a wrong type is an error that lists what is allowed; the rest of the conf
 (temperatures, data, a checkpoint to resume) is checked before anything is written. ``--output``
 names the run folder, which must be empty or new (``--overwrite`` replaces an earlier run
 there); ``--resume PATH`` (or ``--resume last``) continues a run exactly from a checkpoint,
-dropping the metrics the interrupted run logged after it.
+dropping the metrics the interrupted run logged after it. A resume continues the same run: a
+configuration whose data, seed or method differ from the checkpoint's is refused, a change of
+how it is computed is recorded (:mod:`contrastkit.train.run_identity`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
@@ -30,6 +32,7 @@ from contrastkit.cli.next_steps import finished_lines
 from contrastkit.cli.short_help import short_help
 from contrastkit.data.augment.views import loader_crop_specs
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
+from contrastkit.data.decode.video import VideoDecodeError
 from contrastkit.errors import RunInterrupted, plain_warnings, run_command
 from contrastkit.optim import resolve_warmup_epochs
 from contrastkit.outputs import (
@@ -51,6 +54,7 @@ from contrastkit.train.callbacks import (
     SignalStop,
     last_checkpoint,
 )
+from contrastkit.train.captured_step import check_capturable
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
@@ -58,11 +62,14 @@ from contrastkit.train.resume import (
     check_resume_fits,
     interrupted_message,
     launched_as_rank_zero,
+    lost_peer,
     newest_checkpoint,
     read_checkpoint,
     remove_partial_files,
     truncate_metrics,
 )
+from contrastkit.train.run_identity import RESUMES, checked_identity, record_changes
+from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
 from contrastkit.train.text import TextDataModule, TextPretrainModule, is_text_config
@@ -185,7 +192,10 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         "default_root_dir": output_dir,
         "logger": loggers,
         "use_distributed_sampler": False,
-        "plugins": [{"class_path": "contrastkit.train.callbacks.AtomicCheckpointIO"}],
+        # checkpoints written by a background thread (background_checkpoints.py); set
+        # trainer.plugins contrastkit.train.callbacks.AtomicCheckpointIO to write in the loop
+        "plugins": [{"class_path":
+                     "contrastkit.train.background_checkpoints.BackgroundCheckpointIO"}],
         "callbacks": [
             last_checkpoint(str(Path(output_dir) / "checkpoints")),
             BestCheckpoint(str(Path(output_dir) / "checkpoints")),
@@ -194,6 +204,7 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
             LossCurveCallback(),
             RunSummaryCallback(),
             EpochSummaryCallback(),
+            SkippedFilesCallback(),
             LearningRateMonitor(logging_interval="step"),
         ],
         "max_epochs": 100,
@@ -208,7 +219,8 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
 
 #: What a pretraining run writes into its folder (``--overwrite`` removes these, and only these).
 RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.yaml",
-                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES})
+                         "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES,
+                         SKIP_LOG, RESUMES})
 
 #: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
 RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
@@ -217,6 +229,9 @@ RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
                         empty or new
   --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
                         or the newest complete checkpoint there when it is missing or damaged)
+                        the same run: other data, seed or method settings are refused;
+                        other workers, devices or precision are recorded in
+                        DIR/resumes.jsonl; config.yaml stays as the run started
   --overwrite           replace the earlier run in --output (removes only its files)
   --threads N|auto      CPU threads per operator (default: auto, OMP_NUM_THREADS when set,
                         else the cores this process may use); waiting threads sleep
@@ -269,6 +284,8 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
                          "no class sub-folders")
     if resumed is not None:
         check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path)
+    if not cli.model.automatic_optimization:
+        check_capturable(cli.model, cli.trainer)
 
 
 def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
@@ -331,6 +348,8 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path, resumed = resume, read_checkpoint(resume)
     classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
         PretrainModule, PretrainDataModule)
+    # a resumed run keeps the config.yaml it was started with (changes go to resumes.jsonl)
+    keeps_config = resumed is not None and (Path(output_dir) / "config.yaml").is_file()
     try:
         cli = PretrainCLI(
             *classes,
@@ -339,6 +358,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
             seed_everything_default=0,
             auto_configure_optimizers=False,
             trainer_defaults=trainer_defaults(output_dir),
+            save_config_callback=None if keeps_config else SaveConfigCallback,
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"prog": "contrastkit pretrain", "default_env": False,
                            "allow_abbrev": False},
@@ -348,12 +368,17 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
     except ValueError as err:
         raise _unwrap_link_error(err) from None
     validate_run(cli, resumed, ckpt_path)
+    identity, changed = checked_identity(cli, resumed, ckpt_path)
+    cli.trainer.callbacks.append(identity)
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
     clear_outputs(earlier)
-    if resumed is not None:
-        truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
-    write_skipped_files(Path(output_dir), cli.datamodule.skipped)
+    if launched_as_rank_zero():  # the one process that writes in the run folder
+        if resumed is not None:
+            truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
+            record_changes(Path(output_dir), changed, str(ckpt_path),
+                           int(resumed["global_step"]))
+        write_skipped_files(Path(output_dir), cli.datamodule.skipped)
     return cli, ckpt_path
 
 
@@ -441,6 +466,9 @@ def _pretrain(argv: list[str]) -> PretrainCLI:
         if signum is None:
             if ckpt_path is None and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
+            lost = lost_peer(err, cli.trainer, output_dir)
+            if lost is not None:
+                raise lost from None
             raise
         for callback in cli.trainer.callbacks:
             if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
@@ -463,6 +491,8 @@ def _remove_failed_start(output_dir: Path) -> None:
 #: The option of ``contrastkit pretrain`` that fixes an error, for the errors that have one.
 PRETRAIN_HINTS: dict[type[BaseException], str] = {
     UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they are "
+    "listed in the run folder's skipped_files.txt)",
+    VideoDecodeError: "pass --data.skip_corrupt true to skip unreadable videos (they are "
     "listed in the run folder's skipped_files.txt)",
     MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's shorter "
     "side to N and centre-crop it when loading",

@@ -258,18 +258,21 @@ def loggable(**values: object) -> dict[str, Tensor | float]:
 
 def mean_logs(per_pair: list[dict[str, Loggable]]) -> dict[str, Loggable]:
     """Each logged value's mean over the (query, key) pairs of a step, as the loss is their mean
-    (a per-pair temperature logs its mean, not the last pair's); computed only when logged."""
+    (a per-pair temperature logs its mean, not the last pair's): Python numbers at once, on the
+    host; a tensor's only when logged."""
     if len(per_pair) == 1:
         return dict(per_pair[0])
-    return {name: partial(_mean, [logs[name] for logs in per_pair if name in logs])
-            for name in dict.fromkeys(n for logs in per_pair for n in logs)}
+    out: dict[str, Loggable] = {}
+    for name in dict.fromkeys(n for logs in per_pair for n in logs):
+        values = [logs[name] for logs in per_pair if name in logs]
+        numbers = all(isinstance(v, (int, float)) for v in values)
+        out[name] = sum(values) / len(values) if numbers else partial(_mean, values)
+    return out
 
 
 def _mean(values: list[Loggable]) -> Tensor:
     resolved = [v() if callable(v) else v for v in values]
-    like = next((v for v in resolved if isinstance(v, Tensor)), None)
-    if like is None:
-        return torch.tensor(sum(float(v) for v in resolved) / len(resolved))
+    like = next(v for v in resolved if isinstance(v, Tensor))
     return torch.stack([torch.as_tensor(v, dtype=torch.float32, device=like.device).reshape(())
                         for v in resolved]).mean()
 

@@ -27,6 +27,11 @@ Choices (documented and tested in ``tests/methods/test_queue.py``):
   of one step is then the same, and the committed state equals one ``enqueue`` of the
   concatenated micro-batches (the ``k * b`` large-batch equivalent). Staged keys are not
   part of the ``state_dict``: checkpoint at optimiser-step boundaries.
+* **Captured steps.** :meth:`MemoryQueue.write_at_pointer` writes the staged keys at the
+  position held by the ``ptr`` buffer itself and moves ``ptr`` and ``filled`` on the device,
+  so a CUDA graph that replays it writes each step where an eager step would (a write that
+  read the host copy of the pointer would bake one position into the graph); the caller keeps
+  the host copies in step with :meth:`MemoryQueue.advance_host_copies`.
 """
 
 from __future__ import annotations
@@ -180,6 +185,34 @@ class MemoryQueue(nn.Module):
     def stage(self, keys: Tensor) -> None:
         """Hold ``keys`` until :meth:`commit` (gradient accumulation); queue unchanged."""
         self._staged.append(self._prepare(keys))
+
+    @torch.no_grad()
+    def take_staged(self) -> Tensor:
+        """The staged keys as one batch (staging order), unstaged; the queue is unchanged."""
+        keys = self._staged[0] if len(self._staged) == 1 else torch.cat(self._staged, dim=0)
+        self._staged.clear()
+        return keys
+
+    @torch.no_grad()
+    def write_at_pointer(self, keys: Tensor) -> None:
+        """Write ``keys`` (prepared: gathered, normalised) at the device pointer ``ptr``, FIFO,
+        and move ``ptr`` and ``filled`` on the device; nothing is read on the host.
+
+        The same rows as :meth:`commit` writes (of a batch larger than the queue, its newest
+        ``size`` rows); the host copies of ``ptr`` and ``filled`` are left to
+        :meth:`advance_host_copies`.
+        """
+        n = keys.shape[0]
+        skipped = max(n - self.size, 0)
+        rows = torch.arange(n - skipped, device=self.keys.device).add_(self.ptr)
+        self.keys.index_copy_(0, rows.add_(skipped).remainder_(self.size), keys[skipped:])
+        self.ptr.add_(n).remainder_(self.size)
+        self.filled.add_(n).clamp_(max=self.size)
+
+    def advance_host_copies(self, n: int) -> None:
+        """Move the host copies of ``ptr`` and ``filled`` as a write of ``n`` rows moves the
+        buffers (:meth:`write_at_pointer` moved those on the device)."""
+        self._ptr, self._filled = (self._ptr + n) % self.size, min(self._filled + n, self.size)
 
     @torch.no_grad()
     def commit(self) -> int:

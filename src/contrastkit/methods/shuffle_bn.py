@@ -39,6 +39,8 @@ memory without blocking.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -69,6 +71,15 @@ class SplitBatchNorm(UncountedBatchNorm):
     (:class:`~contrastkit.models.batch_norm.UncountedBatchNorm`). ``splits = 1`` or eval
     mode: the ordinary batch-norm forward.
 
+    ``kernel`` says how the sub-batches' statistics are taken: ``"formula"`` (the default; the
+    interleaved rows above, every sub-batch's statistics in one float32 ``var_mean``, then one
+    pass for the normalisation: the fewest operators, each a kernel launch in an eager step) or
+    ``"native"`` (sub-batch ``j`` is the contiguous block of rows ``j*m ... (j+1)*m - 1``, each
+    block normalised by the native batch-norm kernel into its rows of the output: no float32
+    copy of the activation, ``k`` calls; for a captured step, where a launch costs no host
+    time; it does not update running statistics). Both compute the statistics of the same
+    rows (``tests/methods/test_shuffle_bn.py``, float64).
+
     Args:
         source: the batch-norm layer to take over (``BatchNorm1d/2d/3d``).
     """
@@ -82,6 +93,7 @@ class SplitBatchNorm(UncountedBatchNorm):
         self.train(source.training)
         self.splits = 1
         self.update_running_stats = True
+        self.kernel: Literal["formula", "native"] = "formula"
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.dim() < 2:
@@ -95,6 +107,8 @@ class SplitBatchNorm(UncountedBatchNorm):
         n, c = input.shape[:2]
         if n % k:
             raise ValueError(f"batch of {n} rows cannot be split into {k} equal sub-batches")
+        if self.kernel == "native":
+            return self._native_blocks(input, k)
         # (n, C, ...) -> (n/k, k, C, ...): a view in any memory layout (channels_last included);
         # sub-batch j is [:, j]
         grouped = input.unflatten(0, (n // k, k))
@@ -115,12 +129,34 @@ class SplitBatchNorm(UncountedBatchNorm):
         bias = self.bias if self.bias is not None else torch.zeros_like(mean)
         shift = torch.addcmul(bias, mean, scale, value=-1.0)
         shape = (1, k, c) + (1,) * (input.dim() - 2)
+        if torch.compiler.is_compiling():  # the compiler fuses this into one pass itself
+            return torch.addcmul(shift.view(shape), grouped, scale.view(shape)).to(
+                input.dtype).flatten(0, 1)
         out = torch.empty_like(input)  # the input's dtype and memory layout
         # one pass, computed in the statistics' dtype, written in the input's (no autograd:
         # ShuffleBN encodes the keys without gradient)
         target = out.unflatten(0, grouped.shape[:2])
         torch.addcmul(shift.view(shape), grouped, scale.view(shape), out=target)
         return out
+
+    def _native_blocks(self, input: Tensor, k: int) -> Tensor:
+        """Sub-batch ``j`` = rows ``j*m ... (j+1)*m - 1``, each normalised by the native
+        batch-norm kernel (``aten.native_batch_norm``: statistics in float32 for bf16/fp16
+        input, written in the input's dtype and layout), straight into its rows of the output
+        (no autograd: ShuffleBN encodes the keys without gradient)."""
+        m = input.shape[0] // k
+        out = torch.empty_like(input)
+        stats = input.new_empty((2, k, input.shape[1]), dtype=_wide(input.dtype))
+        for j in range(k):
+            rows = slice(j * m, (j + 1) * m)
+            torch.ops.aten.native_batch_norm.out(
+                input[rows], self.weight, self.bias, None, None, True, 0.0, self.eps,
+                out=out[rows], save_mean=stats[0, j], save_invstd=stats[1, j])
+        return out
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
@@ -129,8 +165,7 @@ def _group_statistics(grouped: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, T
     One ``torch.var_mean``; float16/bfloat16 activations (autocast) are cast to float32 first
     (one more kernel), so the statistics are exact float32 ones, as cuDNN's batch norm keeps.
     """
-    wide = torch.float32 if grouped.dtype in (torch.float16, torch.bfloat16) else grouped.dtype
-    var, mean = torch.var_mean(grouped.to(wide), dim=dims, correction=0)
+    var, mean = torch.var_mean(grouped.to(_wide(grouped.dtype)), dim=dims, correction=0)
     return mean, var
 
 
@@ -167,6 +202,11 @@ class ShuffleBN(nn.Module):
             (MomentumBranch's ``copy`` policy): the update would be overwritten unread (about
             ten operators per layer, each a kernel launch on a GPU).
 
+    A captured training step (:mod:`contrastkit.train.captured_step`) cannot draw on the host
+    inside its graph: it gives a device buffer to :meth:`plan`, and before each step
+    :meth:`draw_planned` writes into it the permutation :meth:`permutation` would have drawn
+    (the same generator, the same sequence); :meth:`forward` then reads the buffer.
+
     Raises:
         ValueError: if ``groups`` is not a positive int or ``encoder`` has no batch norm.
     """
@@ -188,9 +228,29 @@ class ShuffleBN(nn.Module):
         for layer in layers:
             layer.update_running_stats = running_stats
         self.groups = groups
+        self.running_stats = running_stats
         self.generator = torch.Generator()
         self.generator.manual_seed(torch.initial_seed() if seed is None else seed)
         self._synced = False
+        self._layers = layers  # a plain list: the layers belong to the target branch
+        self.kernel: Literal["formula", "native"] = "formula"
+        self.planned: Tensor | None = None
+
+    def use_kernel(self, kernel: Literal["formula", "native"]) -> None:
+        """Take the groups' statistics by ``kernel`` (see :class:`SplitBatchNorm`); the groups
+        are then laid out interleaved (``formula``) or in blocks (``native``).
+
+        Raises:
+            ValueError: for ``native`` when the layers update running statistics.
+        """
+        if kernel not in ("formula", "native"):
+            raise ValueError(f"kernel must be 'formula' or 'native', got {kernel!r}")
+        if kernel == "native" and self.running_stats:
+            raise ValueError("the native shuffle-BN kernel keeps no running statistics: it "
+                             "needs the momentum branch's 'copy' buffer policy")
+        self.kernel = kernel
+        for layer in self._layers:
+            layer.kernel = kernel
 
     # --- the permutation ----------------------------------------------------------------------
     def get_extra_state(self) -> Tensor:
@@ -211,14 +271,30 @@ class ShuffleBN(nn.Module):
 
     def permutation(self, n: int, device: torch.device) -> Tensor:
         """The next permutation of ``0..n-1`` (the same on every process), on ``device``."""
+        perm = self._draw(n, device)
+        if device.type == "cuda":
+            return perm.pin_memory().to(device, non_blocking=True)
+        return perm.to(device)
+
+    def _draw(self, n: int, device: torch.device) -> Tensor:
         if is_distributed() and not self._synced:
             state = broadcast_from_rank0(self.generator.get_state().to(device))
             self.generator.set_state(state.cpu())
             self._synced = True
-        perm = torch.randperm(n, generator=self.generator)
-        if device.type == "cuda":
-            return perm.pin_memory().to(device, non_blocking=True)
-        return perm.to(device)
+        return torch.randperm(n, generator=self.generator)
+
+    def plan(self, buffer: Tensor | None) -> None:
+        """Read the permutations from ``buffer`` (a 1-D int64 device tensor of the global key
+        batch's size) instead of drawing them; ``None``: draw again."""
+        self.planned = buffer
+
+    def draw_planned(self) -> None:
+        """Draw the next permutation into the planned buffer (a host-to-device copy)."""
+        if self.planned is None:
+            raise RuntimeError("draw_planned needs a buffer given to plan()")
+        perm = self._draw(self.planned.numel(), self.planned.device)
+        cuda = self.planned.device.type == "cuda"
+        self.planned.copy_(perm.pin_memory() if cuda else perm, non_blocking=cuda)
 
     # --- encoding -----------------------------------------------------------------------------
     @torch.no_grad()
@@ -260,9 +336,11 @@ class ShuffleBN(nn.Module):
                 f"({total} = {processes} x {local})"
             )
         size = total // groups
-        perm = self.permutation(total, x.device)
-        # order[r, i*k + j] = perm[(r*k + j)*size + i]: process r's rows, groups interleaved
-        order = perm.view(processes, per_process, size).transpose(1, 2).reshape(processes, -1)
+        perm = self.planned if self.planned is not None else self.permutation(total, x.device)
+        if self.kernel == "native":  # order[r, j*size + i] = perm[(r*k + j)*size + i]: blocks
+            order = perm.view(processes, -1)
+        else:  # order[r, i*k + j] = perm[(r*k + j)*size + i]: process r's rows, interleaved
+            order = perm.view(processes, per_process, size).transpose(1, 2).reshape(processes, -1)
         for layer in layers:
             layer.splits = per_process
         try:

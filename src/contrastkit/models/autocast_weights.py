@@ -78,8 +78,9 @@ class CastWeights:
     """The conv/linear weights of some modules, cast for autocast in one copy (module docstring).
 
     The layers are found once, here: a conv/linear layer put into the modules later is left to
-    autocast. Compiled modules (``nn.Module.compile``) are left to the compiler, which fuses
-    the casts itself (swapping their weights would change what its graphs were traced with).
+    autocast. Compiled modules (``nn.Module.compile``), and any code being compiled (a whole
+    compiled step), are left to the compiler, which fuses the casts itself (swapping their
+    weights would change what its graphs were traced with).
 
     Args:
         modules: the modules whose layers' weights are cast together (e.g. backbone and heads).
@@ -108,7 +109,8 @@ class CastWeights:
         Outside autocast, or with nothing to cast, the layers keep their own weights.
         """
         device = like.device.type
-        compiled = any(getattr(m, "_compiled_call_impl", None) is not None for m in self.roots)
+        compiled = torch.compiler.is_compiling() or any(
+            getattr(m, "_compiled_call_impl", None) is not None for m in self.roots)
         if compiled or not torch.is_autocast_enabled(device) or _gradients_all_reduced():
             yield
             return

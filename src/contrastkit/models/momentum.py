@@ -16,7 +16,7 @@ from torch import nn
 
 from contrastkit.cosine import cosine_anneal
 
-__all__ = ["MomentumBranch", "cosine_momentum"]
+__all__ = ["MomentumBranch", "cosine_momentum", "lerp_by_tensor_"]
 
 BufferPolicy = Literal["copy", "ema", "keep"]
 _BUFFER_POLICIES = ("copy", "ema", "keep")
@@ -111,6 +111,24 @@ class MomentumBranch(nn.Module):
         m = float(momentum)
         if not 0.0 <= m <= 1.0:
             raise ValueError(f"momentum must be in [0, 1], got {momentum!r}")
+        t_params, o_params = self._parameter_pairs()
+        if t_params:  # fused multi-tensor kernels: t + (1 - m) (o - t) = m t + (1 - m) o
+            for t_group, o_group in _same_dtype_groups(t_params, o_params):
+                torch._foreach_lerp_(t_group, o_group, 1.0 - m)
+        if self.buffers_policy != "keep":
+            self._update_buffers(m)
+
+    @torch.no_grad()
+    def update_by(self, rate: torch.Tensor) -> None:
+        """:meth:`update` with ``1 - m`` given as ``rate``, a 0-d tensor on the device, for a
+        captured training step: no host value enters (:func:`lerp_by_tensor_`)."""
+        t_params, o_params = self._parameter_pairs()
+        for t_group, o_group in _same_dtype_groups(t_params, o_params):
+            lerp_by_tensor_(t_group, o_group, rate.to(t_group[0].dtype))
+        if self.buffers_policy != "keep":
+            self._update_buffers(rate)
+
+    def _parameter_pairs(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         t_params = list(self.target.parameters())
         o_params = list(self.online.parameters())
         if len(t_params) != len(o_params):
@@ -118,13 +136,11 @@ class MomentumBranch(nn.Module):
                 f"online has {len(o_params)} parameters, target {len(t_params)}: "
                 "the online module changed structure after the branch was built"
             )
-        if t_params:  # fused multi-tensor kernels: t + (1 - m) (o - t) = m t + (1 - m) o
-            for t_group, o_group in _same_dtype_groups(t_params, o_params):
-                torch._foreach_lerp_(t_group, o_group, 1.0 - m)
-        if self.buffers_policy != "keep":
-            self._update_buffers(m)
+        return t_params, o_params
 
-    def _update_buffers(self, m: float) -> None:
+    def _update_buffers(self, m: float | torch.Tensor) -> None:
+        """Buffers by the policy: ``m`` the keep rate, or the rate ``1 - m`` as a 0-d tensor
+        (:meth:`update_by`)."""
         t_bufs = list(self.target.buffers())
         o_bufs = list(self.online.buffers())
         if len(t_bufs) != len(o_bufs):
@@ -144,7 +160,29 @@ class MomentumBranch(nn.Module):
         for t_group, o_group in _same_dtype_groups(copy_t, copy_o):
             torch._foreach_copy_(t_group, o_group)
         for t_group, o_group in _same_dtype_groups(float_t, float_o):
-            torch._foreach_lerp_(t_group, o_group, 1.0 - m)
+            if isinstance(m, torch.Tensor):
+                lerp_by_tensor_(t_group, o_group, m.to(t_group[0].dtype))
+            else:
+                torch._foreach_lerp_(t_group, o_group, 1.0 - m)
+
+
+def lerp_by_tensor_(targets: list[torch.Tensor], sources: list[torch.Tensor],
+                    weight: torch.Tensor) -> None:
+    """``t += weight * (s - t)`` for every pair, ``weight`` a 0-d tensor on their device.
+
+    On the CPU by ``torch.lerp`` with a tensor weight, which rounds as the Python-number weight
+    of :meth:`MomentumBranch.update` does (the same values bit for bit); on other devices in
+    three multi-tensor kernels (a tensor-weighted ``_foreach_lerp_`` would run one kernel per
+    tensor there), whose roundings may differ from ``lerp``'s by one unit in the last place.
+    """
+    if not targets:
+        return
+    if targets[0].device.type == "cpu":
+        torch._foreach_lerp_(targets, sources, [weight] * len(targets))
+        return
+    difference = torch._foreach_sub(sources, targets)
+    torch._foreach_mul_(difference, weight)
+    torch._foreach_add_(targets, difference)
 
 
 def _same_dtype_groups(

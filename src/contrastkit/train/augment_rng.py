@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from contrastkit.data.augment import register_generator, register_ops
+
 __all__ = ["AugmentationRNG", "install_generator", "process_seed"]
 
 
@@ -30,8 +32,12 @@ def install_generator(views: nn.Module, generator: torch.Generator | None) -> in
     """Make every augmentation inside ``views`` draw from ``generator``; return how many.
 
     Every submodule with a ``generator`` attribute (augmentation pipelines, video clip views,
-    RGB-difference draws) gets it.
+    RGB-difference draws) gets it. The generator and the ops are also registered for draws
+    inside ``torch.compile`` (:func:`contrastkit.data.augment.register_generator`).
     """
+    if generator is not None:
+        register_generator(generator)
+        register_ops(views)
     count = 0
     for module in views.modules():
         if hasattr(module, "generator"):

@@ -258,7 +258,41 @@ class EpochSummaryCallback(L.Callback):
               flush=True)
 
 
-class BestCheckpoint(ModelCheckpoint):
+class MovableCheckpoint(ModelCheckpoint):
+    """A ``ModelCheckpoint`` whose state survives a moved or copied run folder.
+
+    Lightning restores its best score and best paths only when the checkpoint folder has the
+    path it had when they were saved; a run copied elsewhere and resumed would forget its best
+    score, and its first epoch, however bad, would replace ``best.ckpt``. Here the saved paths
+    under the old folder are moved to the new one, and the scores are restored wherever the
+    folder lives.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        then = state_dict.get("dirpath")
+        if then and self.dirpath and str(then) != str(self.dirpath):
+            state_dict = _rebased(state_dict, str(then), str(self.dirpath))
+        super().load_state_dict(state_dict)
+
+
+def _rebased(state: dict[str, Any], then: str, now: str) -> dict[str, Any]:
+    """``state`` of a ``ModelCheckpoint`` with the paths under ``then`` moved under ``now``."""
+    def move(path: Any) -> Any:
+        if not isinstance(path, str) or not path:
+            return path
+        inside = os.path.relpath(path, then)
+        return path if inside.startswith("..") else os.path.join(now, inside)
+
+    moved = {**state, "dirpath": now}
+    for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+        if key in moved:
+            moved[key] = move(moved[key])
+    if isinstance(moved.get("best_k_models"), dict):
+        moved["best_k_models"] = {move(k): v for k, v in moved["best_k_models"].items()}
+    return moved
+
+
+class BestCheckpoint(MovableCheckpoint):
     """Keep the checkpoint with the best ``monitor`` value (``best.ckpt``); does nothing in
     runs that never log the monitored metric (no validation split).
 
@@ -269,6 +303,38 @@ class BestCheckpoint(ModelCheckpoint):
     def __init__(self, dirpath: str, monitor: str = "val/knn_top1", mode: str = "max") -> None:
         super().__init__(dirpath=dirpath, monitor=monitor, mode=mode, save_top_k=1,
                          filename="best", enable_version_counter=False)
+        self._fit_trainer: L.Trainer | None = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        self._fit_trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state, this epoch's score included when it is the best.
+
+        ``last.ckpt`` is written (and ``best.ckpt`` linked to it) just before this callback
+        takes the epoch's score: without this, every checkpoint would hold the best score of
+        the epochs before its own, and a run resumed from it would let its next epoch, however
+        bad, replace ``best.ckpt``. The decision is the one :meth:`_save_topk_checkpoint` takes
+        next (the monitor's value is the same on every process).
+        """
+        state = super().state_dict()
+        trainer = self._fit_trainer
+        current = None if trainer is None else trainer.callback_metrics.get(self.monitor)
+        if current is None or not self._improves(current):
+            return state
+        path = self.format_checkpoint_name(self._monitor_candidates(trainer))
+        current = current.detach().clone().cpu()
+        return {**state, "best_model_score": current, "best_model_path": path,
+                "current_score": current, "best_k_models": {path: current},
+                "kth_best_model_path": path, "kth_value": current}
+
+    def _improves(self, current: torch.Tensor) -> bool:
+        if not self.best_k_models:
+            return True
+        better = torch.gt if self.mode == "max" else torch.lt
+        return bool(better(current.detach().cpu(),
+                           torch.as_tensor(self.best_k_models[self.kth_best_model_path]).cpu()))
 
     def _save_topk_checkpoint(self, trainer, monitor_candidates) -> None:
         if self.monitor in monitor_candidates:
@@ -291,7 +357,7 @@ class BestCheckpoint(ModelCheckpoint):
         self._last_checkpoint_saved = filepath
 
 
-class EveryEpochCheckpoint(ModelCheckpoint):
+class EveryEpochCheckpoint(MovableCheckpoint):
     """Write ``last.ckpt`` at every epoch end, validation or not.
 
     Lightning's own choice saves at the training epoch's end only when validation runs every

@@ -46,6 +46,7 @@ from contrastkit.data.sources.registry import (
 from contrastkit.data.sources.stream import DecodedImage, ShardStream, is_url
 from contrastkit.data.sources.wrappers import ResizedSquare, fixed_subset, select_classes
 from contrastkit.data.specs import VideoDataSpec
+from contrastkit.train.device_data import DeviceBatches
 
 
 class EpochShuffleSampler(Sampler[int]):
@@ -135,6 +136,9 @@ class PretrainDataModule(L.LightningDataModule):
             opens (``https://``, ``pipe:``...; the kNN monitor still reads its splits by
             random access, so with a URL set ``val_split: null``). Off by default.
         shuffle_buffer: samples in each loader worker's shuffle buffer with ``stream``.
+        on_device: keep the training split on the training device (at most 1 GiB of uint8
+            images of one size, e.g. CIFAR) and gather every batch there, without loader
+            workers: the same batches in the same order (:mod:`contrastkit.train.device_data`).
         classes: keep only these classes (names from the dataset's ``classes``), relabelled
             0..len(classes)-1 in the given order, in every split (e.g. CIFAR-2: cat vs dog).
         subset: keep only the first ``subset`` images of a fixed shuffle of the training split
@@ -183,6 +187,7 @@ class PretrainDataModule(L.LightningDataModule):
         fast_decode: bool = False,
         stream: bool = False,
         shuffle_buffer: int = 1000,
+        on_device: bool = False,
     ) -> None:
         super().__init__()
         if batch_size < 2:
@@ -231,6 +236,10 @@ class PretrainDataModule(L.LightningDataModule):
         self.crops, self.fast_decode = crops, bool(fast_decode)
         self._check_stream(stream, shuffle_buffer)
         self.stream, self.shuffle_buffer = bool(stream), int(shuffle_buffer)
+        if on_device and (self.is_video or self.stream or crops == "loader"):
+            raise ValueError("data.on_device keeps decoded images on the device: not with "
+                             "video, data.stream or data.crops: loader")
+        self.on_device = bool(on_device)
         #: the views' crops, derived from the views config by
         #: :func:`~contrastkit.data.augment.views.loader_crop_specs` (``contrastkit pretrain``
         #: sets them before training)
@@ -345,9 +354,22 @@ class PretrainDataModule(L.LightningDataModule):
                     "(left out of pretraining), or --data.val_split null to pretrain without "
                     "the monitor") from None
         if self.test_fraction is not None:
-            rank_zero_info(f"data: {self.root}: pretraining on {len(train)} images, "
-                           f"data.test_fraction {self.test_fraction} of each class held out as "
-                           f"the test split (data.split_seed {self.split_seed})")
+            self._say_held_out(len(train))
+
+    def _say_held_out(self, trained: int) -> None:
+        """The start line: how many images the held-out split really holds (none when every
+        class has one image); the monitor, which would query an empty split, is then off."""
+        held = len(self.val_set if self.val_split == "test" else self._open("test"))  # type: ignore[arg-type]
+        none = "" if held else ("; without the kNN monitor and the online classifier (nothing to "
+                                "query)" if self.val_split == "test" else "")
+        if not held and self.val_split == "test":
+            self.val_split, self.val_set, self.bank_set = None, None, None
+        rank_zero_info(f"data: {self.root}: pretraining on {trained} images, " + (
+            f"{held} held out as the test split (data.test_fraction {self.test_fraction} of "
+            f"each class, data.split_seed {self.split_seed})" if held else
+            f"none held out: data.test_fraction {self.test_fraction} holds out none of a class "
+            f"of one image (a class needs 2 to be in both splits), and every class here has "
+            f"one{none}"))
 
     def workers(self) -> int:
         """``num_workers``, with ``auto`` resolved for this machine (see the class doc)."""
@@ -366,7 +388,7 @@ class PretrainDataModule(L.LightningDataModule):
                           persistent_workers=workers > 0,
                           collate_fn=None if self.is_video else decode.collate_images)
 
-    def train_dataloader(self) -> DataLoader:
+    def train_dataloader(self) -> DataLoader | DeviceBatches:
         assert self.train_set is not None
         if isinstance(self.train_set, ShardStream):
             return self._stream_loader(self.train_set)
@@ -379,6 +401,9 @@ class PretrainDataModule(L.LightningDataModule):
             crops = LoaderCrops(encoded_reader(self.train_set), self._crop_specs(), self.seed,
                                 self.fast_decode)
             return self._loader(crops, EpochKeys(sampler), drop_last=True)
+        if self.on_device:
+            device = self.trainer.strategy.root_device if self.trainer else torch.device("cpu")
+            return DeviceBatches(self.train_set, sampler, self.batch_size, device)
         return self._loader(self.train_set, sampler, drop_last=True)
 
     def _first_epoch(self) -> int:

@@ -52,7 +52,7 @@ def check_weights(module: torch.nn.Module, step: int, epoch: int,
     finite = torch.stack([torch.isfinite(t).all() for t in tensors]).all()
     if not bool(finite):
         raise NonFiniteLossError(
-            f"the weights became NaN or infinite by step {step} (epoch {epoch}), before the "
+            f"the weights became NaN or infinite by step {step} (epoch {epoch + 1}), before the "
             f"loss showed it; the run stops here and {_kept(last_checkpoint)}; {ADVICE}"
         )
 
@@ -73,17 +73,37 @@ class FiniteGuard:
         self._calls = 0
 
     def observe(self, loss: Tensor, step: int, epoch: int, batch: int) -> bool:
-        """Record ``loss`` of optimiser step ``step``; True when the caller should :meth:`check`.
+        """Record ``loss`` of optimiser step ``step`` (``epoch`` and ``batch`` counted from 0, as
+        Lightning counts them; the message counts from 1); True when the caller should
+        :meth:`check`.
 
         Five kernels on the loss's device (a subtraction and a NaN test, where ``isfinite``
         and its negation took five, then the masked fill's condition and the fill); nothing is
         read back.
         """
-        if self._first_bad is None or self._first_bad.device != loss.device:
-            self._first_bad = torch.full((1,), -1, dtype=torch.long, device=loss.device)
+        flag = self.flag_on(loss.device)
         value = loss.detach().reshape(1)
         bad = torch.isnan(value - value)  # NaN - NaN, inf - inf: NaN; finite - finite: 0
-        self._first_bad.masked_fill_(bad.logical_and_(self._first_bad < 0), step)
+        flag.masked_fill_(bad.logical_and_(flag < 0), step)
+        return self.note(step, epoch, batch)
+
+    def flag_on(self, device: torch.device) -> Tensor:
+        """The device flag (``(1,)`` int64: the first bad step, -1 while none), on ``device``."""
+        if self._first_bad is None or self._first_bad.device != device:
+            self._first_bad = torch.full((1,), -1, dtype=torch.long, device=device)
+        return self._first_bad
+
+    def observe_on_device(self, loss: Tensor, step: Tensor) -> None:
+        """The device half of :meth:`observe` with the step as a 0-d int64 device tensor (a
+        captured step's counter): no host value enters, so a CUDA graph can replay it."""
+        flag = self.flag_on(loss.device)
+        value = loss.detach().reshape(1)
+        bad = torch.isnan(value - value).logical_and_(flag < 0)
+        flag.copy_(torch.where(bad, step, flag))
+
+    def note(self, step: int, epoch: int, batch: int) -> bool:
+        """The host half of :meth:`observe`: where step ``step`` was; True when the caller
+        should :meth:`check`."""
         self._where.setdefault(step, (epoch, batch))
         self._calls += 1
         return self._calls % self.check_every == 0
@@ -106,7 +126,9 @@ class FiniteGuard:
             self._where.clear()
             return
         epoch, batch = self._where.get(step, (-1, -1))
-        where = f"step {step}" + (f" (epoch {epoch}, batch {batch})" if epoch >= 0 else "")
+        # epochs and batches counted from 1, as the epoch lines count them
+        where = f"step {step}" + (f" (epoch {epoch + 1}, batch {batch + 1})" if epoch >= 0
+                                  else "")
         raise NonFiniteLossError(
             f"the training loss became NaN or infinite at {where}; the run stops here and "
             f"{_kept(last_checkpoint)}; {ADVICE}"

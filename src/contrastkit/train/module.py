@@ -50,6 +50,7 @@ from contrastkit.optim import (
 )
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
+from contrastkit.train.captured_step import CapturedStep
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
 from contrastkit.train.performance import compile_encoders, use_channels_last
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec
@@ -106,6 +107,13 @@ class PretrainModule(L.LightningModule):
         self.augmentation_rng = AugmentationRNG(torch.initial_seed())
         self._channels_last = False
         self._configured = False
+        # the captured step updates weights and optimiser state itself (.captured_step)
+        self.automatic_optimization = self.performance.step == "eager"
+        if not self.automatic_optimization and (
+                type(self).training_step is not PretrainModule.training_step):
+            raise ValueError("model.performance.step captured applies to image pretraining: "
+                             f"{type(self).__name__} runs model.performance.step eager")
+        self._captured: CapturedStep | None = None
 
     # --- start of training ---------------------------------------------------------------------
     def configure_model(self) -> None:
@@ -123,12 +131,15 @@ class PretrainModule(L.LightningModule):
             for pipeline in self.train_views.modules():  # views written channels_last at once
                 if isinstance(pipeline, augment.Pipeline):
                     pipeline.memory_format = torch.channels_last
-        if self.performance.compile:
+        if self.performance.compile and self.automatic_optimization:
             compile_encoders(self.method, self.performance.compile_mode)
 
     def on_fit_start(self) -> None:
         """Per-process augmentation generator (on the device) and the label check."""
         self.finite_guard = FiniteGuard(max(1, int(self.trainer.log_every_n_steps or 1)))
+        if self._captured is not None:  # a step captured by an earlier fit: not this one's
+            self._captured.release()
+            self._captured = None
         self.augmentation_rng.start(self.train_views, self.device, rank())
         if self.method.needs_labels:
             self._check_labelled_training_split()
@@ -169,7 +180,9 @@ class PretrainModule(L.LightningModule):
         connector = getattr(self.trainer, "_logger_connector", None)
         return bool(getattr(connector, "should_update_logs", True))
 
-    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor | None:
+        if not self.automatic_optimization:
+            return self._captured_training_step(batch, batch_idx)
         images, labels = batch[0], batch[1]
         crops = isinstance(images, (list, tuple)) and self.views_spec.video is None
         if crops and not all(isinstance(v, Tensor) and v.dim() == 4 for v in images):
@@ -195,17 +208,64 @@ class PretrainModule(L.LightningModule):
             for name, value in out.logs.items():
                 self.log(f"train/{name}", _log_value(value), batch_size=batch_size)
         if self.classifier is not None:
-            # Unlabelled samples (label -1) are weighted out instead of indexed out: boolean
-            # indexing would read the count back on the host.
-            known = (labels >= 0).to(torch.float32)
-            count = known.sum().clamp_min(1.0)
-            logits = self.classifier(out.features.float())
-            per_sample = F.cross_entropy(logits, labels.clamp_min(0), reduction="none")
-            loss = loss + (per_sample * known).sum() / count
-            if logging:
-                hits = (logits.argmax(1) == labels).to(torch.float32) * known
-                self.log("train/online_linear_acc", hits.sum() / count, batch_size=batch_size)
+            extra, accuracy = self.online_classifier(out.features, labels, logging)
+            loss = loss + extra
+            if accuracy is not None:
+                self.log("train/online_linear_acc", accuracy, batch_size=batch_size)
         return loss
+
+    def online_classifier(self, features: Tensor, labels: Tensor,
+                          accuracy: bool) -> tuple[Tensor, Tensor | None]:
+        """The online linear classifier's loss on detached ``features`` and, when asked, its
+        accuracy. Unlabelled samples (label -1) are weighted out instead of indexed out:
+        boolean indexing would read the count back on the host."""
+        known = (labels >= 0).to(torch.float32)
+        count = known.sum().clamp_min(1.0)
+        logits = self.classifier(features.float())
+        per_sample = F.cross_entropy(logits, labels.clamp_min(0), reduction="none")
+        loss = (per_sample * known).sum() / count
+        if not accuracy:
+            return loss, None
+        hits = (logits.argmax(1) == labels).to(torch.float32) * known
+        return loss, hits.sum() / count
+
+    def _captured_training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        """``model.performance.step: captured``: one :class:`.captured_step.CapturedStep` run
+        (views to queue write), through ``optimizer.step`` so that Lightning counts it."""
+        images, labels = batch[0], batch[1]
+        if not isinstance(images, Tensor):
+            raise ValueError("model.performance.step captured takes image batches (not loader "
+                             "crops or clips): use model.performance.step eager")
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        if self._captured is None:
+            self._captured = CapturedStep(self, optimizer.optimizer, scheduler, images, labels,
+                                          compile=self.performance.compile)
+        step, captured, outputs = int(self.global_step), self._captured, {}
+
+        def closure() -> None:
+            outputs.update(captured.run(images, labels))
+
+        optimizer.step(closure=closure)
+        scheduler.step()
+        if self.finite_guard.note(step, self.current_epoch, batch_idx):
+            self.finite_guard.check(self._last_checkpoint())
+        batch_size = labels.shape[0]
+        self.log("train/loss", outputs["loss"], prog_bar=True, batch_size=batch_size)
+        if self._logging_step():
+            for name, value in outputs.items():
+                if name != "loss":
+                    self.log(f"train/{name}", value.clone(), batch_size=batch_size)
+            numbers = dict(captured.numbers)
+            momentum = captured.momentum_after(step)
+            if momentum is not None:
+                numbers["momentum"] = momentum
+            for name, value in numbers.items():
+                self.log(f"train/{name}", torch.tensor(value), batch_size=batch_size)
+
+    def on_train_end(self) -> None:
+        if self._captured is not None:
+            self._captured.release()
+            self._captured = None
 
     def optimizer_step(self, *args, **kwargs) -> None:
         super().optimizer_step(*args, **kwargs)
@@ -292,6 +352,7 @@ class PretrainModule(L.LightningModule):
     # --- augmentation generator in checkpoints ---------------------------------------------------
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.augmentation_rng.load(checkpoint.get(AugmentationRNG.key), rank(), world_size())
+        _carry_step_count(checkpoint, self.automatic_optimization)
 
     def _augmentation_states(self) -> list[Tensor]:
         """Every process's augmentation generator state (a collective under DDP)."""
@@ -335,6 +396,22 @@ class PretrainModule(L.LightningModule):
         online, target = self.method.default_views
         spec = self.views_spec
         return {**asdict(spec), "online": spec.online or online, "target": spec.target or target}
+
+
+def _carry_step_count(checkpoint: dict, automatic: bool) -> None:
+    """Lightning counts optimiser steps apart in automatic and manual optimisation: a
+    checkpoint of an eager run resumed with the captured step (or the other way round) would
+    restart the count (``global_step``, the schedules) at 0. The count of the mode that
+    trained is copied to the other one, before Lightning restores its loops."""
+    loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    auto = loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {})
+    manual = loop.get("epoch_loop.manual_optimization.optim_step_progress")
+    if not auto.get("step") or not manual:
+        return
+    source, target = (manual, auto["step"]) if automatic else (auto["step"], manual)
+    if target["total"]["completed"] == 0 and source["total"]["completed"] > 0:
+        for key in ("total", "current"):
+            target[key] = dict(source[key])
 
 
 def _gather_shards(local: Tensor) -> Tensor:

@@ -94,30 +94,47 @@ def remove_partial_files(run: Path) -> list[Path]:
 
 def truncate_metrics(path: Path, step: int) -> int:
     """Drop the rows of a Lightning ``metrics.csv`` logged at optimiser step ``step`` or later
-    (a resumed run logs them again), and rows that a kill or a full disk cut off (with a
-    warning); returns how many were dropped. Written atomically."""
+    (a resumed run logs them again), and damaged rows (with a warning): a last row that a kill
+    or a full disk cut off, a row of another width, or one whose bytes are not UTF-8 (garbage
+    written over the file's tail). Returns how many rows were dropped. Written atomically."""
     if not path.is_file():
         return 0
-    text = path.read_text()
-    rows = list(csv.reader(io.StringIO(text)))
+    lines, damaged = _utf8_lines(path.read_bytes())
+    rows = list(csv.reader(io.StringIO("".join(lines))))
     if not rows or "step" not in rows[0]:
+        if damaged:
+            raise ValueError(f"{path}: its header is damaged (not UTF-8 or cut off); move the "
+                             "file away to resume without it")
         return 0
     width, column = len(rows[0]), rows[0].index("step")
-    cut = rows[-1] if len(rows) > 1 and not text.endswith("\n") else None
-    kept, damaged = [rows[0]], 0
+    kept, unreadable = [rows[0]], damaged
     for row in rows[1:]:
-        if row is cut or len(row) != width or not _is_number(row[column]):
+        if len(row) != width or not _is_number(row[column]):
             damaged += 1
         elif not (row[column] and int(float(row[column])) >= step):
             kept.append(row)
     if damaged:
         warnings.warn(f"{path}: dropped {damaged} incomplete row(s) (a write cut off by a kill "
-                      "or a full disk)", stacklevel=2)
+                      "or a full disk, or bytes that are not UTF-8)", stacklevel=2)
     fd, tmp = temp_file_beside(path)
     with os.fdopen(fd, "w", newline="") as handle:
         csv.writer(handle, lineterminator="\n").writerows(kept)
     os.replace(tmp, path)
-    return len(rows) - len(kept)
+    return len(rows) - len(kept) + unreadable
+
+
+def _utf8_lines(data: bytes) -> tuple[list[str], int]:
+    """The complete lines of ``data`` (each ending in a newline) that are UTF-8, decoded, and
+    how many others there were (a last line without its newline, lines of other bytes)."""
+    pieces = data.split(b"\n")
+    tail = pieces.pop()  # b"" when the data ends with a newline: then nothing was cut off
+    lines, damaged = [], int(bool(tail))
+    for piece in pieces:
+        try:
+            lines.append(piece.decode("utf-8") + "\n")
+        except UnicodeDecodeError:
+            damaged += 1
+    return lines, damaged
 
 
 def _is_number(text: str) -> bool:
@@ -152,6 +169,34 @@ def interrupted_message(trainer: L.Trainer, output_dir: Path, signum: int) -> tu
     return (f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
             f"(step {state['global_step']}): resume with contrastkit pretrain --config "
             f"{output_dir / 'config.yaml'} --output {output_dir} --resume last"), True
+
+
+#: Words of the errors a collective raises when another process of the run is gone.
+_PEER_LOST = ("gloo", "nccl", "connection reset by peer", "connection closed by peer")
+
+
+def lost_peer(err: BaseException, trainer: L.Trainer, output_dir: Path) -> ConnectionError | None:
+    """The one-line error of a multi-process run whose process ``err`` stopped because another
+    process of the run is gone (killed, its node lost): what happened, what is saved, how to
+    go on. None when ``err`` is something else, or the run has one process.
+    """
+    import torch.distributed as dist
+
+    message = " ".join(str(err).split())
+    is_collective = isinstance(err, dist.DistError) or (
+        isinstance(err, RuntimeError) and any(w in message.lower() for w in _PEER_LOST))
+    if trainer.world_size < 2 or not is_collective:
+        return None
+    where = (f"another process of this {trainer.world_size}-process run stopped, so process "
+             f"{trainer.global_rank} stops too, in epoch {trainer.current_epoch + 1} (step "
+             f"{trainer.global_step}; {message.split('. ')[0][:200]})")
+    try:
+        path, state = newest_checkpoint(output_dir / "checkpoints")
+    except (FileNotFoundError, ValueError):
+        return ConnectionError(f"{where}; no checkpoint was written: start it again")
+    return ConnectionError(f"{where}; {Path(path).name} holds epoch {int(state['epoch']) + 1} "
+                           f"(step {state['global_step']}): resume with --resume last on every "
+                           "node")
 
 
 def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dict,

@@ -55,15 +55,23 @@ class PerformanceSpec:
             ``None``: on CUDA devices only. Video (3-D) backbones are left as they are.
         compile: ``torch.compile`` the online and target encoders (backbone, projector,
             predictor) in place (``nn.Module.compile``: parameter names and checkpoints are
-            unchanged). Off by default: compilation costs about a minute at start-up and needs
-            the device's compiler tool chain; see ``docs/performance.md``.
-        compile_mode: ``torch.compile`` mode: ``default``, ``reduce-overhead`` (CUDA graphs)
-            or ``max-autotune``.
+            unchanged); with ``step: captured``, the whole step instead (``fullgraph=True``,
+            then captured). Off by default: compilation costs about a minute at start-up and
+            needs the device's compiler tool chain; see ``docs/performance.md``.
+        compile_mode: ``torch.compile`` mode of the eager step's encoders: ``default``,
+            ``reduce-overhead`` (CUDA graphs) or ``max-autotune``.
+        step: ``eager`` (default): Lightning's automatic optimisation, one operator at a time;
+            ``captured``: the whole step (views to queue write) written on device tensors and,
+            on CUDA, recorded once as a CUDA graph and replayed
+            (:mod:`contrastkit.train.captured_step`; on the CPU it runs the same code step by
+            step). Eager stays the default until the captured step is measured faster on a
+            GPU (``docs/performance.md``).
     """
 
     channels_last: bool | None = None
     compile: bool = False
     compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
+    step: Literal["eager", "captured"] = "eager"
 
 
 @dataclass(frozen=True)

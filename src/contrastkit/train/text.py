@@ -20,7 +20,7 @@ import yaml
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from contrastkit.data.sources.text import LineFile
+from contrastkit.data.sources.text import MAX_LINE_BYTES, DecodeErrors, LineFile, NotUTF8Error
 from contrastkit.hot_path import hot_path
 from contrastkit.methods.simcse import SimCSE
 from contrastkit.train.datamodule import EpochShuffleSampler
@@ -39,16 +39,23 @@ class TextDataModule(L.LightningDataModule):
         batch_size: sentences per process per step (>= 2; SimCSE: 64).
         num_workers: loader processes.
         seed: shuffling seed.
+        max_line_bytes: bytes of a line read at most; longer lines are read up to it (one
+            warning counts them).
+        decode_errors: a line that is not UTF-8 stops the run naming the file and the line
+            (``error``), is left out (``skip``: listed in the run folder's
+            ``skipped_files.txt`` as ``FILE:LINE``) or read with U+FFFD for its bad bytes
+            (``replace``).
 
     Attributes the engine reads: ``num_classes`` and ``val_split`` (no labels, no monitor),
-    ``skipped`` (no file is skipped), :meth:`evaluation_record`.
+    ``skipped`` (the lines left out), :meth:`evaluation_record`.
     """
 
     num_classes = 0
     val_split = None
 
     def __init__(self, text_file: str, batch_size: int = 64, num_workers: int = 0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, max_line_bytes: int = MAX_LINE_BYTES,
+                 decode_errors: DecodeErrors = "error") -> None:
         super().__init__()
         if batch_size < 2:
             raise ValueError(f"data.batch_size is {batch_size}: SimCSE needs at least 2 "
@@ -56,14 +63,24 @@ class TextDataModule(L.LightningDataModule):
         if num_workers < 0:
             raise ValueError(f"data.num_workers must be >= 0, got {num_workers}")
         self.text_file = str(Path(text_file).expanduser())
+        if max_line_bytes < 1:
+            raise ValueError(f"data.max_line_bytes must be >= 1, got {max_line_bytes}")
         self.batch_size, self.num_workers, self.seed = batch_size, num_workers, seed
+        self.max_line_bytes, self.decode_errors = max_line_bytes, decode_errors
         self.skipped: list[str] = []
         self.train_set: LineFile | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        train = LineFile(self.text_file, option="data.text_file")
+        try:
+            train = LineFile(self.text_file, option="data.text_file",
+                             max_line_bytes=self.max_line_bytes,
+                             decode_errors=self.decode_errors)
+        except NotUTF8Error as err:
+            raise NotUTF8Error(f"{err}; pass --data.decode_errors skip to leave such lines "
+                               "out, or replace to read them with U+FFFD") from None
+        self.skipped = list(train.skipped)
         if len(train) < self.batch_size:
             raise ValueError(f"data.text_file {self.text_file} has {len(train)} sentences, "
                              f"fewer than data.batch_size ({self.batch_size})")
@@ -131,9 +148,31 @@ class TextPretrainModule(PretrainModule):
             compile_encoders(self.method, self.performance.compile_mode)
 
 
+def read_config_file(path: str) -> object:
+    """The YAML document of the ``--config`` file ``path``, read safely (plain values only: a tag
+    such as ``!!python/object`` is refused, nothing runs).
+
+    Raises:
+        ValueError: naming the file and where its YAML is wrong, in one line.
+    """
+    try:
+        with open(path, "rb") as handle:
+            return yaml.safe_load(handle)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ValueError(f"--config {path} is not valid YAML{where}: "
+                         f"{' '.join(str(problem).split())}") from None
+
+
 def is_text_config(argv: Sequence[str]) -> bool:
     """Whether ``contrastkit pretrain`` arguments describe a text run: a ``data`` section with
-    a ``text_file``, in a ``--config`` file or as ``--data.text_file``."""
+    a ``text_file``, in a ``--config`` file or as ``--data.text_file``.
+
+    Raises:
+        ValueError: for a ``--config`` file that is not valid YAML (:func:`read_config_file`).
+    """
     args = list(argv)
     if any(a == "--data.text_file" or a.startswith("--data.text_file=") for a in args):
         return True
@@ -142,8 +181,7 @@ def is_text_config(argv: Sequence[str]) -> bool:
             arg.split("=", 1)[1] if arg.startswith("--config=") else None)
         if path is None or not Path(path).is_file():
             continue
-        with open(path) as handle:
-            config = yaml.safe_load(handle)
+        config = read_config_file(path)
         data = config.get("data") if isinstance(config, dict) else None
         if isinstance(data, dict) and "text_file" in data:
             return True

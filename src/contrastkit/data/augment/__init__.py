@@ -94,6 +94,7 @@ from ._pipeline import (
     exact_float32,
     to_float_rgb,
 )
+from ._traced_draw import register_generator, register_ops, sample_params
 
 __all__ = [
     "CHUNK_PIXELS",
@@ -107,6 +108,9 @@ __all__ = [
     "kornia_preset",
     "preset",
     "preset_names",
+    "register_generator",
+    "register_ops",
+    "sample_params",
     "to_float_rgb",
 ]
 

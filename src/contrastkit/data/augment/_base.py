@@ -14,6 +14,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from ._traced_draw import sample_params, uniform
+
 Params = dict[str, Tensor]
 
 
@@ -38,7 +40,10 @@ def check_generator(generator: torch.Generator | None, device: torch.device) -> 
 def draw(
     batch: int, columns: int, device: torch.device, generator: torch.Generator | None
 ) -> Tensor:
-    """``(batch, columns)`` uniforms in [0, 1), drawn on ``device`` in one call."""
+    """``(batch, columns)`` uniforms in [0, 1), drawn on ``device`` in one call (inside
+    ``torch.compile`` through :func:`._traced_draw.uniform_`: the same numbers)."""
+    if generator is not None and torch.compiler.is_compiling():
+        return uniform(batch, columns, generator, param_dtype(device))
     return torch.rand(batch, columns, generator=generator, device=device,
                       dtype=param_dtype(device))
 
@@ -74,8 +79,8 @@ class BatchOp(nn.Module, ABC):
 
     def forward(self, x: Tensor) -> Tensor:
         check_generator(self.generator, x.device)
-        self.last_params = self.sample(x.shape[0], x.shape[-2], x.shape[-1], device=x.device,
-                                       generator=self.generator)
+        self.last_params = sample_params(self, x.shape[0], x.shape[-2], x.shape[-1], x.device,
+                                         self.generator)
         return self.apply(x, self.last_params)
 
 

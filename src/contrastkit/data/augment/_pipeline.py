@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from ._base import CONSTANTS, BatchOp, Params, check_generator, f64
+from ._traced_draw import sample_params
 
 __all__ = ["CHUNK_PIXELS", "NORMALIZATION", "Pipeline", "check_batch", "exact_float32",
            "normalization", "to_float_rgb"]
@@ -81,7 +82,13 @@ def exact_float32() -> Iterator[None]:
     which ``torch.get_float32_matmul_precision()`` raises. Each setting gets back exactly the
     value it had, whichever API the user set it with. On an older torch, which has only the
     legacy flags, those are saved and restored instead.
+
+    Inside ``torch.compile`` nothing is touched (the compiler cannot trace these settings): a
+    compiled step keeps the process's own, IEEE float32 for matmuls unless the user changed it.
     """
+    if torch.compiler.is_compiling():
+        yield
+        return
     if not hasattr(torch.backends.cudnn, "conv"):  # torch < 2.9: the legacy flags only
         matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
@@ -165,7 +172,7 @@ class Pipeline(nn.Module):
         for index in range(start, len(self.steps)):
             op, generator = self.steps[index], self.step_generator(index)
             check_generator(generator, device)
-            op.last_params = op.sample(batch, height, width, device=device, generator=generator)
+            op.last_params = sample_params(op, batch, height, width, device, generator)
             params.append(op.last_params)
             height, width = op.output_hw(height, width)
         return params
@@ -201,7 +208,10 @@ class Pipeline(nn.Module):
             y = op.apply(y, prm)
         # blur and grayscale are weighted sums whose weights add up to 1 only up to rounding:
         # the clamp keeps [0, 1] exact and writes the layout the backbone wants in one kernel
-        y = torch.clamp(y, 0, 1, out=torch.empty_like(y, memory_format=self.memory_format))
+        if torch.compiler.is_compiling():  # one fused pass (no out= in a compiled graph)
+            y = torch.clamp(y, 0, 1).contiguous(memory_format=self.memory_format)
+        else:
+            y = torch.clamp(y, 0, 1, out=torch.empty_like(y, memory_format=self.memory_format))
         if self.mean is not None:
             mean, std = self.mean, self.std
             if mean.dtype != y.dtype or mean.device != y.device:  # module not moved: a copy

@@ -160,7 +160,7 @@ class TwoViews(nn.Module):
         batch, height, width = x.shape[0], x.shape[-2], x.shape[-1]
         generator = online.step_generator(0)
         _check_generator(generator, x.device)
-        both = crop.sample(2 * batch, height, width, device=x.device, generator=generator)
+        both = augment.sample_params(crop, 2 * batch, height, width, x.device, generator)
         online.steps[0].last_params = {k: v[0::2] for k, v in both.items()}
         target.steps[0].last_params = {k: v[1::2] for k, v in both.items()}
         size = crop.size

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -124,8 +126,16 @@ def _decode_jpeg_fast(data: bytes, image_mod: Any, scale: int = 1) -> np.ndarray
         return None
     array = np.asarray(img, dtype=np.uint8)
     if components == 1:
-        return np.ascontiguousarray(np.broadcast_to(array, (3, out_h, out_w)))
-    return np.ascontiguousarray(array.transpose(2, 0, 1))
+        return _owned(np.broadcast_to(array, (3, out_h, out_w)))
+    return _owned(array.transpose(2, 0, 1))
+
+
+def _owned(array: np.ndarray) -> np.ndarray:
+    """``array`` C-contiguous and writable: a copy unless it already is both (the view of a
+    1 x 1 image's pixels is contiguous but read-only, Pillow's buffer, and
+    ``torch.from_numpy`` warns about a read-only array)."""
+    out = np.ascontiguousarray(array)
+    return out if out.flags.writeable else out.copy()
 
 
 def dct_scale(reduction: int) -> int:
@@ -237,7 +247,7 @@ def _decode(source: str | os.PathLike[str] | bytes, name: str | None,
             return fast, header[:2]
     fp = io.BytesIO(data) if isinstance(source, bytes) or data[:2] == _SOI else source
     try:
-        with image_mod.open(fp) as img:
+        with quiet_bomb_warning(image_mod), image_mod.open(fp) as img:
             full = (img.size[1], img.size[0])
             scale = 1 if reduction is None else dct_scale(reduction(*full))
             if img.format == "JPEG" and (size is not None or scale > 1):
@@ -256,7 +266,19 @@ def _decode(source: str | os.PathLike[str] | bytes, name: str | None,
         raise UnreadableImageError(
             f"{name}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
         ) from err
-    return np.ascontiguousarray(array.transpose(2, 0, 1)), full
+    return _owned(array.transpose(2, 0, 1)), full
+
+
+@contextlib.contextmanager
+def quiet_bomb_warning(image_mod: Any) -> Iterator[None]:
+    """Pillow's ``DecompressionBombWarning`` (an image above ``MAX_IMAGE_PIXELS``, about 89
+    megapixels) is not printed: contrastkit's policy is its own, one line or nothing. Images up
+    to twice that limit are read (reduced as early as the output allows, see
+    :func:`decode_scaled`); above it, Pillow's ``DecompressionBombError`` refuses them in one
+    line naming the file (:class:`UnreadableImageError`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", image_mod.DecompressionBombWarning)
+        yield
 
 
 #: Modes ``Image.reduce`` averages directly (16-bit gray goes through ``I``, others RGB first).

@@ -36,12 +36,21 @@ __all__ = ["VideoDecodeError", "VideoInfo", "VideoReader", "decode_frames", "pro
 MERGE_GAP_FRAMES = 32
 
 
-class VideoDecodeError(RuntimeError):
-    """A video file could not be opened or decoded (unreadable, truncated or corrupt)."""
+class VideoDecodeError(ValueError):
+    """A video file could not be opened or decoded (unreadable, truncated or corrupt): an
+    expected error of bad input (a ``ValueError``), printed in one line by the commands.
 
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+    ``VideoDecodeError(path, reason)``; ``VideoDecodeError(message)`` (how a ``DataLoader``
+    worker's error is raised again in the main process) keeps the message as it is.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str | None = None) -> None:
+        if reason is None:
+            self.path = None
+            super().__init__(str(path))
+            return
         self.path = Path(path)
-        super().__init__(f"cannot decode video {self.path}: {reason}")
+        super().__init__(f"cannot decode video {self.path}: {' '.join(reason.split())}")
 
 
 def require_av() -> Any:

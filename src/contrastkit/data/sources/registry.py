@@ -21,6 +21,7 @@ from torch.utils.data import Dataset
 
 from contrastkit.data.sources import shards
 from contrastkit.data.sources.images import datasets
+from contrastkit.data.sources.pack_state import check_complete
 from contrastkit.data.sources.wrappers import CentreClip, ResizedSquare, select_classes
 from contrastkit.data.specs import VideoDataSpec
 
@@ -86,6 +87,8 @@ def build_dataset(
         raise ValueError(f"a test fraction applies to dataset 'folder' only, not {name!r} "
                          "(its splits are given)")
     size = (image_size, image_size) if image_size else None
+    if name in ("folder", "shards"):  # what `contrastkit data pack` writes: refused unfinished
+        check_complete(root)  # type: ignore[arg-type]
     if name == "digits":
         return datasets.Digits(split=split)
     if name == "cifar10":
@@ -168,6 +171,10 @@ def open_split(
                             skip_corrupt=skip_corrupt, test_fraction=test_fraction,
                             split_seed=split_seed)
     skipped = skipped_files(dataset)
+    if skipped and len(dataset) == 0:  # type: ignore[arg-type]
+        folder = getattr(dataset, "root", root)
+        raise ValueError(f"no readable images in {folder} (split {split}): all {len(skipped)} "
+                         "image files there are unreadable")
     if name == "folder" and isinstance(dataset, datasets.ImageFiles) and not (
             skip_corrupt and load_size is not None):
         # your own images: fail now, not at the first batch, on a non-image or mixed sizes

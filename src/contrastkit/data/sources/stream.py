@@ -52,6 +52,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from contrastkit.data.decode.images import decode_image
 
+from .pack_state import check_complete
 from .shards import FORMAT, INDEX_JSON
 from .wrappers import resize_square
 
@@ -138,6 +139,8 @@ class ShardStream(IterableDataset):
     """
 
     def __init__(self, root: str, split: str) -> None:
+        if not is_url(root):
+            check_complete(root.removeprefix("file:"))
         meta = _read_index(root, split)
         self.location = f"{root.rstrip('/')}/{split}"
         self.urls = [f"{self.location}/{s['name']}" for s in meta["shards"]]

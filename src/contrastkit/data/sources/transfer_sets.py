@@ -40,6 +40,7 @@ from contrastkit.data.decode.images import (
     decode_at_least,
     decode_image,
     pillow,
+    quiet_bomb_warning,
 )
 
 __all__ = ["TRANSFER_SETS", "FileList", "FileListImages", "check_images", "read_transfer_set"]
@@ -85,7 +86,8 @@ def check_images(files: FileList) -> None:
     image_mod = pillow()
     for path in files.paths:
         try:
-            with image_mod.open(path):  # the header only: open parses it, decodes nothing
+            # the header only: open parses it, decodes nothing
+            with quiet_bomb_warning(image_mod), image_mod.open(path):
                 pass
         except (OSError, SyntaxError, ValueError) as err:
             raise UnreadableImageError(f"{path}: unreadable image (expected a decodable "

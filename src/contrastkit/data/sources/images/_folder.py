@@ -22,7 +22,9 @@ from contrastkit.data.decode.images import (
     decode_scaled,
     is_image_file,
     pillow,
+    quiet_bomb_warning,
 )
+from contrastkit.outputs import escape_line
 
 from ._common import UNLABELLED, files_fingerprint
 
@@ -126,7 +128,7 @@ def _drop_unreadable(
     bad = [p for (p, _), good in zip(samples, ok, strict=True) if not good]
     if bad and (str(root), tuple(bad)) not in _WARNED:
         _WARNED.add((str(root), tuple(bad)))
-        shown = ", ".join(os.path.relpath(p, root) for p in bad[:5])
+        shown = ", ".join(escape_line(os.path.relpath(p, root)) for p in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         warnings.warn(
             f"skipped {len(bad)} unreadable image file(s) of {len(samples)} under {root}: "
@@ -333,7 +335,7 @@ def check_headers(files: ImageFiles, same_size: bool = True) -> None:
     first: tuple[str, tuple[int, int]] | None = None
     for path, _ in files.samples:
         try:
-            with image_mod.open(path) as img:
+            with quiet_bomb_warning(image_mod), image_mod.open(path) as img:
                 size = img.size
         except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
             raise UnreadableImageError(

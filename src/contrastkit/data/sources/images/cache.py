@@ -43,6 +43,7 @@ from contrastkit.data.decode.images import (
     decode_image,
     is_image_file,
 )
+from contrastkit.outputs import escape_line
 
 from ._common import ArrayImages, files_fingerprint
 from ._folder import ImageFiles, hash_text, scan_folder
@@ -347,7 +348,7 @@ def _decode_items(plan: _Plan, tmp: Path, size: Any, workers: int,
             more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
             raise UnreadableImageError(failures[0][2] + more)
         warnings.warn(f"skipped {len(failures)} unreadable image(s) of {len(items)}; first: "
-                      f"{failures[0][2]}", UserWarning, stacklevel=4)
+                      f"{escape_line(failures[0][2])}", UserWarning, stacklevel=4)
         labels = _compact(tmp, shape, [r for r, _, _ in failures], labels)
         shape = (len(labels), *shape[1:])
     return labels, shape[1:], [name for _, name, _ in failures]

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import Dataset
 
 from contrastkit.data.decode.video import VideoDecodeError, VideoInfo, VideoReader
+from contrastkit.outputs import escape_line, record_skipped
 
 from ._annotations import (
     read_hmdb51,
@@ -55,9 +56,11 @@ class ClipDataset(Dataset):
     :attr:`corrupt` (per process, so per DataLoader worker), a ``RuntimeWarning`` naming it and
     giving the running count is issued once for it, and the item is replaced by the next
     readable one (index + 1, + 2, ... cyclically) with that video's label; later accesses
-    to it skip it silently (it is already counted). Files missing at construction are dropped
-    with a single warning counting them (:attr:`missing`) when ``skip_corrupt`` is true,
-    otherwise a ``FileNotFoundError`` names the first one and the count.
+    to it skip it silently (it is already counted). With :attr:`skip_log` set, each process
+    also appends the skipped video to that file, which the main process reads back (the
+    pretraining run lists them in its ``skipped_files.txt``). Files missing at construction
+    are dropped with a single warning counting them (:attr:`missing`) when ``skip_corrupt`` is
+    true, otherwise a ``FileNotFoundError`` names the first one and the count.
 
     Args:
         samples: ``(path, label)`` pairs.
@@ -134,6 +137,9 @@ class ClipDataset(Dataset):
             raise ValueError("no video to load (the sample list is empty or all are missing)")
         self.samples: list[tuple[Path, int]] = present
         self.corrupt: list[Path] = []
+        #: a file every process (DataLoader workers included) appends the videos it skips to,
+        #: one escaped path a line (:func:`contrastkit.outputs.record_skipped`); None: none
+        self.skip_log: str | None = None
         self._infos: dict[int, VideoInfo] = {}
 
     def __len__(self) -> int:
@@ -153,9 +159,11 @@ class ClipDataset(Dataset):
                 if not self.skip_corrupt:
                     raise
                 self.corrupt.append(path)
+                record_skipped(self.skip_log, str(path))
                 warnings.warn(
-                    f"skip_corrupt: skipped unreadable video {path} ({len(self.corrupt)} "
-                    f"skipped so far in this process): {err}", RuntimeWarning, stacklevel=2)
+                    f"skip_corrupt: skipped unreadable video {escape_line(str(path))} "
+                    f"({len(self.corrupt)} skipped so far in this process): "
+                    f"{' '.join(str(err).split())}", RuntimeWarning, stacklevel=2)
         raise VideoDecodeError(self.samples[index][0], "no readable video left in the dataset")
 
     def _load(self, i: int) -> torch.Tensor | list[torch.Tensor]:

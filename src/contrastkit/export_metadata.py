@@ -1,0 +1,54 @@
+"""What an exported backbone carries besides its weights, and its check when it is loaded.
+
+Every ``.safetensors`` export (and every ``.pth`` export that is not a bare torchvision
+state_dict) records, in its metadata:
+
+* ``contrastkit_weights_sha256``: the SHA-256 of its tensors
+  (:func:`contrastkit.checkpoints.weights_digest`: keys, dtypes, shapes and bytes), checked
+  by :func:`contrastkit.checkpoints.verify_export` whenever contrastkit loads the file: a
+  flipped bit is refused in one line naming the file;
+* ``contrastkit_run``: the identity of the run it comes from (JSON): ``method``,
+  ``backbone`` (its description), ``commit`` of the code that trained it when known (a git
+  checkout), the ``contrastkit_version`` that exported it and the ``checkpoint`` file's name.
+
+The helpers take and give plain ``str -> str`` metadata (the ``.safetensors`` header's type),
+so any export format can carry the same record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from contrastkit.checkpoints import DIGEST_METADATA, weights_digest
+from contrastkit.provenance import source_identity
+
+__all__ = ["RUN_METADATA", "export_metadata", "run_record"]
+
+#: Metadata key of the run's identity (JSON).
+RUN_METADATA = "contrastkit_run"
+
+
+def run_record(checkpoint: Mapping[str, Any], path: str | os.PathLike) -> dict[str, Any]:
+    """The identity of the run that wrote the contrastkit checkpoint ``checkpoint`` (read from
+    ``path``): method, backbone, training commit (None when unknown), and the exporting code's
+    version."""
+    entry = checkpoint.get("contrastkit") or {}
+    identity = (checkpoint.get("callbacks") or {}).get("RunIdentity") or {}
+    return {"method": entry.get("method"), "backbone": entry.get("backbone"),
+            "commit": identity.get("commit"), "checkpoint": Path(path).name,
+            "contrastkit_version": source_identity()["contrastkit_version"]}
+
+
+def export_metadata(tensors: Mapping[str, torch.Tensor],
+                    run: Mapping[str, Any] | None) -> dict[str, str]:
+    """The metadata of an export of ``tensors``: their digest and ``run`` (when given)."""
+    metadata = {DIGEST_METADATA: weights_digest(dict(tensors))}
+    if run is not None:
+        metadata[RUN_METADATA] = json.dumps(dict(run), sort_keys=True)
+    return metadata

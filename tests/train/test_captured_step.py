@@ -1,0 +1,257 @@
+"""The captured training step (``model.performance.step captured``) on the CPU.
+
+A CPU cannot capture a CUDA graph, but the captured step runs there as plain code: the same
+tensors, updated in place, without a host read. These tests run the real ``contrastkit
+pretrain`` loop and check that
+
+* the captured step gives the eager path's weights, EMA weights, queue, optimiser state and
+  logged loss bit for bit (SGD and LARS, with and without a target branch, a queue that fills
+  during the run, shuffle BN, the online classifier, bf16 autocast);
+* a run stopped and resumed in captured mode, or begun eager and resumed captured, ends where
+  an uninterrupted one does, bit for bit;
+* nothing in its batches reads a device value on the host (the inventory of
+  ``test_hot_path.py``);
+* every value that changes per step is a device tensor read at a device step counter: the
+  learning-rate and EMA tables equal the scheduler's and the schedule's values, and the step
+  replayed with a later counter reads the later values;
+* what it cannot compute is refused in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+import torch._dynamo
+from pretrain_args import TINY, StopAfterEpochs, method_args
+from test_hot_path import SETTINGS, Inventory
+
+from contrastkit.cli.pretrain import build, pretrain
+
+CAPTURED = ["--model.performance.step", "captured"]
+
+
+def _fit(tmp_path: Path, name: str, args: list[str]) -> tuple[dict, object]:
+    cli, _ = build([*TINY, *args, "--output", str(tmp_path / name)])
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    state = {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
+    return state, cli
+
+
+def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
+    (state_a, cli_a), (state_b, cli_b) = a, b
+    assert state_a.keys() == state_b.keys()
+    differ = [k for k in state_a if not torch.equal(state_a[k], state_b[k])]
+    assert differ == []
+    opt_a = cli_a.trainer.optimizers[0].state_dict()
+    opt_b = cli_b.trainer.optimizers[0].state_dict()
+    assert opt_a["state"].keys() == opt_b["state"].keys()
+    for index, entry in opt_a["state"].items():
+        assert torch.equal(entry["momentum_buffer"], opt_b["state"][index]["momentum_buffer"])
+    assert cli_a.trainer.global_step == cli_b.trainer.global_step
+    assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
+    metrics_a, metrics_b = cli_a.trainer.callback_metrics, cli_b.trainer.callback_metrics
+    assert torch.equal(metrics_a["train/loss"].cpu(), metrics_b["train/loss"].cpu())
+
+
+CASES = {
+    "sce_shuffle_bn_queue_classifier": method_args("SCE", queue_size=64, shuffle_bn=4),
+    "moco_queue_filling": method_args("MoCo", queue_size=80, queue_init="empty"),
+    "simclr_lars": [*method_args("SimCLR"), "--model.optimizer.name", "lars",
+                    "--model.optimizer.exclude_bias_and_norm", "true"],
+    "sce_bf16": [*method_args("SCE", queue_size=64, shuffle_bn=4),
+                 "--trainer.precision", "bf16-mixed"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_captured_steps_equal_eager_steps_bit_for_bit(tmp_path, case: str) -> None:
+    args = [*CASES[case], "--trainer.max_epochs", "2"]
+    eager = _fit(tmp_path, "eager", args)
+    captured = _fit(tmp_path, "captured", [*args, *CAPTURED])
+    assert captured[1].trainer.global_step == 8
+    _assert_same_run(eager, captured)
+
+
+def _checkpoint(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+@pytest.mark.parametrize(("first", "then"), [("captured", "captured"), ("eager", "captured"),
+                                             ("captured", "eager")])
+def test_a_stopped_run_resumes_exactly_in_either_mode(tmp_path, first: str, then: str) -> None:
+    """2 epochs straight (captured) == 1 epoch, a stop, and a resume, each step eager or
+    captured: every tensor of the final checkpoint, bit for bit, and the step count."""
+    base = [*method_args("SCE", queue_size=48, shuffle_bn=4), "--trainer.max_epochs", "2"]
+    pretrain([*TINY, *base, *CAPTURED, "--output", str(tmp_path / "straight")])
+    split = [*TINY, *base, "--output", str(tmp_path / "split")]
+    cli, _ = build([*split, *(CAPTURED if first == "captured" else [])])
+    cli.trainer.callbacks.append(StopAfterEpochs(1))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    pretrain([*split, *(CAPTURED if then == "captured" else []), "--resume", "last"])
+    a = _checkpoint(tmp_path / "straight" / "checkpoints" / "last.ckpt")
+    b = _checkpoint(tmp_path / "split" / "checkpoints" / "last.ckpt")
+    assert a["global_step"] == b["global_step"] == 8
+    assert [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k],
+                                                          b["state_dict"][k])] == []
+    for index, entry in a["optimizer_states"][0]["state"].items():
+        assert torch.equal(entry["momentum_buffer"],
+                           b["optimizer_states"][0]["state"][index]["momentum_buffer"])
+    assert torch.equal(a["augmentation_rng"]["states"][0], b["augmentation_rng"]["states"][0])
+
+
+@pytest.mark.parametrize(
+    ("method", "kw"),
+    [("SCE", {"queue_size": 32, "shuffle_bn": 4, "symmetric": "true"}),
+     ("SimCLR", {"temperature": "contrastkit.losses.DySTreSSTemperature"})],
+)
+def test_captured_step_reads_nothing_back(tmp_path, method: str, kw: dict) -> None:
+    cli, _ = build([*SETTINGS, *method_args(method, **kw), *CAPTURED,
+                    "--output", str(tmp_path / "run")])
+    inventory = Inventory()
+    cli.trainer.callbacks.append(inventory)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert inventory.batches == 5
+    assert inventory.found == []
+
+
+def test_the_step_reads_its_changing_values_at_a_device_counter(tmp_path) -> None:
+    """The tables hold the scheduler's learning rates and the EMA schedule's rates; the state
+    they are read with is a device tensor that the step itself advances."""
+    from contrastkit.models.momentum import cosine_momentum
+    from contrastkit.train.graph_optim import at_step
+
+    cli, _ = build([*TINY, *method_args("SCE", queue_size=64, shuffle_bn=4), *CAPTURED,
+                    "--trainer.max_epochs", "1", "--output", str(tmp_path / "run")])
+    kept = KeepCaptured()
+    cli.trainer.callbacks.append(kept)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    module, step = cli.model, kept.step
+    scheduler = cli.trainer.lr_scheduler_configs[0].scheduler
+    assert step.step.device.type == "cpu" and step.step.dtype == torch.int64
+    assert int(step.step) == cli.trainer.global_step == 4
+    total = module._total_steps()
+    for k in (0, 1, 3, total, total + 5):
+        counter = torch.tensor(k)
+        expected = [base * f(min(k, total)) for f, base in zip(scheduler.lr_lambdas,
+                                                              scheduler.base_lrs, strict=True)]
+        got = at_step(step.update.lr, counter, torch.float64).tolist()
+        assert got == expected
+        rate = float(at_step(step.ema_rate, counter, torch.float64))
+        assert rate == 1.0 - cosine_momentum(min(k, total), total, module.method.base_momentum)
+    queue = module.method.queue
+    assert int(queue.ptr) == queue._ptr == (4 * 32) % 64  # moved on the device, host in step
+
+
+class KeepCaptured(L.Callback):
+    """Keeps the module's captured step (the module lets it go when training ends)."""
+
+    step = None
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.step = pl_module._captured
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--model.method.temperature", "contrastkit.losses.KuklevaCosineTemperature"],
+      "temperature of SCE is a schedule"),
+     (["--trainer.gradient_clip_val", "1.0"], "does not clip gradients"),
+     (["--model.optimizer.name", "adamw"], "computes SGD and LARS steps, not adamw"),
+     (["--trainer.accumulate_grad_batches", "2"], "one batch per optimiser step")],
+)
+def test_what_a_captured_step_cannot_compute_is_one_line(tmp_path, extra, message) -> None:
+    """Refused before anything runs, naming the option and the way out."""
+    args = [*method_args("SCE", queue_size=32), *CAPTURED, "--trainer.max_epochs", "1", *extra]
+    with pytest.raises(ValueError, match=message) as caught:
+        build([*TINY, *args, "--output", str(tmp_path / "run")])
+    assert "\n" not in str(caught.value) and "step eager" in str(caught.value)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+class TraceOnce(L.Callback):
+    """After 2 steps: the captured step traced whole by ``torch.compile`` (``fullgraph=True``,
+    dynamo's own ``eager`` backend: the graph's operators run as traced, no code generated),
+    against 2 plain steps from the same state."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+        self.plain: list[float] = []
+        self.traced: list[float] = []
+        self.states: list[dict] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step != 2:
+            return
+        trainer.should_stop = True
+        captured = pl_module._captured
+        saved = {k: v.clone() for k, v in pl_module.state_dict().items()}
+        buffers = [b.clone() for b in _momentum_buffers(captured)]
+        counter, rng = captured.step.clone(), pl_module.augmentation_rng.generator.get_state()
+
+        def backend(gm, example_inputs):
+            self.graphs += 1
+            return gm.forward
+
+        traced = torch.compile(captured._step, fullgraph=True, backend=backend)
+        for fn, losses in ((captured._step, self.plain), (traced, self.traced)):
+            for _ in range(2):
+                captured.prepare(*batch)
+                losses.append(float(fn()["loss"]))
+                captured.finish()
+            self.states.append({k: v.clone() for k, v in pl_module.state_dict().items()})
+            pl_module.load_state_dict(saved)
+            for buffer, value in zip(_momentum_buffers(captured), buffers, strict=True):
+                buffer.copy_(value)
+            captured.step.copy_(counter)
+            pl_module.augmentation_rng.generator.set_state(rng)
+
+
+def _momentum_buffers(captured) -> list:
+    state = captured.update.optimizer.state
+    return [state[p]["momentum_buffer"] for p in captured.update.params]
+
+
+def test_the_captured_step_traces_as_one_graph(tmp_path) -> None:
+    """The step that is captured (views, forward, loss, backward, SGD, EMA, queue, NaN flag)
+    is one graph without break for ``torch.compile(fullgraph=True)`` (a break would be a host
+    read or Python state a CUDA graph could not replay), and the traced steps give the plain
+    steps' losses and weights (to float32 rounding: the traced backward is dynamo's record of
+    the autograd formulas, which may sum a gradient's parts in another order)."""
+    torch._dynamo.reset()
+    torch._dynamo.config.trace_autograd_ops = True
+    cli, _ = build([*TINY, *method_args("SCE", queue_size=64, shuffle_bn=4), *CAPTURED,
+                    "--trainer.max_epochs", "3", "--output", str(tmp_path / "run")])
+    trace = TraceOnce()
+    cli.trainer.callbacks.append(trace)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    assert trace.graphs == 1
+    assert trace.plain[0] == trace.traced[0]  # the first loss comes before any update
+    torch.testing.assert_close(trace.traced, trace.plain, rtol=1e-6, atol=0)
+    plain, traced = trace.states
+    for key, value in plain.items():
+        torch.testing.assert_close(traced[key], value, rtol=1e-5, atol=1e-7, msg=key)
+
+
+@pytest.mark.slow
+def test_a_two_process_captured_run_equals_the_eager_one(tmp_path) -> None:
+    """DDP, 2 gloo processes (the real command line): the captured step averages the
+    gradients as DDP does (each divided by 2, one all-reduce) and shuffles the keys over both
+    processes; both runs end with the same weights, queue and optimiser state, bit for bit."""
+    from child_runs import finish
+    from test_ddp_pretrain import CONVNET, checkpoint, start
+
+    args = [*CONVNET, "--trainer.max_epochs", "2", "--model.method.shuffle_bn", "4"]
+    runs = [start(tmp_path / "eager", *args),
+            start(tmp_path / "captured", *args, *CAPTURED)]  # side by side: start-ups dominate
+    for run in runs:
+        finish(run)
+    a, b = checkpoint(tmp_path / "eager"), checkpoint(tmp_path / "captured")
+    assert a["global_step"] == b["global_step"] > 0
+    assert [k for k in a["state_dict"] if not torch.equal(a["state_dict"][k],
+                                                          b["state_dict"][k])] == []
+    for index, entry in a["optimizer_states"][0]["state"].items():
+        assert torch.equal(entry["momentum_buffer"],
+                           b["optimizer_states"][0]["state"][index]["momentum_buffer"])
