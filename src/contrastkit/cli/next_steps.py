@@ -1,5 +1,5 @@
 """The last lines of a finished ``contrastkit pretrain``: what the run reached, where its results
-are, and the command that evaluates it."""
+are, the command that evaluates it and the one that trains it longer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning as L
 
+from contrastkit.train.extend import how_to_extend
 from contrastkit.train.summary_figure import SUMMARY_FIGURE
 
 
@@ -28,8 +29,9 @@ def eval_data_args(datamodule: object) -> list[str] | None:
 
 def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
     """What a finished run prints last: epochs and steps done, the kNN monitor's last and best
-    values when it ran, the run folder's main files, and the ``eval knn --baselines`` command
-    that answers "are these features useful?" (``docs/evaluation.md`` has the others)."""
+    values when it ran, the run folder's main files, the ``eval knn --baselines`` command
+    that answers "are these features useful?" (``docs/evaluation.md`` has the others), and
+    the ``--extend-to`` command that trains the run longer."""
     done = (f"pretraining done: {trainer.current_epoch} epochs ({trainer.global_step} "
             "optimiser steps)")
     monitor = trainer.callback_metrics.get("val/knn_top1")
@@ -51,4 +53,7 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
         lines.append(f"next:    {shlex.join(command)}")
         lines.append("         (against raw pixels and a random initialisation; "
                      "docs/evaluation.md has the other protocols)")
+    if trainer.max_epochs and trainer.max_epochs > 0:
+        lines.append(f"train longer: {how_to_extend(output, trainer.max_epochs)} (a stated new "
+                     "schedule: docs/configs.md)")
     return "\n".join(lines)
