@@ -9,7 +9,7 @@ randomly initialised and raw pixels with the protocol of
 linear probes trained on 1, 5 and 10 labelled images per class (10 seeded, stratified draws)
 and on all labels, tested on the test split as given and shifted by 1/8 of the image side.
 The printed protocol and table are also written to ``demo.md`` and ``demo.json`` in the run
-folder.
+folder (``demo.json`` also keeps the logged loss and kNN monitor of the pretraining).
 
 ``--data cifar10`` (``make demo DATA=cifar10``) runs the same comparison on CIFAR-10 with
 ``configs/demo/cifar10_sce.yaml`` (ResNet-18, CIFAR stem; Lightning's ``accelerator: auto``
@@ -25,7 +25,9 @@ Archives and folders are decoded once into the array cache ``.cache/demo-cifar10
 ``--root`` the official archive is downloaded into ``--download-dir`` (default
 ``data/cifar10``) and kept only if its MD5 matches.
 
-Other arguments go to ``contrastkit pretrain`` (e.g. ``--trainer.max_epochs 5``). An
+``--threads N|auto`` sets the CPU threads of the whole demo, pretraining and evaluation
+(default: auto, as ``contrastkit``). Other arguments go to ``contrastkit pretrain`` (e.g.
+``--trainer.max_epochs 5``). An
 interrupted demo continues with ``--output RUN --resume`` (same other arguments): pretraining
 resumes from ``RUN/checkpoints/last.ckpt``, then the evaluation runs.
 """
@@ -33,6 +35,7 @@ resumes from ``RUN/checkpoints/last.ckpt``, then the evaluation runs.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -42,9 +45,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from contrastkit.checkpoints import load_backbone
+from contrastkit.cli.parsing import THREADS_HELP
 from contrastkit.data.sources.images import datasets
+from contrastkit.errors import RunInterrupted, run_command
 from contrastkit.eval.report import write_json, write_text
 from contrastkit.models.factory import build_backbone
+from contrastkit.threads import using_threads
+from contrastkit.train.callbacks import read_metrics_csv
 from examples.demos import protocol
 
 if TYPE_CHECKING:
@@ -78,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="labelled images per class (default 1 5 10)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(protocol.SEEDS),
                         help="seeds of the draws of labelled images (default 0..9)")
+    parser.add_argument("--threads", default="auto", metavar="N|auto", help=THREADS_HELP)
     return parser
 
 
@@ -117,6 +125,19 @@ def cifar10_data_args(root: str | None, download_dir: str) -> list[str]:
         "cifar-10-batches-py/, or an archive or folder with train/<class>/ and test/<class>/)")
 
 
+#: The logged values of a pretraining run that ``demo.json`` keeps (``pretraining``).
+TRAJECTORY_KEYS = ("train/loss", "val/knn_top1")
+
+
+def trajectory(metrics: Path) -> dict[str, list[list[float]]]:
+    """The pretraining run's logged loss and kNN monitor, ``{key: [[step, value], ...]}``, from
+    its ``metrics.csv``: training is deterministic, so a rerun of the first steps must log the
+    same values (``tests/demos/test_demo.py`` checks ``docs/demo.json``'s against the code)."""
+    return {key: [[step, value] for step, value in zip(*read_metrics_csv(metrics, key),
+                                                       strict=True)]
+            for key in TRAJECTORY_KEYS}
+
+
 def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds: list[int]) -> dict:
     """Run the protocol on the finished pretraining run of ``cli`` in ``output`` (data ``name``);
     print the protocol, then the table; write both to ``demo.md`` and the numbers to
@@ -142,17 +163,21 @@ def evaluate(cli: PretrainCLI, output: Path, name: str, shots: list[int], seeds:
     write_text(output / "demo.md", f"# {title}\n\n```\n{text}\n```\n\n{table}")
     write_json(output / "demo.json", {"data": name, "dataset": data.dataset_name,
                                       "root": data.root, "shots": shots, "seeds": seeds,
-                                      "probe": asdict(protocol.PROBE), "results": results})
+                                      "probe": asdict(protocol.PROBE), "results": results,
+                                      "threads": torch.get_num_threads(),
+                                      "pretraining": trajectory(output / "metrics.csv")})
     print(f"checkpoint: {output / 'checkpoints' / 'last.ckpt'}\n"
           f"loss curve: {output / 'loss_curve.png'}\ntable:      {output / 'demo.md'}")
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the demo (see the module docstring)."""
-    from contrastkit.cli.pretrain import pretrain
+    """Run the demo (see the module docstring); returns the exit status. A bad option or file,
+    and a stop by SIGINT or SIGTERM, print one line (the stop's line says how to resume)."""
+    from contrastkit.cli.pretrain import PRETRAIN_HINTS, pretrain
 
-    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, extra = _parser().parse_known_args(argv)
     config = CONFIG[args.data]
     if not config.is_file():
         raise SystemExit(f"demo config not found at {config} (run from a source checkout)")
@@ -165,10 +190,43 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--resume needs --output RUN, the folder of the interrupted demo")
     output = Path(args.output or time.strftime(f"runs/demo-{args.data}-%Y%m%d-%H%M%S"))
     resume = ["--resume", "last"] if args.resume else []
-    cli = pretrain(["--config", str(config), "--output", str(output), *data_args, *extra,
-                    *resume])
-    evaluate(cli, output, args.data, args.shots, args.seeds)
-    return 0
+
+    def body() -> int:
+        with using_threads(args.threads):
+            try:
+                cli = pretrain(["--config", str(config), "--output", str(output), *data_args,
+                                *extra, *resume])
+            except RunInterrupted as err:
+                raise RunInterrupted(resume_line(str(err), argv, output), err.status) from None
+            evaluate(cli, output, args.data, args.shots, args.seeds)
+        return 0
+
+    return run_command("demo", body, PRETRAIN_HINTS)
+
+
+def resume_line(stopped: str, argv: list[str], output: Path) -> str:
+    """The line of a demo stopped by a signal: pretraining's line (where it stopped, what is
+    saved), with the command that resumes the demo instead of the pretraining alone."""
+    where, _, _ = stopped.partition(": resume with ")
+    if where == stopped:  # nothing saved: the same command starts it again
+        return stopped
+    again = [a for a in _without_option(argv, "--output") if a != "--resume"]
+    command = shlex.join([sys.executable, "-m", "examples.demos.pretrain", *again, "--output",
+                          str(output), "--resume"])
+    return f"{where}: resume the demo with {command}"
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    """``argv`` without ``name VALUE`` / ``name=VALUE``."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(name + "="):
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from dataclasses import fields
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.eval.analyze import AnalyzeOptions, analyze
 
 
 def analyze_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit analyze ...``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit analyze", parents=[common_parser()],
         formatter_class=DefaultsHelpFormatter,
         description="Embedding diagnostics and figures of a frozen backbone beside its random "
@@ -55,4 +56,4 @@ def analyze_command(argv: Sequence[str]) -> int:
         print(analyze(eval_request(args), options, argv).markdown)
         return 0
 
-    return guard("contrastkit analyze", body)
+    return guard("contrastkit analyze", body, args.threads)

@@ -9,10 +9,12 @@ import argparse
 from collections.abc import Callable
 from dataclasses import fields
 
+from contrastkit.cli.parsing import add_threads_option
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
 from contrastkit.data.decode.video import VideoDecodeError
 from contrastkit.errors import run_command
 from contrastkit.eval.setup import DEFAULT_CACHE, EvalRequest
+from contrastkit.threads import using_threads
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -114,6 +116,7 @@ def common_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, mps")
     r.add_argument("--seed", type=int, default=0, help="seed of probes, views and bootstrap")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_threads_option(r)
     return p
 
 
@@ -127,9 +130,20 @@ HINTS: dict[type[BaseException], str] = {
 }
 
 
-def guard(prog: str, body: Callable[[], int]) -> int:
-    """Run ``body``; expected failures become ``prog: error: message`` and exit status 2."""
-    return run_command(prog, body, HINTS)
+def guard(prog: str, body: Callable[[], int], threads: str | None = None,
+          hints: dict[type[BaseException], str] | None = None) -> int:
+    """Run ``body`` with the ``--threads`` value ``threads`` (when given, see
+    :func:`contrastkit.threads.using_threads`); expected failures become
+    ``prog: error: message`` and exit status 2, with the option of ``hints`` (default
+    :data:`HINTS`) that fixes them."""
+
+    def threaded() -> int:
+        if threads is None:
+            return body()
+        with using_threads(threads):
+            return body()
+
+    return run_command(prog, threaded, HINTS if hints is None else hints)
 
 
 def eval_request(args: argparse.Namespace) -> EvalRequest:

@@ -10,12 +10,13 @@ import argparse
 from collections.abc import Sequence
 
 from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.eval.compare import compare_evaluations
 
 
 def compare_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit compare RUN_A RUN_B``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit compare", formatter_class=DefaultsHelpFormatter,
         description="Compare two `contrastkit eval` folders with a paired bootstrap interval.")
     parser.add_argument("run_a", help="eval output folder of model A")

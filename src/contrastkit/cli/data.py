@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.data.loading.pack import pack_folder
 from contrastkit.errors import run_command
 
@@ -23,7 +23,7 @@ def data_command(argv: list[str]) -> int:
 
 def _pack(argv: list[str]) -> int:
     """``contrastkit data pack SRC DEST [--shards] [--max-side N] ...``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit data pack",
         description="Write an image folder once into a store (same layout, images bounded to "
         "--max-side and re-encoded) or into tar shards (--shards) for --data.dataset shards.")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.data.sources import registry
 from contrastkit.eval.features import extract_features
 from contrastkit.eval.results import write_outputs
@@ -31,7 +32,7 @@ EMBED_FILES = frozenset({"embeddings.npy", "files.txt", "labels.npy", "classes.t
 
 def embed_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit embed``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit embed", parents=[common_parser()],
         formatter_class=DefaultsHelpFormatter,
         description="Write the embeddings of a folder's images (.npy + file list) and a "
@@ -60,7 +61,7 @@ def _files(dataset: object) -> list[str] | None:
 def embed_command(argv: Sequence[str]) -> int:
     """``contrastkit embed ...``; returns the exit status."""
     args = embed_parser().parse_args(list(argv))
-    return guard("contrastkit embed", lambda: _embed(args, argv))
+    return guard("contrastkit embed", lambda: _embed(args, argv), args.threads)
 
 
 def _embed(args: argparse.Namespace, argv: Sequence[str]) -> int:

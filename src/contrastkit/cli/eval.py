@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Sequence
 
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.data.sources.registry import is_video_dataset
 from contrastkit.eval.protocols import (
     FinetuneEval,
@@ -45,7 +46,7 @@ def _linear_options(p: argparse.ArgumentParser) -> None:
 
 def eval_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval PROTOCOL ...``."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit eval", formatter_class=DefaultsHelpFormatter,
         description="Evaluate a frozen backbone with one protocol "
         "(sentence encoders: contrastkit eval sts --help).")
@@ -54,7 +55,8 @@ def eval_parser() -> argparse.ArgumentParser:
     knn = sub.add_parser("knn", parents=[common], help="weighted kNN (Wu et al. 2018)",
                          formatter_class=DefaultsHelpFormatter)
     knn.add_argument("--k", type=int, default=None,
-                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS)")
+                     help="neighbours (default: the run's kNN monitor's, else 200 as DySTreSS; "
+                     "at most the bank's size)")
     knn.add_argument("--temperature", type=float, default=None,
                      help="vote temperature (default: the run's kNN monitor's, else 0.1)")
     knn.add_argument("--metric", choices=("cosine", "l2"), default="cosine",
@@ -149,4 +151,4 @@ def eval_command(argv: Sequence[str]) -> int:
         print(evaluate(eval_request(args), protocol_options(args), argv).markdown)
         return 0
 
-    return guard("contrastkit eval", body)
+    return guard("contrastkit eval", body, args.threads)

@@ -4,14 +4,13 @@
 
 from __future__ import annotations
 
-import argparse
-
+from contrastkit.cli.parsing import CommandParser
 from contrastkit.errors import run_command
 
 
 def export_command(argv: list[str]) -> int:
     """``contrastkit export ...``; returns the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="contrastkit export",
         description="Write a checkpoint's backbone: ResNets as a torchvision-layout state_dict, "
         "other backbones with their own keys and architecture (.pth, or .safetensors by file "

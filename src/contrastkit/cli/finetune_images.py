@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
-from contrastkit.cli.common import DefaultsHelpFormatter
+from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data import augment
 from contrastkit.data.sources import registry
 from contrastkit.data.sources.transfer_sets import (
@@ -32,7 +33,6 @@ from contrastkit.data.sources.transfer_sets import (
     read_transfer_set,
 )
 from contrastkit.data.sources.wrappers import ResizedSquare
-from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.finetune_images import (
     DYSTRESS_A2,
@@ -53,7 +53,7 @@ SPLITS = {"flowers102": ("train", "test"), "mura": ("train", "valid"),
 
 def finetune_images_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval finetune`` on image data sets."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="contrastkit eval finetune", formatter_class=DefaultsHelpFormatter,
         description="Fine-tune the whole network with a new classifier on an image data set "
         "(DySTreSS appendix A.2). Video data sets (SCE D.3) have their own options: "
@@ -93,6 +93,7 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the augmentations, the classifier and the data order")
     p.add_argument("--quiet", action="store_true", help="no line per epoch on stderr")
+    add_threads_option(p)
     return p
 
 
@@ -136,7 +137,8 @@ def _split(args: argparse.Namespace, split: str, load: int):
 def finetune_images_command(argv: Sequence[str]) -> int:
     """``contrastkit eval finetune ...`` on an image data set; returns the exit status."""
     args = finetune_images_parser().parse_args(list(argv))
-    return run_command("contrastkit eval finetune", lambda: _finetune(args, argv))
+    return guard("contrastkit eval finetune", lambda: _finetune(args, argv), args.threads,
+                 hints={})
 
 
 def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:

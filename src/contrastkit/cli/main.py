@@ -6,7 +6,9 @@ from __future__ import annotations
 import importlib
 import sys
 
+from contrastkit.cli.parsing import did_you_mean
 from contrastkit.errors import plain_warnings
+from contrastkit.threads import sleep_while_waiting
 
 USAGE = """usage: contrastkit COMMAND [options]   (contrastkit --version: the version)
 
@@ -27,12 +29,10 @@ commands:
   data       write an image folder once into a store or tar shards (docs/data.md):
              contrastkit data pack SRC DEST [--shards] [--max-side N]
 
-pretrain, eval and analyze take --threads N|auto: CPU threads per operator (default auto:
-OMP_NUM_THREADS, else the cores); waiting threads sleep instead of spinning (docs/performance.md)
+pretrain, eval, analyze and embed take --threads N|auto: CPU threads per operator (default
+auto: OMP_NUM_THREADS, else the cores); waiting threads sleep instead of spinning
+(docs/performance.md). COMMAND --help lists a command's options.
 """
-
-#: The commands that take ``--threads``.
-THREADED = ("pretrain", "eval", "analyze")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,22 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"contrastkit {__version__}")
         return 0
-    command, rest = argv[0], argv[1:]
-    if command not in THREADED:
-        return _dispatch(command, rest)
-    from contrastkit.threads import configure_threads, pop_threads
-
-    try:
-        previous = configure_threads(pop_threads(rest))
-    except ValueError as err:
-        print(f"contrastkit {command}: error: {err}", file=sys.stderr)
-        return 2
-    try:
-        return _dispatch(command, rest)
-    finally:
-        import torch
-
-        torch.set_num_threads(previous)
+    sleep_while_waiting()  # before a command's imports load torch's OpenMP runtime
+    return _dispatch(argv[0], argv[1:])
 
 
 #: Each command's module in this package and the function that runs it.
@@ -79,7 +65,9 @@ COMMANDS = {
 
 def _dispatch(command: str, rest: list[str]) -> int:
     if command not in COMMANDS:
-        print(f"contrastkit: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+        hint = did_you_mean(command, COMMANDS)
+        print(f"contrastkit: error: unknown command {command!r}{hint} (contrastkit --help "
+              "lists them)", file=sys.stderr)
         return 2
     module, function = COMMANDS[command]  # imported on use: each command's imports are its own
     return getattr(importlib.import_module(f"contrastkit.cli.{module}"), function)(rest)

@@ -8,7 +8,8 @@ names the run folder, which must be empty or new (``--overwrite`` replaces an ea
 there); ``--resume PATH`` (or ``--resume last``) continues a run exactly from a checkpoint,
 dropping the metrics the interrupted run logged after it. A resume continues the same run: a
 configuration whose data, seed or method differ from the checkpoint's is refused, a change of
-how it is computed is recorded (:mod:`contrastkit.train.run_identity`).
+how it is computed is recorded (:mod:`contrastkit.train.run_identity`). ``--extend-to EPOCHS``
+trains a run longer with a stated new schedule (:mod:`contrastkit.train.extend`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from contrastkit import __version__
 from contrastkit.cli.config_errors import config_error_line
+from contrastkit.cli.next_steps import finished_lines
 from contrastkit.cli.short_help import short_help
 from contrastkit.data.augment.views import loader_crop_specs
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
@@ -42,6 +44,7 @@ from contrastkit.outputs import (
     clear_outputs,
     write_skipped_files,
 )
+from contrastkit.threads import pop_threads, using_threads
 from contrastkit.train.callbacks import (
     BestCheckpoint,
     EpochSummaryCallback,
@@ -54,6 +57,15 @@ from contrastkit.train.callbacks import (
 )
 from contrastkit.train.captured_step import check_capturable
 from contrastkit.train.datamodule import PretrainDataModule, is_labelled
+from contrastkit.train.extend import (
+    LENGTH,
+    ExtendedSchedule,
+    epochs_done,
+    extension_args,
+    how_to_extend,
+    is_finished,
+    recorded_schedule,
+)
 from contrastkit.train.module import PretrainModule
 from contrastkit.train.progress import ProgressBarWithTimeLeft
 from contrastkit.train.resume import (
@@ -217,6 +229,8 @@ def trainer_defaults(output_dir: str = "runs/pretrain") -> dict:
         ],
         "max_epochs": 100,
         "log_every_n_steps": 10,
+        # the layer table Lightning prints at the start (enable_model_summary: true shows it)
+        "enable_model_summary": False,
         # A sanity validation pass at start-up would consume RNG draws that a resumed run
         # makes and an uninterrupted one does not; exact resume needs it off.
         "num_sanity_val_steps": 0,
@@ -238,7 +252,12 @@ RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
                         the same run: other data, seed or method settings are refused;
                         other workers, devices or precision are recorded in
                         DIR/resumes.jsonl; config.yaml stays as the run started
+  --extend-to EPOCHS    train the finished (or stopped) run in --output longer: it becomes
+                        a run of EPOCHS epochs, whose schedules it follows from where it
+                        is (warm-up kept; recorded in DIR/resumes.jsonl; docs/configs.md)
   --overwrite           replace the earlier run in --output (removes only its files)
+  --threads N|auto      CPU threads per operator (default: auto, OMP_NUM_THREADS when set,
+                        else the cores this process may use); waiting threads sleep
 """
 
 
@@ -263,20 +282,30 @@ def _check_run_folder(output_dir: str, overwrite: bool) -> list[Path]:
                    key=lambda path: path.name != "last.ckpt")
     last = found[0] if found else None
     if last is not None and not overwrite:
+        try:
+            state = read_checkpoint(last)
+            epochs = recorded_schedule(state)["max_epochs"] if is_finished(state) else None
+        except ValueError:  # damaged: --resume last says which one it takes
+            epochs = None
+        go_on = (f"pass --extend-to N (e.g. {2 * epochs}) to train it longer" if epochs else
+                 "pass --resume last to continue it")
         raise FileExistsError(
-            f"--output {output_dir} already holds a run ({last}): pass --resume last to "
-            "continue it, --overwrite to start afresh there, or choose another --output")
+            f"--output {output_dir} already holds a {'finished ' if epochs else ''}run "
+            f"({last}): {go_on}, --overwrite to start afresh there, or choose another "
+            "--output")
     return check_output_folder(output_dir, overwrite=overwrite, owned=RUN_OUTPUTS.__contains__)
 
 
-def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) -> None:
+def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None,
+                 extending: bool = False) -> None:
     """Checks of the whole configuration that would otherwise fail after training started.
 
     Temperatures are checked by the methods when they are built (before this).
 
     Raises:
-        ValueError: for a method that needs labels on unlabelled images, or a checkpoint to
-            resume whose model differs from the configured one.
+        ValueError: for a method that needs labels on unlabelled images, a checkpoint to
+            resume whose model differs from the configured one, or a finished run resumed
+            without ``--extend-to`` (``extending``: the run's length may change).
     """
     method = cli.model.method
     data = cli.datamodule
@@ -287,7 +316,14 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None) 
         raise ValueError(f"{type(method).__name__} needs labels, but data.root {data.root} has "
                          "no class sub-folders")
     if resumed is not None:
-        check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path)
+        check_resume_fits(cli.model, cli.trainer, resumed, ckpt_path,
+                          allowed=(LENGTH,) if extending else ())
+        if not extending and is_finished(resumed):
+            epochs = recorded_schedule(resumed)["max_epochs"]
+            run = Path(cli.trainer.default_root_dir)
+            raise ValueError(f"--resume {ckpt_path}: the run has finished its {epochs} epochs, "
+                             f"there is nothing to resume; to train it longer: "
+                             f"{how_to_extend(run, epochs)} (docs/configs.md)")
     if not cli.model.automatic_optimization:
         check_capturable(cli.model, cli.trainer)
 
@@ -318,18 +354,22 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
         raise SystemExit(0)
     resume = _pop_option(argv, "--resume")
     output_dir = _pop_option(argv, "--output") or "runs/pretrain"
+    extend_to = _epochs_option(_pop_option(argv, "--extend-to"))
     overwrite = "--overwrite" in argv
     if overwrite:
         argv.remove("--overwrite")
-    if overwrite and resume is not None:
-        raise ValueError("--overwrite starts afresh and --resume continues: give one of them")
+    if overwrite and (resume is not None or extend_to is not None):
+        option = "--resume" if resume is not None else "--extend-to"
+        raise ValueError(f"--overwrite starts afresh and {option} continues: give one of them")
+    if extend_to is not None and resume is None:
+        resume = "last"
     check_output_path(output_dir)
     lock = FolderLock(output_dir)
     if launched_as_rank_zero():  # the other processes of a multi-process run share its lock
         lock.acquire()
         remove_partial_files(Path(output_dir))
     try:
-        cli, ckpt_path = _build_locked(argv, output_dir, resume, overwrite)
+        cli, ckpt_path = _build_locked(argv, output_dir, resume, overwrite, extend_to)
     except BaseException:
         lock.release()
         raise
@@ -338,8 +378,17 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     return cli, ckpt_path
 
 
+def _epochs_option(value: str | None) -> int | None:
+    """The number of ``--extend-to EPOCHS`` (None when absent)."""
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"--extend-to needs a number of epochs >= 1, got {value!r}")
+    return int(value)
+
+
 def _build_locked(argv: list[str], output_dir: str, resume: str | None,
-                  overwrite: bool) -> tuple[PretrainCLI, str | None]:
+                  overwrite: bool, extend_to: int | None = None) -> tuple[PretrainCLI, str | None]:
     """:func:`build`, once the run folder is locked."""
     earlier: list[Path] = []
     resumed = None
@@ -350,10 +399,14 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path, resumed = newest_checkpoint(Path(output_dir) / "checkpoints")
     else:
         ckpt_path, resumed = resume, read_checkpoint(resume)
+    if extend_to is not None:  # appended: they win over the config's values
+        argv = [*argv, *extension_args(resumed, extend_to, ckpt_path)]
     classes = (TextPretrainModule, TextDataModule) if is_text_config(argv) else (
         PretrainModule, PretrainDataModule)
-    # a resumed run keeps the config.yaml it was started with (changes go to resumes.jsonl)
-    keeps_config = resumed is not None and (Path(output_dir) / "config.yaml").is_file()
+    # a resumed run keeps the config.yaml it was started with (changes go to resumes.jsonl);
+    # an extended one takes its new length there
+    keeps_config = (resumed is not None and extend_to is None
+                    and (Path(output_dir) / "config.yaml").is_file())
     try:
         cli = PretrainCLI(
             *classes,
@@ -372,8 +425,15 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
-    validate_run(cli, resumed, ckpt_path)
+    validate_run(cli, resumed, ckpt_path, extending=extend_to is not None)
     identity, changed = checked_identity(cli, resumed, ckpt_path)
+    if extend_to is not None:
+        then = recorded_schedule(resumed)["max_epochs"]
+        changed = {**changed, LENGTH: (then, extend_to)}
+        cli.trainer.callbacks.append(ExtendedSchedule())
+        print(f"extending the run from {then} to {extend_to} epochs: from epoch "
+              f"{epochs_done(resumed) + 1} on, the schedules of a {extend_to}-epoch run "
+              f"(recorded in {Path(output_dir) / RESUMES})", file=sys.stderr)
     cli.trainer.callbacks.append(identity)
     if cli.schedule_notice:
         print(cli.schedule_notice, file=sys.stderr)
@@ -382,7 +442,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         if resumed is not None:
             truncate_metrics(Path(output_dir) / "metrics.csv", int(resumed["global_step"]))
             record_changes(Path(output_dir), changed, str(ckpt_path),
-                           int(resumed["global_step"]))
+                           int(resumed["global_step"]), epochs_done(resumed))
         write_skipped_files(Path(output_dir), cli.datamodule.skipped)
     return cli, ckpt_path
 
@@ -392,27 +452,38 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
 #: deprecation of ``isinstance(treespec, LeafSpec)`` used inside Lightning, the checkpoint
 #: folder's "exists and is not empty" (a fresh run's folder is checked to be empty, so it only
 #: appears when resuming, where it is expected), the empty list of validation loaders of a run
-#: without monitor (``data.val_split: null``, unlabelled images), and Lightning's advertisement
-#: for a cloud logger.
+#: without monitor (``data.val_split: null``, unlabelled images), and the logging interval longer
+#: than an epoch (the interval counts steps over the whole run, so the loss is logged anyway).
 _NOISE = ("LightningCLI's args parameter is intended to run from within Python",
           r"`isinstance\(treespec, LeafSpec\)` is deprecated",
           r"Checkpoint directory .* exists and is not empty",
-          r"Total length of `list` across ranks is zero")
-_TIP = "💡 Tip:"
+          r"Total length of `list` across ranks is zero",
+          r"The number of training batches \(\d+\) is smaller than the logging interval")
+
+#: Beginnings of Lightning's informational lines that say nothing about the run: its
+#: advertisement for a cloud logger, accelerators that this machine does not have (a GPU that
+#: is there is still named), a note on how it counts the steps of the learning-rate schedule,
+#: its "max_epochs reached" (a finished run says what it did: :mod:`.next_steps`), and the
+#: seed (``config.yaml`` records it; the line would come before a one-line error).
+_NOISE_LINES = ("💡 Tip:", "GPU available: False", "TPU available: False",
+                "HPU available: False",
+                "Loading `train_dataloader` to estimate number of stepping batches",
+                "`Trainer.fit` stopped: ", "Seed set to ")
 
 
-class _DropTips(logging.Filter):
+class _DropNoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(_TIP)
+        return not str(record.msg).startswith(_NOISE_LINES)
 
 
 def silence_known_warnings() -> None:
-    """Hide the known messages of :data:`_NOISE` and Lightning's logger tip (nothing else)."""
+    """Hide the known messages of :data:`_NOISE` and :data:`_NOISE_LINES` (nothing else)."""
     for message in _NOISE:
         warnings.filterwarnings("ignore", message=message)
-    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _DropTips) for f in rank_zero.filters):
-        rank_zero.addFilter(_DropTips())
+    for name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.seed"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNoise) for f in logger.filters):
+            logger.addFilter(_DropNoise())
 
 
 def _unwrap_link_error(err: ValueError) -> BaseException:
@@ -431,11 +502,23 @@ def pretrain(argv: list[str] | None = None) -> PretrainCLI:
     summary figure of what was logged so far are written, and
     :class:`~contrastkit.errors.RunInterrupted` says how to resume (exit status 130 / 143). A
     fresh run that fails before its first checkpoint removes its files, so that the same command
-    can be run again.
+    can be run again. ``--threads N|auto`` sets the CPU threads of the run (restored after it;
+    without it the process's setting stays).
 
     Raises:
         RunInterrupted: after SIGINT or SIGTERM.
+        ValueError: for a bad ``--threads``, before anything runs.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    threads = pop_threads(argv)
+    if threads is None:
+        return _pretrain(argv)
+    with using_threads(threads):
+        return _pretrain(argv)
+
+
+def _pretrain(argv: list[str]) -> PretrainCLI:
+    """:func:`pretrain` with its threads set."""
     cli, ckpt_path = build(argv)
     stop = SignalStop()
     cli.trainer.callbacks.append(stop)
@@ -472,20 +555,27 @@ def _remove_failed_start(output_dir: Path) -> None:
         clear_outputs([e for e in output_dir.iterdir() if e.name in RUN_OUTPUTS])
 
 
+#: The option of ``contrastkit pretrain`` that fixes an error, for the errors that have one.
+PRETRAIN_HINTS: dict[type[BaseException], str] = {
+    UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they are "
+    "listed in the run folder's skipped_files.txt)",
+    VideoDecodeError: "pass --data.skip_corrupt true to skip unreadable videos (they are "
+    "listed in the run folder's skipped_files.txt)",
+    MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's shorter "
+    "side to N and centre-crop it when loading",
+}
+
+
 def pretrain_command(argv: list[str]) -> int:
-    """``contrastkit pretrain ...``; an expected failure is one line (with the option that
-    fixes it) and exit status 2."""
-    hints = {
-        UnreadableImageError: "pass --data.skip_corrupt true to skip unreadable images (they "
-        "are listed in the run folder's skipped_files.txt)",
-        VideoDecodeError: "pass --data.skip_corrupt true to skip unreadable videos (they are "
-        "listed in the run folder's skipped_files.txt)",
-        MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's "
-        "shorter side to N and centre-crop it when loading",
-    }
+    """``contrastkit pretrain ...``; a finished run ends with where its results are and what to
+    run next (:func:`~contrastkit.cli.next_steps.finished_lines`); an expected failure is one
+    line (with the option that fixes it) and exit status 2."""
 
     def body() -> int:
-        pretrain(argv)
+        cli = pretrain(argv)
+        if cli.trainer.is_global_zero:
+            print(finished_lines(cli.trainer, cli.datamodule,
+                                 Path(cli.trainer.default_root_dir)), flush=True)
         return 0
 
-    return run_command("contrastkit pretrain", body, hints)
+    return run_command("contrastkit pretrain", body, PRETRAIN_HINTS)

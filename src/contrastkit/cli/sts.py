@@ -21,6 +21,7 @@ import torch
 
 from contrastkit.checkpoints import read_metadata
 from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data.sources.sts import TASKS, read_pairs_file, read_task
 from contrastkit.eval import report
 from contrastkit.eval.results import check_output, header
@@ -40,7 +41,7 @@ _PREFIX = "method.backbone."
 
 def sts_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval sts``."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="contrastkit eval sts", formatter_class=DefaultsHelpFormatter,
         description="Spearman correlation of cosine similarities with gold scores (STS12-16, "
         "STS-B, SICK-R; SimCSE's 'all' aggregation), alignment and uniformity.")
@@ -63,6 +64,7 @@ def sts_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1")
     p.add_argument("--output", help="folder for results.json and results.md (default: print only)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier evaluation")
+    add_threads_option(p)
     return p
 
 
@@ -135,4 +137,4 @@ def _run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def sts_command(argv: Sequence[str]) -> int:
     """``contrastkit eval sts ...``; returns the exit status."""
     args = sts_parser().parse_args(list(argv))
-    return guard("contrastkit eval sts", lambda: _run(args, argv))
+    return guard("contrastkit eval sts", lambda: _run(args, argv), args.threads)

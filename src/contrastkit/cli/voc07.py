@@ -24,11 +24,11 @@ import numpy as np
 import torch
 
 from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
-from contrastkit.cli.common import DefaultsHelpFormatter
+from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data import augment
 from contrastkit.data.sources.voc07 import DIFFICULT, PRESENT, VOC07Images, read_voc07
 from contrastkit.data.sources.wrappers import ResizedSquare
-from contrastkit.errors import run_command
 from contrastkit.eval import report
 from contrastkit.eval.features import extract_features, feature_cache_key
 from contrastkit.eval.results import header
@@ -46,7 +46,7 @@ COST_SELECTION = ("per class, by stratified k-fold cross-validation on the train
 
 def voc07_parser() -> argparse.ArgumentParser:
     """Parser of ``contrastkit eval voc07``."""
-    p = argparse.ArgumentParser(
+    p = CommandParser(
         prog="contrastkit eval voc07", formatter_class=DefaultsHelpFormatter,
         description="VOC2007 classification with one-vs-rest linear SVMs on frozen features "
         "(SCE Tables 9-10): per-class AP and mAP (VOC07 11-point, all-point).")
@@ -76,6 +76,7 @@ def voc07_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
     p.add_argument("--device", default="cpu", help="cpu, cuda, ...")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_threads_option(p)
     return p
 
 
@@ -163,7 +164,7 @@ def _markdown(results: dict, classes: list[str], last: dict) -> str:
 def voc07_command(argv: Sequence[str]) -> int:
     """``contrastkit eval voc07 ...``; returns the exit status."""
     args = voc07_parser().parse_args(list(argv))
-    return run_command("contrastkit eval voc07", lambda: _voc07(args, argv))
+    return guard("contrastkit eval voc07", lambda: _voc07(args, argv), args.threads, hints={})
 
 
 def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -76,7 +76,7 @@ class KnnEval:
 
     Attributes:
         k, temperature: neighbours and vote temperature (None: the run's kNN monitor's, else
-            200 and 0.1 as DySTreSS).
+            200 and 0.1 as DySTreSS; that k at most the bank's size, as the monitor used it).
         metric: similarity of the neighbour search (``cosine`` or ``l2``).
         backend: neighbour search (``auto``: faiss when installed, ``faiss``, ``torch``).
         baselines: also evaluate raw pixels and the randomly initialised backbone, with
@@ -190,10 +190,11 @@ def _features(s: Setup) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 def run_knn(s: Setup, o: KnnEval, out: Path | None) -> Outcome:
     """Weighted kNN (Wu et al. 2018, eq. 8) with top-1/top-5/mean-per-class accuracy."""
     a = s.request
-    k = o.k if o.k is not None else int(s.run.knn_k or KNN_K)
     temperature = o.temperature if o.temperature is not None else \
         float(s.run.knn_temperature or KNN_TEMPERATURE)
     bank = len(open_split(s, a.train_split))  # type: ignore[arg-type]
+    # the default k, as the run's kNN monitor used it, is at most the bank; a k given is kept
+    k = o.k if o.k is not None else min(int(s.run.knn_k or KNN_K), bank)
     if k > bank:  # checked before any feature is extracted
         raise ValueError(f"k={k} is larger than the bank ({bank} images of --train-split "
                          f"{a.train_split}): pass --k {bank} or less")

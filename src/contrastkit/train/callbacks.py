@@ -28,7 +28,7 @@ from contrastkit.checkpoints import (
     weights_digest,
 )
 from contrastkit.outputs import FolderLock, temp_file_beside
-from contrastkit.train.progress import EpochClock, time_left
+from contrastkit.train.progress import EpochClock, epoch_label, time_left
 
 
 class _WriteErrorRecorder:
@@ -251,9 +251,9 @@ class EpochSummaryCallback(L.Callback):
             return
         metrics = trainer.callback_metrics
         values = [f"{k} {float(metrics[k]):.4f}" for k in self.KEYS if k in metrics]
-        total = f"/{trainer.max_epochs}" if trainer.max_epochs and trainer.max_epochs > 0 else ""
         left = time_left(self.clock.seconds, trainer.current_epoch + 1, trainer.max_epochs)
-        print(f"epoch {trainer.current_epoch + 1}{total} (step {trainer.global_step}, "
+        print(f"{epoch_label(trainer.current_epoch, trainer.max_epochs)} (step "
+              f"{trainer.global_step}, "
               f"{elapsed:.1f} s{', ' + left if left else ''}): " + ", ".join(values),
               flush=True)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm, convert_inf
+
 from contrastkit.train.logging import LoggingStepProgressBar
 
 
@@ -48,20 +50,34 @@ class EpochClock:
 
 
 class ProgressBarWithTimeLeft(LoggingStepProgressBar):
-    """The progress bar refreshed on the logging steps, with ``left: ~N min`` (the run's time
-    left, from the second epoch on) beside the logged values."""
+    """The progress bar refreshed on the logging steps, labelled ``epoch N/MAX`` (counted from
+    1, as the one-line-per-epoch summary), with ``left: ~N min`` (the run's time left, from the
+    second epoch on) beside the logged values. The kNN monitor's pass has no bar of its own:
+    its result shows beside the loss."""
 
     def __init__(self, refresh_rate: int = 1) -> None:
         super().__init__(refresh_rate=refresh_rate)
         self.clock = EpochClock()
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
-        super().on_train_epoch_start(trainer, pl_module)
+        # Lightning's own, with the label counted from 1 (it would show "Epoch 0" first)
+        if self._leave:
+            self.train_progress_bar = self.init_train_tqdm()
+        bar = self.train_progress_bar
+        bar.reset()
+        bar.total, bar.initial = convert_inf(self.total_train_batches), 0
+        bar.set_description(epoch_label(trainer.current_epoch, trainer.max_epochs))
         self.clock.start()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         self.clock.stop()
+        bar = self.train_progress_bar
+        if bar is not None and bar.total is not None and bar.n < bar.total:
+            bar.n = bar.total  # the epoch is done: the bar says so between logging steps too
         super().on_train_epoch_end(trainer, pl_module)
+
+    def init_validation_tqdm(self) -> Tqdm:
+        return Tqdm(disable=True)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         metrics = super().get_metrics(trainer, pl_module)
@@ -69,3 +85,10 @@ class ProgressBarWithTimeLeft(LoggingStepProgressBar):
         if left:
             metrics["left"] = left.removesuffix(" left")
         return metrics
+
+
+def epoch_label(current_epoch: int, max_epochs: int | None) -> str:
+    """``epoch N/MAX`` for Lightning's 0-based ``current_epoch`` (``epoch N`` without a
+    maximum)."""
+    total = f"/{max_epochs}" if max_epochs and max_epochs > 0 else ""
+    return f"epoch {current_epoch + 1}{total}"

@@ -18,6 +18,7 @@ import io
 import os
 import signal
 import warnings
+from collections.abc import Collection
 from dataclasses import asdict
 from pathlib import Path
 
@@ -200,10 +201,11 @@ def lost_peer(err: BaseException, trainer: L.Trainer, output_dir: Path) -> Conne
 
 
 def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dict,
-                      path: str | None) -> None:
+                      path: str | None, allowed: Collection[str] = ()) -> None:
     """Refuse to resume ``model`` from the checkpoint ``resumed`` (read from ``path``) when it
     was trained with another method or backbone, holds another model, or would change the
-    learning-rate schedule.
+    learning-rate schedule (but for the schedule keys ``allowed``: ``trainer.max_epochs`` when
+    the run is extended, :mod:`contrastkit.train.extend`).
 
     Raises:
         ValueError: naming the checkpoint, what differs, and the run's own config.
@@ -219,7 +221,7 @@ def check_resume_fits(model: L.LightningModule, trainer: L.Trainer, resumed: dic
         recorded = {**{k: v for k, v in backbone.items() if v is None}, **recorded}
     if recorded not in (None, backbone):
         _differs(path, f"has the backbone {record['backbone']}, the config {backbone}")
-    _check_same_schedule(model, trainer, resumed, path)
+    _check_same_schedule(model, trainer, resumed, path, allowed)
 
 
 def _differs(path: str | None, what: str) -> None:
@@ -231,10 +233,11 @@ def _differs(path: str | None, what: str) -> None:
 
 
 def _check_same_schedule(model: L.LightningModule, trainer: L.Trainer, resumed: dict,
-                         path: str | None) -> None:
+                         path: str | None, allowed: Collection[str] = ()) -> None:
     """Refuse a resume whose run length or optimiser settings differ from the checkpoint's
-    (the learning-rate schedule would be recomputed mid-run). Checkpoints written before the
-    schedule was recorded are not checked."""
+    (the learning-rate schedule would be recomputed mid-run), but for the keys ``allowed``; a
+    longer run is told about ``--extend-to``. Checkpoints written before the schedule was
+    recorded are not checked."""
     recorded = (resumed.get("contrastkit") or {}).get("schedule")
     if not recorded:
         return
@@ -243,12 +246,16 @@ def _check_same_schedule(model: L.LightningModule, trainer: L.Trainer, resumed: 
     then = {"trainer.max_epochs": recorded.get("max_epochs"),
             "trainer.max_steps": recorded.get("max_steps"),
             **{f"optimizer.{k}": v for k, v in (recorded.get("optimizer") or {}).items()}}
-    changed = [k for k in now if k in then and now[k] != then[k]]
+    changed = [k for k in now if k in then and now[k] != then[k] and k not in allowed]
     if changed:
         key = changed[0]
+        longer = (key == "trainer.max_epochs" and (now[key] or 0) > (then[key] or 0)
+                  and (then[key] or 0) > 0)
+        way = (f"to train the run longer, give --extend-to {now[key]} instead (a stated new "
+               "schedule: docs/configs.md)" if longer else
+               "resume with the run's settings or start a new run")
         raise ValueError(f"--resume {path}: {key} is {now[key]} but the run was started with "
-                         f"{then[key]}, which would change its learning-rate schedule; resume "
-                         "with the run's settings or start a new run")
+                         f"{then[key]}, which would change its learning-rate schedule; {way}")
 
 
 def _check_same_model(expected: dict, found: dict, path: str | None) -> None:

@@ -148,12 +148,14 @@ def _show(value: Any) -> str:
 
 
 def record_changes(folder: Path, changed: Mapping[str, tuple], checkpoint: str,
-                   step: int) -> None:
-    """Append the changes of one resume to ``folder/resumes.jsonl`` (nothing when none)."""
+                   step: int, epoch: int | None = None) -> None:
+    """Append the changes of one resume to ``folder/resumes.jsonl`` (nothing when none), with
+    the checkpoint's step and, when given, its completed epochs."""
     if not changed:
         return
     line = {"resumed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "checkpoint": str(checkpoint), "step": int(step),
+            **({"epoch": int(epoch)} if epoch is not None else {}),
             "changed": {k: {"then": then, "now": now} for k, (then, now) in changed.items()}}
     with open(folder / RESUMES, "a") as handle:
         handle.write(json.dumps(line) + "\n")

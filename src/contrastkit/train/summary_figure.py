@@ -1,16 +1,18 @@
 """``summary.png`` of a pretraining run: the training loss averaged per epoch on an epoch axis
 beside the kNN monitor's top-1, with a one-line caption (drawn from ``metrics.csv`` at the end
-of fitting)."""
+of fitting); a run trained longer (``--extend-to``) shows both parts, a dashed line between."""
 
 from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
 
 from contrastkit.train.callbacks import saved_metrics_file
+from contrastkit.train.extend import extensions
 
 SUMMARY_FIGURE = "summary.png"
 
@@ -26,9 +28,11 @@ def per_epoch(path: str | os.PathLike, key: str) -> dict[int, float]:
 
 
 def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
-                     knn_k: int | None = None, num_classes: int = 0) -> Path | None:
+                     knn_k: int | None = None, num_classes: int = 0,
+                     extended: Sequence[tuple[int, int, int]] = ()) -> Path | None:
     """Draw the summary of the run whose ``metrics.csv`` is ``metrics_csv`` into ``path``;
-    None (nothing drawn) when no training loss was logged."""
+    None (nothing drawn) when no training loss was logged. ``extended``: the run's extensions
+    (:func:`contrastkit.train.extend.extensions`), each a dashed line where it starts."""
     from matplotlib.ticker import MaxNLocator
 
     from contrastkit.figures import new_figure, save_figure
@@ -61,6 +65,15 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
         ax2.legend(loc="best", fontsize="small")
         caption += ("; kNN: top-1 on the held-out split after each epoch, which should rise "
                     "while the loss falls (a falling loss with a flat kNN learns nothing useful).")
+    for axis in fig.axes:
+        for epoch, then, now in extended:
+            axis.axvline(epoch + 0.5, color="tab:gray", linestyle="--", linewidth=1,
+                         label=f"extended {then} -> {now} epochs")
+        if extended:
+            axis.legend(loc="best", fontsize="small")
+    if extended:
+        caption += (" Dashed: the run was extended (--extend-to), from there on with the "
+                    "schedules of the longer run.")
     return save_figure(fig, path, caption=caption)
 
 
@@ -78,6 +91,6 @@ class RunSummaryCallback(L.Callback):
         if metrics is not None:
             pl_module = trainer.lightning_module
             spec = getattr(pl_module, "online_spec", None)
-            plot_run_summary(metrics, Path(trainer.default_root_dir) / SUMMARY_FIGURE,
-                             getattr(spec, "knn_k", None),
-                             int(getattr(pl_module, "num_classes", 0) or 0))
+            run = Path(trainer.default_root_dir)
+            plot_run_summary(metrics, run / SUMMARY_FIGURE, getattr(spec, "knn_k", None),
+                             int(getattr(pl_module, "num_classes", 0) or 0), extensions(run))

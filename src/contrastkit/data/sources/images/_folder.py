@@ -41,7 +41,8 @@ class ImageFiles(Dataset):
             every file is fully decoded once **up front** (in this constructor, with
             ``workers`` threads), unreadable ones are removed from ``samples`` and listed in
             ``skipped``, and a single ``UserWarning`` says how many were skipped and names the
-            first few. A file that becomes unreadable after that check still raises when read.
+            first few (once per process for the same files). A file that becomes unreadable
+            after that check still raises when read.
         workers: threads for the up-front check.
 
     ``ds[i]`` returns ``(uint8 tensor (3, H, W), int)``; ``ds.skipped`` lists the paths of the
@@ -112,14 +113,21 @@ def _readable(path: str) -> bool:
     return _VERDICTS[key]
 
 
+#: ``(root, unreadable files)`` already warned about: a folder opened twice in one process (the
+#: train and test parts of a held-out split, an evaluation's two splits) warns once.
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
+
+
 def _drop_unreadable(
     samples: list[tuple[str, int]], root: Path, workers: int
 ) -> tuple[list[tuple[str, int]], list[str]]:
-    """The readable samples, and the paths of the unreadable ones (one warning for them)."""
+    """The readable samples, and the paths of the unreadable ones (one warning for them, once
+    per process)."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         ok = list(pool.map(_readable, [p for p, _ in samples], chunksize=64))
     bad = [p for (p, _), good in zip(samples, ok, strict=True) if not good]
-    if bad:
+    if bad and (str(root), tuple(bad)) not in _WARNED:
+        _WARNED.add((str(root), tuple(bad)))
         shown = ", ".join(escape_line(os.path.relpath(p, root)) for p in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         warnings.warn(
