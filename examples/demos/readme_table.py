@@ -26,7 +26,7 @@ END = "<!-- end of the demo table -->"
 
 def table_of(demo_json: Path) -> str:
     """The Markdown table ``make demo`` printed for the run whose ``demo.json`` this is."""
-    return results_table(json.loads(demo_json.read_text())["results"])
+    return results_table(json.loads(demo_json.read_text())["results"]).strip("\n")
 
 
 def readme_table(readme: str) -> str:

@@ -111,7 +111,7 @@ def test_a_resume_that_changes_how_the_run_is_computed_is_recorded_not_rewritten
     assert record["step"] == 2 and record["checkpoint"].endswith("last.ckpt")
     assert record["changed"] == {"model.performance": {
         "then": None, "now": {"channels_last": False, "compile": False,
-                              "compile_mode": "default"}}}
+                              "compile_mode": "default", "step": "eager"}}}
 
 
 def test_bytes_that_are_not_utf8_at_the_end_of_metrics_do_not_block_resume(copy, recwarn):

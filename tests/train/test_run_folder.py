@@ -38,7 +38,8 @@ def test_overwrite_replaces_the_earlier_run_and_nothing_else(tmp_path):
     out = tmp_path / "run"
     pretrain(_args(out, epochs=2))
     assert _loss_steps(out / "metrics.csv") == list(range(8))
-    with pytest.raises(FileExistsError, match=r"already holds a run.*--resume last.*--overwrite"):
+    with pytest.raises(FileExistsError,
+                       match=r"already holds a finished run.*--extend-to N.*--overwrite"):
         build(_args(out))
     pretrain(_args(out, "--overwrite"))
     assert _loss_steps(out / "metrics.csv") == list(range(4))  # the 2-epoch run's rows are gone
