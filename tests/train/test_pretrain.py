@@ -159,7 +159,7 @@ def test_output_dir_check_reports_too_little_space(tmp_path):
 
 def test_existing_run_is_not_overwritten(tmp_path):
     _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
-    with pytest.raises(FileExistsError, match="already holds a finished run.*--extend-to"):
+    with pytest.raises(FileExistsError, match=r"already holds a finished run.*--extend-to"):
         _run(tmp_path, "run", "--trainer.max_epochs", "1", method="SimCLR")
 
 
