@@ -33,8 +33,9 @@ initialisation, compilation), then one step is captured into a ``torch.cuda.CUDA
 replayed at every later step. Until the memory queue is full its size changes from step to
 step, so those steps run uncaptured. On the CPU the same step runs as plain code, step by step:
 what the tests check there (no host read, the same weights as the eager path) is what the graph
-replays. With ``compile`` the step is ``torch.compile``-d whole (``fullgraph=True``) before it
-is captured.
+replays. With ``compile`` the step's forward half (views, encoders, loss) is
+``torch.compile``-d (``fullgraph=True``) and captured with the rest
+(``benchmarks/step_graph.py`` compiles the whole step, backward included).
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class CapturedStep:
         scheduler: its ``LambdaLR``; the learning rates are tabulated from its functions.
         images: the first batch's images (shape, dtype and device of every batch).
         labels: the first batch's labels.
-        compile: ``torch.compile`` the step (``fullgraph=True``) before capturing it.
+        compile: ``torch.compile`` the step's forward half (``fullgraph=True``).
         warmup: steps run on a side stream before the capture (CUDA).
     """
 

@@ -55,9 +55,10 @@ class PerformanceSpec:
             ``None``: on CUDA devices only. Video (3-D) backbones are left as they are.
         compile: ``torch.compile`` the online and target encoders (backbone, projector,
             predictor) in place (``nn.Module.compile``: parameter names and checkpoints are
-            unchanged); with ``step: captured``, the whole step instead (``fullgraph=True``,
-            then captured). Off by default: compilation costs about a minute at start-up and
-            needs the device's compiler tool chain; see ``docs/performance.md``.
+            unchanged); with ``step: captured``, the step's forward half instead (views,
+            encoders, loss: ``fullgraph=True``), then captured with the rest. Off by
+            default: compilation costs about a minute at start-up and needs the device's
+            compiler tool chain; see ``docs/performance.md``.
         compile_mode: ``torch.compile`` mode of the eager step's encoders: ``default``,
             ``reduce-overhead`` (CUDA graphs) or ``max-autotune``.
         step: ``eager`` (default): Lightning's automatic optimisation, one operator at a time;
