@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from studies.repro import layout
+from studies.repro.block_records import BLOCK_LOG
 from studies.repro.collection import seed_values
 from studies.repro.layout import RECORDS, eval_dir
 from studies.repro.records import FINISHED
@@ -207,7 +208,7 @@ def device_command(block: Block, commit: str, *, dirty: bool = False,
     if rest:
         args += ["--", *rest]
     quoted = " ".join('"$OUT"' if a == "$OUT" else shlex.quote(a) for a in args)
-    return f'set -o pipefail; source .carry/env.sh && {quoted} 2>&1 | tee "$OUT/block.log"'
+    return f'set -o pipefail; source .carry/env.sh && {quoted} 2>&1 | tee "$OUT/{BLOCK_LOG}"'
 
 
 def device_call(block: Block, commit: str, *, dirty: bool = False) -> dict:

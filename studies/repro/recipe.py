@@ -147,10 +147,9 @@ def _temperature(value: object) -> object:
     return None if value is None else float(value)
 
 
-def effective(config: str, overrides: dict[str, object] | None = None) -> dict[str, object]:
+def effective(config: str) -> dict[str, object]:
     """What ``config`` (relative to the checkout) trains with, the library's defaults filled in:
-    the keys of :data:`RECIPE`'s settings. ``overrides``: method arguments given on the command
-    line (a block's chosen temperature)."""
+    the keys of :data:`RECIPE`'s settings."""
     from contrastkit.models.factory import BackboneSpec, HeadSpec
     from contrastkit.train.datamodule import PretrainDataModule
     from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
@@ -158,8 +157,7 @@ def effective(config: str, overrides: dict[str, object] | None = None) -> dict[s
     raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
     model, trainer = raw.get("model") or {}, raw.get("trainer") or {}
     method = model.get("method") or {}
-    args = {**_defaults(_class(method["class_path"])), **(method.get("init_args") or {}),
-            **(overrides or {})}
+    args = {**_defaults(_class(method["class_path"])), **(method.get("init_args") or {})}
     backbone = {**asdict(BackboneSpec()), **(args.get("backbone") or {})}
     head = {**asdict(HeadSpec()), **(args.get("projector") or {})}
     opt = {**asdict(OptimizerSpec()), **(model.get("optimizer") or {})}

@@ -46,9 +46,10 @@ def test_defaults_fill_what_a_config_leaves_out():
     assert sce["projector"] == (2, 512, 128, "hidden")  # the method's default head
     assert sce["warmup_epochs"] == 5.0 and sce["lr"] == (0.06, True, 0.9)  # OptimizerSpec's
     assert sce["monitor"] is None
-    # a block's override (Part A's best fixed temperature) reaches the temperature
-    simclr = effective("configs/repro/gpu/table3_simclr.yaml", {"temperature": 0.1})
-    assert simclr["temperatures"] == (0.1, None, None)
+    dystress = effective("configs/repro/gpu/table3_dystress.yaml")
+    assert dystress["temperatures"] == ((0.07, 0.2), None, None)  # DySTreSS's (t_min, t_max)
+    assert dystress["ema_queue"] is None  # no momentum branch
+    # the best fixed t's run trains block 2's config (its t given by its block)
     assert table_variant("simclr_best").config == "configs/repro/gpu/table3_simclr.yaml"
 
 
