@@ -11,7 +11,7 @@ STAMP := $(VENV)/.contrastkit-installed
 TORCH_PIN ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo demo-losses test test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
+.PHONY: demo demo-losses test test-slow test-all test-timm lint bench bench-gpu repro-cpu repro-gpu repro-report clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,8 +32,16 @@ demo: $(STAMP)
 demo-losses: $(STAMP)
 	$(PY) -m examples.demos.losses
 
-# two pytest workers: on 2 cores about 1.4 times faster than one (CONTRIBUTING.md)
+# two pytest workers: on 2 cores about 1.4 times faster than one (CONTRIBUTING.md). `make test`
+# leaves out the end-to-end checks marked slow (many processes, whole commands, kill and resume);
+# `make test-slow` runs those alone, `make test-all` everything.
 test: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m "not slow"
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n 2 -m slow
+
+test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2
 
 # The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the

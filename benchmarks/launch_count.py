@@ -4,12 +4,12 @@ A CPU proxy for the host cost of a GPU step: every operator a step dispatches co
 (about 5-8 us each on a GPU host) and most launch one kernel or more. This records, with a
 ``TorchDispatchMode``, one step of the real ``contrastkit pretrain`` loop (Lightning, views,
 method, loss, backward, optimiser, EMA and queue, logging) of a config, by default
-``configs/repro/gpu/table6_sce.yaml`` on the CPU with bf16 autocast, its queue full (the
-steady state), SGD in its foreach form (what torch picks on a GPU), the first steps excluded
-(constants are built and cached there), channels_last on (the CUDA default). The dataset is
-swapped for the bundled digits (the operator count does not depend on the pixels), the batch
-is small and the ResNet-18 narrowed to width 8 (nor on the sizes; a full-width bf16 step takes
-minutes on a 2-core CPU).
+``configs/repro/gpu/table6_sce.yaml`` with its eager step, on the CPU with bf16 autocast, its
+queue full (the steady state), SGD in its foreach form (what torch picks on a GPU), the first
+steps excluded (constants are built and cached there), channels_last on (the CUDA default).
+The dataset is swapped for the bundled digits (the operator count does not depend on the
+pixels), the batch is small and the ResNet-18 narrowed to width 8 (nor on the sizes; a
+full-width bf16 step takes minutes on a 2-core CPU).
 
 Phases (innermost wins): ``augmentation`` (the views), ``forward`` (the method without its
 loss, and the engine's own step work), ``loss``, ``backward``, ``optimizer`` (``zero_grad``
@@ -198,6 +198,9 @@ DEFAULT_ARGS = [
     "--model.views.size", "32", "--model.views.normalize", "cifar10",
     "--model.method.backbone", '{"name": "resnet18", "cifar_stem": true, "width": 8}',
     "--model.performance.channels_last", "true",  # what a CUDA run picks by default
+    # the eager step, whose launches each cost host time (the config's captured step replays
+    # them as one CUDA graph: benchmarks/step_graph.py measures that one)
+    "--model.performance.step", "eager", "--data.on_device", "false",
     "--trainer.accelerator", "cpu", "--trainer.precision", "bf16-mixed",
     "--trainer.max_epochs", "1", "--trainer.benchmark", "false",
     "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1000",

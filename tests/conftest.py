@@ -3,7 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+
+# No test needs the network: a model name that is not a folder fails at once from the local
+# Hugging Face cache instead of after the Hub client's retries (huggingface_hub reads this
+# when it is first imported, so before any test module imports it).
+os.environ["HF_HUB_OFFLINE"] = "1"
 from pathlib import Path
 
 import pytest

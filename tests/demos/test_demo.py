@@ -351,7 +351,6 @@ def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> N
         demo.main(["--resume"])
 
 
-@pytest.mark.slow
 def test_the_committed_demo_json_is_what_the_code_computes_today(tmp_path: Path) -> None:
     """Issue 37 item 10: docs/demo.json (whose table the README shows) is what ``make demo``
     computes with today's code. Pretraining is deterministic, so the demo's first epoch run

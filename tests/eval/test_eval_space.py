@@ -98,12 +98,14 @@ def test_analyze_in_projector_space_measures_the_projector_output(tiny_checkpoin
     for space in ("backbone", "projector"):
         out = tmp_path / space
         assert main(["analyze", "--checkpoint", str(tiny_checkpoint), "--data", "digits",
-                     "--space", space, "--no-cache", "--output", str(out)]) == 0
+                     "--space", space, "--no-cache", "--paper-references", "--output",
+                     str(out)]) == 0
         results = json.loads((out / "results.json").read_text())
         assert results["checkpoint"]["space"] == space
         metrics[space] = results["metrics"]
     stdout = capsys.readouterr().out
-    # the reading under each table names where its uniformity and alignment were measured
+    # the papers' reading under each table names where its uniformity and alignment were
+    # measured
     assert "(this backbone's features;" in stdout and "(the projector's output;" in stdout
     # the two spaces are different features: 16-d backbone output, 8-d projector output
     assert metrics["projector"]["uniformity"] != metrics["backbone"]["uniformity"]

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
 #: The words of every sentence the text tests use (anything else is [UNK]).

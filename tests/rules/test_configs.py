@@ -312,7 +312,6 @@ def test_command_line_overrides_config(tmp_path):
     assert config.trainer.max_epochs == 3
 
 
-@pytest.mark.slow
 def test_cpu_digits_config_trains_one_epoch(tmp_path):
     """The real CPU config, 1 epoch on 256 images (a few seconds on 2 cores)."""
     import torch

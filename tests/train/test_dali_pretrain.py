@@ -22,7 +22,6 @@ def test_dali_crops_refuse_streams_and_caches(tmp_path: Path):
                            crops="dali")
 
 
-@pytest.mark.slow
 def test_imagenet_config_pretrains_with_dali_crops(tmp_path: Path):
     pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed (contrastkit[dali])")
     root = jpeg_folder(tmp_path / "images", per_class=2)  # 4 images of two sizes

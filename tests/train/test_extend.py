@@ -15,6 +15,7 @@ import torch
 import yaml
 
 from contrastkit.cli import main
+from contrastkit.figures import figure_caption
 from contrastkit.optim import warmup_cosine
 from contrastkit.train.extend import extensions
 
@@ -63,7 +64,8 @@ def test_a_finished_run_extended_follows_the_longer_runs_schedule(finished, caps
                  str(finished), "--extend-to", "4"]) == 0
     printed = capsys.readouterr()
     assert "extending the run from 2 to 4 epochs: from epoch 3 on" in printed.err
-    assert "--extend-to 8" in printed.out.splitlines()[-1]
+    last = printed.out.splitlines()[-1]  # the finished run's last line: how to go on
+    assert last.startswith("train longer: ") and f"--output {finished} --extend-to 8" in last
     state = torch.load(finished / "checkpoints" / "last.ckpt", weights_only=False)
     assert state["epoch"] == 3 and state["global_step"] == 16
     assert state["contrastkit"]["schedule"]["max_epochs"] == 4
@@ -87,3 +89,5 @@ def test_a_finished_run_extended_follows_the_longer_runs_schedule(finished, caps
     assert extensions(finished) == [(2, 2, 4)]  # what summary.png marks with a dashed line
     assert (finished / "summary.png").stat().st_mtime >= (finished / "resumes.jsonl").stat(
         ).st_mtime
+    # the figure drawn after the extension was given it: its caption explains the dashed line
+    assert "Dashed: the run was extended (--extend-to)" in figure_caption(finished / "summary.png")

@@ -104,7 +104,6 @@ TINY_IMAGENET = [
 ]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("form", ["folder", "store", "shards", "stream"])
 def test_imagenet_config_pretrains_on_mixed_jpegs(tmp_path: Path, form: str):
     root = jpeg_folder(tmp_path / "images")

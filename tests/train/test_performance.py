@@ -79,7 +79,6 @@ def test_validation_views_are_channels_last_too(tmp_path) -> None:
     assert all(cl for training, cl in layouts if training)
 
 
-@pytest.mark.slow
 def test_compiled_encoders_give_the_same_loss_and_gradients() -> None:
     """A tiny convnet (a cold compilation of the ResNet takes minutes on 2 cores)."""
     tiny = {"backbone": BackboneSpec(name="small_convnet", width=4, out_dim=8),

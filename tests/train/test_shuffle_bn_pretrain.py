@@ -5,7 +5,6 @@ epoch and resumed draws the permutations an uninterrupted run draws."""
 from __future__ import annotations
 
 import lightning as L
-import pytest
 import torch
 from pretrain_args import TINY, method_args
 
@@ -21,7 +20,6 @@ def _last(path) -> dict:
     return torch.load(path / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
 
 
-@pytest.mark.slow
 def test_resume_with_shuffle_bn_is_exact(tmp_path):
     def args(name: str, seed: int = 0, epochs: int = 2) -> list[str]:
         return [*TINY, *method_args("SCE", queue_size=48, shuffle_bn=4), "--seed_everything",

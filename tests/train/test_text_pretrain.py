@@ -56,7 +56,6 @@ def test_text_runs_are_recognised(tmp_path):
     assert not is_text_config(["--data.dataset", "digits"])
 
 
-@pytest.mark.slow
 def test_pretrain_resumes_exactly(tmp_path, inputs):
     """3 epochs straight == 1 epoch, interruption, resume: weights, AdamW state, scheduler
     and RNG (dropout) state agree; the weights moved from the pretrained ones."""

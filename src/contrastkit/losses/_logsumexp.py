@@ -77,9 +77,17 @@ def _cosine_logits(anchors: Tensor, cands: Candidates) -> Tensor:
 
 @torch.no_grad()
 def target_distribution(
-    key: Tensor, cands: Candidates, temperature: float, diagonals: Sequence[int] = ()
-) -> Tensor:
-    """Softmax over candidates of ``key_i . c_j / temperature``, masked diagonals excluded.
+    key: Tensor,
+    cands: Candidates,
+    temperature: float,
+    diagonals: Sequence[int] = (),
+    *,
+    zero_logit: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Softmax over candidates of ``l_ij = key_i . c_j / temperature``, masked diagonals
+    excluded, and with ``zero_logit`` the (N,) target weight of a positive given the logit 0
+    beside them, ``a_i = 1 / (1 + sum_j exp(l_ij)) = sigmoid(-logsumexp_j l_ij)``, from the
+    same logits (else None).
 
     ``key`` is normalised. Computed without gradient (the target branch of ReSSL/SCE); masked
     entries are exactly 0.
@@ -87,21 +95,13 @@ def target_distribution(
     logits = _cosine_logits(key / temperature, cands)
     for offset in diagonals:
         logits.diagonal(offset).fill_(float("-inf"))
-    probs = logits.sub_(logits.amax(dim=1, keepdim=True)).exp_()  # softmax in place
-    return probs.div_(probs.sum(dim=1, keepdim=True))
-
-
-def zero_logit_weight(
-    key: Tensor, cands: Candidates, temperature: float, diagonals: Sequence[int] = ()
-) -> Tensor:
-    """(N,) target weight of a positive given the logit 0 beside the candidates' logits
-    ``key_i . c_j / temperature`` (masked diagonals excluded): ``1 / (1 + sum_j exp(l_ij))``,
-    the sigmoid of ``-logsumexp_j l_ij``. No gradient (a target)."""
-    with torch.no_grad():
-        logits = _cosine_logits(key / temperature, cands)
-        for offset in diagonals:
-            logits.diagonal(offset).fill_(float("-inf"))
-        return torch.sigmoid(-torch.logsumexp(logits, dim=1))
+    top = logits.amax(dim=1, keepdim=True)
+    probs = logits.sub_(top).exp_()  # softmax in place
+    total = probs.sum(dim=1, keepdim=True)
+    positive = None
+    if zero_logit:  # logsumexp_j l_ij = top_i + log(total_i)
+        positive = torch.sigmoid(total.log().add_(top).neg_()).squeeze(1)
+    return probs.div_(total), positive
 
 
 def negative_lse(

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contrastkit.checks import check_unit_interval
-from contrastkit.losses._logsumexp import negative_lse, target_distribution, zero_logit_weight
+from contrastkit.losses._logsumexp import negative_lse, target_distribution
 from contrastkit.losses._pairs import positive_logits, prepare_pairs
 from contrastkit.losses.temperature import check_temperature
 
@@ -53,18 +53,18 @@ def _sce_parts(
     check_temperature("target_temperature", target_temperature, per_pair=False)
     _check_positive_target(positive_target)
     pairs = prepare_pairs(query, key, negatives)
-    target = None
+    target = a = None
     if with_target:
-        target = target_distribution(
-            pairs.key, pairs.negatives, target_temperature, pairs.diagonals
+        target, a = target_distribution(
+            pairs.key, pairs.negatives, target_temperature, pairs.diagonals,
+            zero_logit=positive_target == "zero_logit",
         )
     lse, wdot = negative_lse(
         pairs.query, pairs.negatives, temperature, diagonals=pairs.diagonals, target=target
     )
     pos = positive_logits(pairs.query, pairs.key, temperature)
-    if with_target and positive_target == "zero_logit":
-        a = zero_logit_weight(pairs.key, pairs.negatives, target_temperature, pairs.diagonals)
-        wdot = a * pos + (1.0 - a) * wdot
+    if a is not None:  # the zero-logit positive's weight a_i, the negatives' (1 - a_i) s2_ij
+        wdot = torch.lerp(wdot, pos, a)  # a_i * pos_i + (1 - a_i) * wdot_i
     return pos, lse, wdot
 
 
