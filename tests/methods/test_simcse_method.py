@@ -53,6 +53,7 @@ def test_unknown_model_name_is_one_line_error():
     with pytest.raises(ValueError, match=r"encoder.name 'no-such-org/no-such-model'") as err:
         build_text_encoder(TextEncoderSpec(name="no-such-org/no-such-model"))
     assert "\n" not in str(err.value)
+    assert "HF_HUB_OFFLINE=1" in str(err.value)  # how to skip the Hub's retries without network
     with pytest.raises(FileNotFoundError, match=r"encoder\.name"):
         build_text_encoder(TextEncoderSpec(name="./no/such/folder"))
 

@@ -74,7 +74,7 @@ def _load(spec: TextEncoderSpec) -> tuple[nn.Module, object]:
         raise ValueError(
             f"encoder.name {spec.name!r}: neither a model folder nor a model in the local "
             "Hugging Face cache (without network, give the folder of a saved model and "
-            "tokenizer)") from None
+            "tokenizer; HF_HUB_OFFLINE=1 skips the Hub's retries)") from None
     return model, tokenizer
 
 
