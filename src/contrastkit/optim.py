@@ -87,6 +87,24 @@ def param_groups(
     return [g for g in groups if g["params"]]
 
 
+def lars_direction(params: list[Tensor], grads: list[Tensor],
+                   group: dict[str, Any]) -> list[Tensor]:
+    """:class:`LARS`'s step direction before momentum, ``d = g + wd w``, times the trust ratio
+    ``eta ||w|| / (||g|| + wd ||w||)`` per tensor (1 where a norm is 0) when the group sets
+    ``lars_adapt``: multi-tensor operations, no value read on the host (new tensors; ``grads``
+    and ``params`` are not changed)."""
+    wd, eta = group["weight_decay"], group["eta"]
+    d = torch._foreach_add(grads, params, alpha=wd) if wd != 0 else torch._foreach_mul(
+        grads, 1.0)
+    if group["lars_adapt"]:
+        w_norm = torch.stack(torch._foreach_norm(params))
+        g_norm = torch.stack(torch._foreach_norm(grads))
+        trust = eta * w_norm / (g_norm + wd * w_norm)
+        ok = (w_norm > 0) & (g_norm > 0)
+        torch._foreach_mul_(d, list(torch.where(ok, trust, torch.ones_like(trust)).unbind(0)))
+    return list(d)
+
+
 class LARS(Optimizer):
     """Layer-wise Adaptive Rate Scaling (You, Gitman & Ginsburg, 2017, arXiv:1708.03888).
 
@@ -163,16 +181,8 @@ class LARS(Optimizer):
         """The step of the class docstring for ``params`` (one device and dtype), in
         multi-tensor (``torch._foreach_*``) operations: a few fused kernels on a GPU instead
         of about ten per parameter, and no value read on the host."""
-        wd, eta, mom = group["weight_decay"], group["eta"], group["momentum"]
-        grads = [p.grad for p in params]
-        d = torch._foreach_add(grads, params, alpha=wd) if wd != 0 else torch._foreach_mul(
-            grads, 1.0)
-        if group["lars_adapt"]:
-            w_norm = torch.stack(torch._foreach_norm(params))
-            g_norm = torch.stack(torch._foreach_norm(grads))
-            trust = eta * w_norm / (g_norm + wd * w_norm)
-            ok = (w_norm > 0) & (g_norm > 0)
-            torch._foreach_mul_(d, list(torch.where(ok, trust, torch.ones_like(trust)).unbind(0)))
+        mom = group["momentum"]
+        d = lars_direction(params, [p.grad for p in params], group)
         if mom != 0:
             kept = [i for i, p in enumerate(params) if "momentum_buffer" in self.state[p]]
             for p, step in zip(params, d, strict=True):  # v starts at 0, so v_1 = d

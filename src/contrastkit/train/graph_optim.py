@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from contrastkit.optim import LARS
+from contrastkit.optim import LARS, lars_direction
 
 __all__ = ["OptimizerUpdate", "add_scaled_", "at_step", "step_table"]
 
@@ -139,15 +139,8 @@ class OptimizerUpdate:
     def _lars_direction(self, params: list[Tensor], grads: list[Tensor],
                         group: dict) -> list[Tensor]:
         """:class:`~contrastkit.optim.LARS`'s direction (its docstring), device-only."""
-        wd, eta, momentum = group["weight_decay"], group["eta"], group["momentum"]
-        d = torch._foreach_add(grads, params, alpha=wd) if wd != 0 else torch._foreach_mul(
-            grads, 1.0)
-        if group["lars_adapt"]:
-            w_norm = torch.stack(torch._foreach_norm(params))
-            g_norm = torch.stack(torch._foreach_norm(grads))
-            trust = eta * w_norm / (g_norm + wd * w_norm)
-            ok = (w_norm > 0) & (g_norm > 0)
-            torch._foreach_mul_(d, list(torch.where(ok, trust, torch.ones_like(trust)).unbind(0)))
+        momentum = group["momentum"]
+        d = lars_direction(params, grads, group)
         if momentum == 0:
             return d
         bufs = [self.optimizer.state[p]["momentum_buffer"] for p in params]
