@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch._dynamo
 from pretrain_args import TINY, StopAfterEpochs, method_args
-from test_hot_path import SETTINGS, Inventory
+from test_hot_path import SETTINGS, fit_with_inventory
 
 from contrastkit.cli.pretrain import build
 
@@ -133,11 +133,8 @@ def test_a_run_stopped_and_resumed_in_either_mode_ends_where_an_uninterrupted_on
      ("SimCLR", {"temperature": "contrastkit.losses.DySTreSSTemperature"})],
 )
 def test_captured_step_reads_nothing_back(tmp_path, method: str, kw: dict) -> None:
-    cli, _ = build([*SETTINGS, *method_args(method, **kw), *CAPTURED,
-                    "--output", str(tmp_path / "run")])
-    inventory = Inventory()
-    cli.trainer.callbacks.append(inventory)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    inventory = fit_with_inventory([*SETTINGS, *method_args(method, **kw), *CAPTURED,
+                                    "--output", str(tmp_path / "run")])
     assert inventory.batches == 5
     assert inventory.found == []
 

@@ -100,6 +100,15 @@ class Inventory(L.Callback):
         self._saved.clear()
 
 
+def fit_with_inventory(argv: list[str]) -> Inventory:
+    """Train the run that ``argv`` builds with an :class:`Inventory` attached; the inventory."""
+    cli, _ = build(argv)
+    inventory = Inventory()
+    cli.trainer.callbacks.append(inventory)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return inventory
+
+
 SETTINGS = [
     "--data.dataset", "digits", "--data.batch_size", "16", "--data.subset", "80",
     "--data.monitor_bank_size", "64", "--model.views.size", "8",
@@ -119,11 +128,8 @@ SETTINGS = [
     ],
 )
 def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:
-    cli, _ = build([*SETTINGS, *method_args(method, **kw), *extra,
-                    "--output", str(tmp_path / "run")])
-    inventory = Inventory()
-    cli.trainer.callbacks.append(inventory)
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    inventory = fit_with_inventory([*SETTINGS, *method_args(method, **kw), *extra,
+                                    "--output", str(tmp_path / "run")])
     assert inventory.batches == 5
     assert inventory.found == []
 

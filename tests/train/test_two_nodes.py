@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import child_runs
 import pytest
 import torch
 
@@ -174,12 +175,7 @@ def test_two_nodes_on_one_machine_train_stop_and_resume_as_one(tmp_path, one_thr
     a = torch.load(ckpts / "last.ckpt", map_location="cpu", weights_only=True)
     b = torch.load(one / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert a["global_step"] == b["global_step"] == 4
-    for key, value in b["state_dict"].items():
-        if value.is_floating_point():
-            torch.testing.assert_close(a["state_dict"][key], value, rtol=1e-5, atol=1e-6,
-                                       msg=lambda m, k=key: f"{k}: {m}")
-        else:
-            assert torch.equal(a["state_dict"][key], value), key
+    child_runs.assert_same_weights(a["state_dict"], b["state_dict"])
     # one writer: each logged step once, one TensorBoard file per start, nothing left over
     assert _logged_steps(out) == _logged_steps(one)
     assert len(list((out / "tensorboard").glob("events.out.tfevents.*"))) == 2
