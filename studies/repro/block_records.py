@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from contrastkit.outputs import temp_file_beside
+from contrastkit.outputs import temp_file_beside, write_bytes_atomic
 from studies.repro import layout
 from studies.repro.layout import RUNS
 from studies.repro.records import UNRECORDED, record
@@ -40,11 +40,7 @@ TAG_PATTERN = re.compile(r"gpu(-e[0-9]+)?")
 
 
 def _write_json(path: Path, data: dict) -> None:
-    fd, tmp = temp_file_beside(path)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_bytes_atomic(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def _recorded_files(folder: Path) -> list[Path]:

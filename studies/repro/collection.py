@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
-from contrastkit.outputs import temp_file_beside
+from contrastkit.outputs import write_bytes_atomic
 from studies.repro import layout, records
 from studies.repro.block_records import BLOCK_SUMMARY
 from studies.repro.layout import RUNS, eval_dir
@@ -227,11 +226,7 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
 
 def write_summary(summary: dict, path: Path) -> None:
     """Write ``summary`` as indented JSON to ``path``, atomically."""
-    fd, tmp = temp_file_beside(path)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(summary, handle, indent=2)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_bytes_atomic(path, (json.dumps(summary, indent=2) + "\n").encode())
 
 
 def run_tags(summary: dict, part: str) -> list[str]:
