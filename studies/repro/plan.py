@@ -74,7 +74,9 @@ class StudyCost:
         return self.train_seconds + self.eval_seconds
 
 
-def _step_seconds(stem: str, table: dict[str, float]) -> float:
+def planned_step_seconds(stem: str, table: dict[str, float] = STEP_SECONDS) -> float:
+    """The plan's CPU-seconds per step of the config or run ``stem`` (its longest prefix in
+    ``table``)."""
     prefixes = sorted((p for p in table if stem.startswith(p)), key=len, reverse=True)
     if not prefixes:
         raise KeyError(f"no planned step cost for config {stem!r}")
@@ -125,7 +127,7 @@ def planned_cost(studies: Sequence[Study],
     for study in studies:
         keys = [k for k, (name, _, _) in owner.items() if name == study.name]
         train = sum(config_steps(owner[k][1].config)
-                    * _step_seconds(Path(owner[k][1].config).stem, step_seconds)
+                    * planned_step_seconds(Path(owner[k][1].config).stem, step_seconds)
                     for k in keys if owner[k][2])
         evaluation = sum(_eval_seconds(evals[k]) for k in keys)
         out.append(StudyCost(study.name, sum(owner[k][2] for k in keys), train, evaluation))

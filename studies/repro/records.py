@@ -39,6 +39,7 @@ import tempfile
 from pathlib import Path
 
 from studies.repro import layout
+from studies.repro.invocations import pretrain_cost
 from studies.repro.layout import RECORDS, RUNS
 from studies.repro.provenance import PROVENANCE_LOG
 
@@ -78,7 +79,9 @@ def append_cost(log: Path, step: str, cpu_seconds: float, wall_seconds: float,
 def read_costs(folder: Path) -> dict[str, float]:
     """Sums of ``folder/cost.jsonl``: ``cost/cpu_seconds`` and ``cost/wall_seconds`` of every
     command, ``cost/pretrain_cpu_seconds`` and ``pretrain/wall_minutes`` of the pretraining
-    commands (over all invocations of a resumed run); empty without a log. A line cut short
+    commands (over the logged invocations of a resumed run), and the whole pretraining's
+    estimate where an invocation ended with its machine unlogged
+    (:func:`~studies.repro.invocations.pretrain_cost`); empty without a log. A line cut short
     by a crash is left out."""
     try:
         lines = (folder / COST_LOG).read_text().splitlines()
@@ -93,6 +96,7 @@ def read_costs(folder: Path) -> dict[str, float]:
     if pretrain:
         out["cost/pretrain_cpu_seconds"] = sum(e["cpu_seconds"] for e in pretrain)
         out["pretrain/wall_minutes"] = sum(e["wall_seconds"] for e in pretrain) / 60.0
+    out.update(pretrain_cost(folder / "pretrain", pretrain))
     return out
 
 

@@ -12,9 +12,10 @@ from studies.repro.plan import (
     ROUND_TWO,
     STEP_SECONDS,
     planned_cost,
+    planned_step_seconds,
 )
 from studies.repro.stats import SEED_SD, mde
-from studies.repro.studies import CPU_SEEDS, STUDIES
+from studies.repro.studies import CPU_SEEDS, STUDIES, Study
 from studies.repro.tuning import is_resolved, resolve_study
 
 #: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
@@ -83,6 +84,14 @@ def second_round_cost(summary: dict) -> tuple[float, float]:
     return cpu, wall
 
 
+def unlogged_pretrain_cpu(metrics: dict) -> float:
+    """CPU-seconds of a run's pretraining invocations that ended with their machine without a
+    cost line, estimated from its logged ones (:mod:`studies.repro.invocations`); 0 if none."""
+    estimated = metrics.get("cost/pretrain_cpu_seconds_estimated")
+    return 0.0 if estimated is None else max(
+        0.0, estimated - metrics.get("cost/pretrain_cpu_seconds", 0.0))
+
+
 def measured_cost_lines(summary: dict) -> list[str]:
     """The second round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of
     each command's process tree, wall time of each command): per config, and in total."""
@@ -92,6 +101,9 @@ def measured_cost_lines(summary: dict) -> list[str]:
     planned = sum(c.runs for c in planned_cost([STUDIES[n] for n in ROUND_TWO]))
     done = [r for r in runs if r.get("status") == "done"]
     cpu, wall = second_round_cost(summary)
+    unlogged = sum(unlogged_pretrain_cpu(r["metrics"]) for r in runs)
+    invocations = sum(int(r["metrics"].get("cost/pretrain_invocations", 0)) for r in runs)
+    logged = sum(int(r["metrics"].get("cost/pretrain_invocations_logged", 0)) for r in runs)
     studies = [resolve_study(STUDIES[n], summary.get("choices") or {}) for n in ROUND_TWO]
     wanted = {(v.stem, seed) for s in studies for seed in s.seeds for v in s.variants
               if v.stem not in REUSED}
@@ -103,20 +115,69 @@ def measured_cost_lines(summary: dict) -> list[str]:
         f"and evaluated (the plan: {planned}); {cpu / 3600:.2f} CPU-hours "
         f"{'in all' if finished else 'so far'}, every command included (runs under way and "
         f"comparisons too); the commands' wall time sums to {wall / 3600:.2f} hours (two "
-        "lanes side by side, at nice 19 on cores shared with other work). Per finished run:",
+        "lanes side by side, at nice 19 on cores shared with other work). "
+        f"{_unlogged_sentence(invocations, logged, unlogged, cpu)}"
+        f"{_rate_sentence(done, [STUDIES[n] for n in ROUND_TWO])}Per finished run:",
         "",
-        "| config | runs | pretraining CPU-min | evaluation CPU-min | pretraining wall-min |",
-        "|---|---|---|---|---|",
+        "| config | runs | pretraining CPU-min | of it logged | evaluation CPU-min "
+        "| pretraining wall-min (logged invocations) |",
+        "|---|---|---|---|---|---|",
     ]
     for stem in dict.fromkeys(r["stem"] for r in sorted(done, key=lambda r: r["stem"])):
         group = [r["metrics"] for r in done if r["stem"] == stem]
-        pre = [m.get("cost/pretrain_cpu_seconds", 0.0) / 60 for m in group]
+        pre = [(m.get("cost/pretrain_cpu_seconds", 0.0) + unlogged_pretrain_cpu(m)) / 60
+               for m in group]
         ev = [(m.get("cost/cpu_seconds", 0.0) - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
               for m in group]
         wall_min = [m.get("pretrain/wall_minutes", 0.0) for m in group]
-        lines.append(f"| `{stem}` | {len(group)} | {_mean_range(pre)} | {_mean_range(ev)} | "
-                     f"{_mean_range(wall_min)} |")
+        lines.append(f"| `{stem}` | {len(group)} | {_mean_range(pre)} | {_logged_share(group)} "
+                     f"| {_mean_range(ev)} | {_mean_range(wall_min)} |")
     return [*lines, ""]
+
+
+def _unlogged_sentence(invocations: int, logged: int, unlogged: float, cpu: float) -> str:
+    """What the page says of the pretraining invocations that left no cost line."""
+    if invocations <= logged:
+        return ""
+    return (f"{invocations - logged} of the {invocations} pretraining invocations ended with "
+            "their machine (a session's end) before the runner could log their cost; each left "
+            "its event file, whose logged steps tell how far it trained, so their CPU time is "
+            "estimated from the same run's logged CPU-seconds per step: "
+            f"{unlogged / 3600:.2f} CPU-hours more, {(cpu + unlogged) / 3600:.2f} with them "
+            "(`studies.repro.invocations`). ")
+
+
+def _rate_sentence(done: list[dict], studies: list[Study]) -> str:
+    """The finished runs' pretraining CPU-seconds per step against the plan's for the same
+    runs, and the second round's planned training at that ratio."""
+    trained = [r for r in done if r["metrics"].get("cost/pretrain_steps")]
+    if not trained:
+        return ""
+    steps = sum(r["metrics"]["cost/pretrain_steps"] for r in trained)
+    measured = sum(r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
+                   + unlogged_pretrain_cpu(r["metrics"]) for r in trained) / steps
+    planned = sum(r["metrics"]["cost/pretrain_steps"] * planned_step_seconds(r["stem"])
+                  for r in trained) / steps
+    plan_train = sum(c.train_seconds for c in planned_cost(studies))
+    return (f"Pretraining of the finished runs: {measured:.2f} CPU-seconds per step, against "
+            f"the plan's {planned:.2f} for the same runs ({measured / planned:.1f}x, on this "
+            "round's machine); at that ratio the round's planned training, "
+            f"{plan_train / 3600:.2f} CPU-hours, would take about "
+            f"{plan_train * measured / planned / 3600:.0f}. ")
+
+
+def _logged_share(group: list[dict]) -> str:
+    """The logged invocations' share of a config's pretraining: invocations and steps."""
+    inv = sum(int(m.get("cost/pretrain_invocations", 0)) for m in group)
+    inv_logged = sum(int(m.get("cost/pretrain_invocations_logged", 0)) for m in group)
+    steps = sum(int(m.get("cost/pretrain_steps", 0)) for m in group)
+    steps_logged = sum(int(m.get("cost/pretrain_steps_logged", 0)) for m in group)
+    if not inv:
+        return "all (no event files)"
+    if inv_logged == inv:
+        return "all"
+    return (f"{inv_logged} of {inv} invocations, {steps_logged:,} of {steps:,} steps "
+            "(the rest estimated)")
 
 
 def _mean_range(values: list[float]) -> str:

@@ -44,6 +44,48 @@ def _finished_run(repo, stem="sce", seed=0):
     return out
 
 
+def _event_file(pretrain: Path, started: dt.datetime, steps: range) -> None:
+    """One pretraining invocation's TensorBoard file: the training loss at ``steps``, a
+    minute apart from ``started`` on."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(pretrain / "tensorboard"), filename_suffix=f".{started:%H%M}")
+    for i, step in enumerate(steps):
+        writer.add_scalar("train/loss", 5.0, step, walltime=started.timestamp() + 60 * (i + 1))
+        writer.add_scalar("epoch", 1.0, step, walltime=started.timestamp() + 60 * (i + 1))
+    writer.close()
+
+
+def test_an_invocation_ended_with_its_machine_is_estimated_from_the_logged_ones(tmp_path):
+    """A run resumed across a lost machine: its first invocation (steps 0-99, logged every 10
+    steps) left an event file but no cost line; the second (steps 100-199) logged 500
+    CPU-seconds. The whole run's 200 steps are estimated at the logged 5 CPU-s per step."""
+    pytest.importorskip("tensorboard")
+    pre = tmp_path / "pretrain"
+    _event_file(pre, START, range(9, 100, 10))
+    resumed = START + dt.timedelta(hours=3)
+    _event_file(pre, resumed + dt.timedelta(seconds=40), range(109, 200, 10))
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 500.0, 700.0, 0, resumed)
+    append_cost(tmp_path / "cost.jsonl", "knn200", 70.0, 75.0, 0, resumed)
+    costs = read_costs(tmp_path)
+    assert costs["cost/pretrain_cpu_seconds"] == 500.0  # what was logged, unchanged
+    assert costs["cost/pretrain_invocations"] == 2
+    assert costs["cost/pretrain_invocations_logged"] == 1
+    assert costs["cost/pretrain_steps"] == 200 and costs["cost/pretrain_steps_logged"] == 100
+    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(1000.0)
+    # once every invocation is logged, the estimate is the logged sum itself
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 450.0, 600.0, -15, START)
+    costs = read_costs(tmp_path)
+    assert costs["cost/pretrain_invocations_logged"] == 2
+    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(950.0)
+
+
+def test_a_run_without_event_files_has_no_estimate(tmp_path):
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 500.0, 700.0, 0, START)
+    assert set(read_costs(tmp_path)) == {"cost/cpu_seconds", "cost/wall_seconds",
+                                         "cost/pretrain_cpu_seconds", "pretrain/wall_minutes"}
+
+
 def test_finished_mark(tmp_path):
     assert not finished(tmp_path, 30)  # no mark
     mark_finished(tmp_path, 30)

@@ -295,8 +295,25 @@ def test_measured_cost_and_gains_over_random_init():
     assert (f"2 runs finished and evaluated (the plan: 33); {total:.2f} CPU-hours so far, every "
             "command included (runs under way and comparisons too); the commands' wall time "
             "sums to 3.00 hours") in text
-    assert (f"| `{SINCERE_CELL}` | 2 | 40.0 (40.0-40.0) | 15.0 (10.0-20.0) | "
-            "50.5 (50.0-51.0) |") in text
+    assert (f"| `{SINCERE_CELL}` | 2 | 40.0 (40.0-40.0) | all (no event files) | "
+            "15.0 (10.0-20.0) | 50.5 (50.0-51.0) |") in text
+    assert "ended with their machine" not in text
+    # seed 1's first invocation ended with its machine: 600 of its 1,170 steps logged
+    summary["runs"][f"cpu/{SINCERE_CELL}/seed1"]["metrics"] |= {
+        "cost/pretrain_invocations": 2.0, "cost/pretrain_invocations_logged": 1.0,
+        "cost/pretrain_steps": 1170.0, "cost/pretrain_steps_logged": 600.0,
+        "cost/pretrain_cpu_seconds_estimated": 2400.0 / 600 * 1170}
+    text = render_report(summary)
+    unlogged = 2400.0 / 600 * 1170 - 2400.0
+    assert ("1 of the 2 pretraining invocations ended with their machine (a session's end) "
+            "before the runner could log their cost") in text
+    assert (f"{unlogged / 3600:.2f} CPU-hours more, {total + unlogged / 3600:.2f} with them"
+            in text)
+    # per step: seed 1 alone counted its steps, (2400 + 2280) / 1170 = 4.00; SINCERE planned 2.06
+    assert ("Pretraining of the finished runs: 4.00 CPU-seconds per step, against the plan's "
+            "2.06 for the same runs (1.9x, on this round's machine)") in text
+    assert (f"| `{SINCERE_CELL}` | 2 | {(2400 + 2400 / 600 * 1170) / 2 / 60:.1f} (40.0-78.0) | "
+            "1 of 2 invocations, 600 of 1,170 steps (the rest estimated) | ") in text
     # the provenance table: the commit that trained them
     assert ("| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: "
             in text)
