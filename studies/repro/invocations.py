@@ -8,14 +8,16 @@ does leave its own event file (``pretrain/tensorboard/events.out.tfevents.*``, w
 trains): its first and last logged steps give the steps it trained, and the time of its first
 log falls inside its command's span, which ties it to its cost line. :func:`pretrain_cost`
 matches the logged invocations to their event files and scales their CPU-seconds per step to
-the run's whole schedule:
+the steps of the unlogged ones:
 
-    estimated CPU-s = logged CPU-s / steps of the logged invocations x steps of the run
+    estimated CPU-s = logged CPU-s + (CPU-s / steps of the logged invocations)
+                                     x steps of the unlogged invocations
 
 An invocation's steps are counted from its first to its last logged step plus one logging
-interval (exact when it resumed at an epoch's end and finished or stopped at one; otherwise
-within one interval). The estimate assumes the unlogged invocations ran at the same rate per
-step (one thread, same code and machine type).
+interval: the steps it trained, those a resume repeats (from the last checkpoint before the
+machine went) included, to within one interval (the steps after its last log are not seen).
+The estimate assumes the unlogged invocations ran at the logged ones' rate per step (one
+thread, same code and machine type).
 """
 
 from __future__ import annotations
@@ -74,24 +76,29 @@ def pretrain_cost(pretrain_dir: Path, logged: list[dict]) -> dict[str, float]:
     Returns:
         Empty without event files. Otherwise ``cost/pretrain_invocations`` (event files that
         logged a step), ``cost/pretrain_invocations_logged`` (those with a cost line),
-        ``cost/pretrain_steps`` (the run's steps so far), ``cost/pretrain_steps_logged`` and,
-        where the logged invocations trained a step, ``cost/pretrain_cpu_seconds_estimated``.
+        ``cost/pretrain_steps`` (steps trained by all of them, a resume's repeated steps
+        included), ``cost/pretrain_steps_logged`` (by the logged ones) and, where the logged
+        invocations trained a step, ``cost/pretrain_cpu_seconds_estimated`` (every cost line
+        plus the unlogged invocations' steps at the logged ones' rate).
     """
     invocations = read_invocations(pretrain_dir)
     if not invocations:
         return {}
     interval = _log_interval(invocations)
-    matched = [inv for inv in invocations if _logged(inv, logged)]
-    steps = invocations[-1].last_step + 1  # steps count from 0
-    steps_logged = sum(inv.last_step - inv.first_step + interval for inv in matched)
+    trained = {inv: inv.last_step - inv.first_step + interval for inv in invocations}
+    spans = {inv: [e for e in logged if _spans(e, inv)] for inv in invocations}
+    matched = [inv for inv in invocations if spans[inv]]
+    steps = sum(trained.values())
+    steps_logged = sum(trained[inv] for inv in matched)
     out = {"cost/pretrain_invocations": float(len(invocations)),
            "cost/pretrain_invocations_logged": float(len(matched)),
            "cost/pretrain_steps": float(steps),
            "cost/pretrain_steps_logged": float(steps_logged)}
     if steps_logged > 0:
-        cpu = sum(float(e["cpu_seconds"]) for e in logged)
+        matched_cpu = sum(float(e["cpu_seconds"]) for inv in matched for e in spans[inv])
         out["cost/pretrain_cpu_seconds_estimated"] = (
-            cpu if len(matched) == len(invocations) else cpu / steps_logged * steps)
+            sum(float(e["cpu_seconds"]) for e in logged)
+            + matched_cpu / steps_logged * (steps - steps_logged))
     return out
 
 
@@ -100,13 +107,10 @@ def _log_interval(invocations: list[Invocation]) -> int:
     return min((i.interval for i in invocations if i.interval > 0), default=1)
 
 
-def _logged(invocation: Invocation, logged: list[dict]) -> bool:
-    """Whether a cost line's command spans the invocation's first training log."""
-    for entry in logged:
-        try:
-            start = dt.datetime.fromisoformat(entry["started"]).timestamp()
-        except (KeyError, TypeError, ValueError):
-            continue
-        if start <= invocation.started <= start + float(entry["wall_seconds"]):
-            return True
-    return False
+def _spans(entry: dict, invocation: Invocation) -> bool:
+    """Whether the cost line ``entry``'s command spans the invocation's first training log."""
+    try:
+        start = dt.datetime.fromisoformat(entry["started"]).timestamp()
+        return start <= invocation.started <= start + float(entry["wall_seconds"])
+    except (KeyError, TypeError, ValueError):
+        return False

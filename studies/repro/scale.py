@@ -176,7 +176,7 @@ def _logged_share(group: list[dict]) -> str:
         return "all (no event files)"
     if inv_logged == inv:
         return "all"
-    return (f"{inv_logged} of {inv} invocations, {steps_logged:,} of {steps:,} steps "
+    return (f"{inv_logged} of {inv} invocations, {steps_logged:,} of {steps:,} steps trained "
             "(the rest estimated)")
 
 

@@ -58,26 +58,30 @@ def _event_file(pretrain: Path, started: dt.datetime, steps: range) -> None:
 
 def test_an_invocation_ended_with_its_machine_is_estimated_from_the_logged_ones(tmp_path):
     """A run resumed across a lost machine: its first invocation (steps 0-99, logged every 10
-    steps) left an event file but no cost line; the second (steps 100-199) logged 500
-    CPU-seconds. The whole run's 200 steps are estimated at the logged 5 CPU-s per step."""
+    steps) left an event file but no cost line; the second resumed from the checkpoint of
+    step 80 (steps 80-199: 120 steps) and logged 600 CPU-seconds, 5 per step. The unlogged
+    100 steps are estimated at that rate; a cost line of a command that died before its first
+    log (no event file) counts as it is."""
     pytest.importorskip("tensorboard")
     pre = tmp_path / "pretrain"
     _event_file(pre, START, range(9, 100, 10))
     resumed = START + dt.timedelta(hours=3)
-    _event_file(pre, resumed + dt.timedelta(seconds=40), range(109, 200, 10))
-    append_cost(tmp_path / "cost.jsonl", "pretrain", 500.0, 700.0, 0, resumed)
+    _event_file(pre, resumed + dt.timedelta(seconds=40), range(89, 200, 10))
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 600.0, 800.0, 0, resumed)
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 2.0, 6.0, -15, resumed
+                - dt.timedelta(minutes=5))
     append_cost(tmp_path / "cost.jsonl", "knn200", 70.0, 75.0, 0, resumed)
     costs = read_costs(tmp_path)
-    assert costs["cost/pretrain_cpu_seconds"] == 500.0  # what was logged, unchanged
+    assert costs["cost/pretrain_cpu_seconds"] == 602.0  # what was logged, unchanged
     assert costs["cost/pretrain_invocations"] == 2
     assert costs["cost/pretrain_invocations_logged"] == 1
-    assert costs["cost/pretrain_steps"] == 200 and costs["cost/pretrain_steps_logged"] == 100
-    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(1000.0)
+    assert costs["cost/pretrain_steps"] == 220 and costs["cost/pretrain_steps_logged"] == 120
+    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(602.0 + 5.0 * 100)
     # once every invocation is logged, the estimate is the logged sum itself
-    append_cost(tmp_path / "cost.jsonl", "pretrain", 450.0, 600.0, -15, START)
+    append_cost(tmp_path / "cost.jsonl", "pretrain", 450.0, 6000.0, -15, START)
     costs = read_costs(tmp_path)
     assert costs["cost/pretrain_invocations_logged"] == 2
-    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(950.0)
+    assert costs["cost/pretrain_cpu_seconds_estimated"] == pytest.approx(1052.0)
 
 
 def test_a_run_without_event_files_has_no_estimate(tmp_path):

@@ -313,7 +313,7 @@ def test_measured_cost_and_gains_over_random_init():
     assert ("Pretraining of the finished runs: 4.00 CPU-seconds per step, against the plan's "
             "2.06 for the same runs (1.9x, on this round's machine)") in text
     assert (f"| `{SINCERE_CELL}` | 2 | {(2400 + 2400 / 600 * 1170) / 2 / 60:.1f} (40.0-78.0) | "
-            "1 of 2 invocations, 600 of 1,170 steps (the rest estimated) | ") in text
+            "1 of 2 invocations, 600 of 1,170 steps trained (the rest estimated) | ") in text
     # the provenance table: the commit that trained them
     assert ("| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: "
             in text)
