@@ -15,7 +15,7 @@ from studies.repro.plan import (
     planned_step_seconds,
 )
 from studies.repro.stats import SEED_SD, mde
-from studies.repro.studies import CPU_SEEDS, STUDIES, Study
+from studies.repro.studies import CPU_SEEDS, STUDIES
 from studies.repro.tuning import is_resolved, resolve_study
 
 #: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
@@ -84,12 +84,12 @@ def second_round_cost(summary: dict) -> tuple[float, float]:
     return cpu, wall
 
 
-def unlogged_pretrain_cpu(metrics: dict) -> float:
-    """CPU-seconds of a run's pretraining invocations that ended with their machine without a
-    cost line, estimated from its logged ones (:mod:`studies.repro.invocations`); 0 if none."""
-    estimated = metrics.get("cost/pretrain_cpu_seconds_estimated")
-    return 0.0 if estimated is None else max(
-        0.0, estimated - metrics.get("cost/pretrain_cpu_seconds", 0.0))
+def pretrain_cpu(metrics: dict) -> float:
+    """A run's pretraining CPU-seconds: its logged invocations' and the estimate of those that
+    ended with their machine without a cost line (:mod:`studies.repro.invocations`), where its
+    event files allow one; else what ``cost.jsonl`` logged."""
+    return metrics.get("cost/pretrain_cpu_seconds_estimated",
+                       metrics.get("cost/pretrain_cpu_seconds", 0.0))
 
 
 def measured_cost_lines(summary: dict) -> list[str]:
@@ -98,10 +98,11 @@ def measured_cost_lines(summary: dict) -> list[str]:
     runs = second_round_runs(summary)
     if not runs:
         return ["**Measured (second round):** no run of it has logged its cost yet.", ""]
-    planned = sum(c.runs for c in planned_cost([STUDIES[n] for n in ROUND_TWO]))
+    plan = planned_cost([STUDIES[n] for n in ROUND_TWO])
     done = [r for r in runs if r.get("status") == "done"]
     cpu, wall = second_round_cost(summary)
-    unlogged = sum(unlogged_pretrain_cpu(r["metrics"]) for r in runs)
+    unlogged = sum(pretrain_cpu(r["metrics"]) - r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
+                   for r in runs)
     invocations = sum(int(r["metrics"].get("cost/pretrain_invocations", 0)) for r in runs)
     logged = sum(int(r["metrics"].get("cost/pretrain_invocations_logged", 0)) for r in runs)
     studies = [resolve_study(STUDIES[n], summary.get("choices") or {}) for n in ROUND_TWO]
@@ -112,12 +113,12 @@ def measured_cost_lines(summary: dict) -> list[str]:
     lines = [
         f"**Measured (second round)** (each command's `cost.jsonl` line: CPU time of its "
         f"process tree, its wall time; one torch thread per lane): {len(done)} runs finished "
-        f"and evaluated (the plan: {planned}); {cpu / 3600:.2f} CPU-hours "
+        f"and evaluated (the plan: {sum(c.runs for c in plan)}); {cpu / 3600:.2f} CPU-hours "
         f"{'in all' if finished else 'so far'}, every command included (runs under way and "
         f"comparisons too); the commands' wall time sums to {wall / 3600:.2f} hours (two "
         "lanes side by side, at nice 19 on cores shared with other work). "
         f"{_unlogged_sentence(invocations, logged, unlogged, cpu)}"
-        f"{_rate_sentence(done, [STUDIES[n] for n in ROUND_TWO])}Per finished run:",
+        f"{_rate_sentence(done, sum(c.train_seconds for c in plan))}Per finished run:",
         "",
         "| config | runs | pretraining CPU-min | of it logged | evaluation CPU-min "
         "| pretraining wall-min (logged invocations) |",
@@ -125,8 +126,7 @@ def measured_cost_lines(summary: dict) -> list[str]:
     ]
     for stem in dict.fromkeys(r["stem"] for r in sorted(done, key=lambda r: r["stem"])):
         group = [r["metrics"] for r in done if r["stem"] == stem]
-        pre = [(m.get("cost/pretrain_cpu_seconds", 0.0) + unlogged_pretrain_cpu(m)) / 60
-               for m in group]
+        pre = [pretrain_cpu(m) / 60 for m in group]
         ev = [(m.get("cost/cpu_seconds", 0.0) - m.get("cost/pretrain_cpu_seconds", 0.0)) / 60
               for m in group]
         wall_min = [m.get("pretrain/wall_minutes", 0.0) for m in group]
@@ -147,18 +147,17 @@ def _unlogged_sentence(invocations: int, logged: int, unlogged: float, cpu: floa
             "(`studies.repro.invocations`). ")
 
 
-def _rate_sentence(done: list[dict], studies: list[Study]) -> str:
+def _rate_sentence(done: list[dict], plan_train: float) -> str:
     """The finished runs' pretraining CPU-seconds per step against the plan's for the same
-    runs, and the second round's planned training at that ratio."""
+    runs, and the second round's planned training (``plan_train`` CPU-seconds) at that
+    ratio."""
     trained = [r for r in done if r["metrics"].get("cost/pretrain_steps")]
     if not trained:
         return ""
     steps = sum(r["metrics"]["cost/pretrain_steps"] for r in trained)
-    measured = sum(r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
-                   + unlogged_pretrain_cpu(r["metrics"]) for r in trained) / steps
+    measured = sum(pretrain_cpu(r["metrics"]) for r in trained) / steps
     planned = sum(r["metrics"]["cost/pretrain_steps"] * planned_step_seconds(r["stem"])
                   for r in trained) / steps
-    plan_train = sum(c.train_seconds for c in planned_cost(studies))
     return (f"Pretraining of the finished runs: {measured:.2f} CPU-seconds per step, against "
             f"the plan's {planned:.2f} for the same runs ({measured / planned:.1f}x, on this "
             "round's machine); at that ratio the round's planned training, "
