@@ -266,9 +266,10 @@ def clear_outputs(entries: list[Path]) -> None:
 
 
 def remove_stale_stages(path: Path) -> list[Path]:
-    """Remove the staging folders (``.NAME.XXXXXXXX.tmp`` beside ``path``) that a command
-    killed before it moved its files into ``path`` left; returns them. Called with ``path``
-    locked: every command staging for ``path`` holds that lock, so no live one owns them."""
+    """Remove the staging folders beside ``path`` (``.NAME.<8 random characters>.tmp``, as
+    :func:`tempfile.mkdtemp` names them) that a command killed before it moved its files into
+    ``path`` left; returns them. Called with ``path`` locked: every command staging for
+    ``path`` holds that lock, so no live one owns them."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     stale = [e for e in path.parent.iterdir() if pattern.fullmatch(e.name) and e.is_dir()
              and not e.is_symlink()] if path.parent.is_dir() else []
