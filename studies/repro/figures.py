@@ -126,36 +126,50 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                                   "nearest target / noise similarity histograms (SINCERE Fig. 2)")
     elif study.name in ("baselines", "dystress", "gpu_table6", "gpu_table3"):
         metric = "linear_d1/top1" if study.name == "gpu_table6" else "knn200/top1"
-        labels, values, errs = [], [], []
-        base = None
-        for v in study.variants:
-            if v.name.endswith("random_init"):
-                base = mean(v.stem, metric, 100.0)
-                continue
-            vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
-            if vals:
-                m = sum(vals) / len(vals)
-                sd = (sum((x - m) ** 2 for x in vals) / (len(vals) - 1)) ** 0.5 \
-                    if len(vals) > 1 else 0.0
-                labels.append(v.label)
-                values.append(m)
-                errs.append(sd)
-        if values:
-            fig, ax = plt.subplots(figsize=(1.6 * len(values) + 2, 3.2))
-            ax.bar(range(len(values)), values, yerr=errs, capsize=4, color="#4c72b0")
-            ax.set_xticks(range(len(values)), labels, rotation=20, ha="right", fontsize=8)
-            lo = min(v - e for v, e in zip(values, errs, strict=True))
-            hi = max(v + e for v, e in zip(values, errs, strict=True))
-            if base is not None:
-                ax.axhline(base, color="grey", linestyle="--", label="random init")
-                ax.legend(fontsize=7)
-                lo, hi = min(lo, base), max(hi, base)
-            ax.set_ylim(max(0.0, lo - 2.0), min(100.0, hi + 1.0))
-            ax.set_ylabel(f"{metric.split('/')[0]} top-1 (%)")
+        fig = _bar_chart(study, summary, tag, metric, plt)
+        if fig is not None:
             save(fig, f"repro_{study.name}.png",
-                 f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean ± sample std, "
-                 f"`runs/repro/{tag}`; dashed: the random-init baseline where run).")
+                 f"Study {study.name}: {metric.split('/')[0]} top-1 (seed mean; error bar: "
+                 "sample std over seeds, drawn only where a run has more than one; its number "
+                 f"of seeds under each bar; `runs/repro/{tag}`; dashed: the random-init "
+                 "baseline where run).")
     return made
+
+
+def _bar_chart(study: Study, summary: dict, tag: str, metric: str, plt):
+    """Bars of each trained run's seed mean ``metric`` (in %), with the sample std over seeds
+    as error bar where there are at least two seeds (one seed has no spread to show, so it gets
+    none), each label naming its number of seeds; the random init as a dashed line. ``None``
+    when no trained run has the metric."""
+    labels, values, errs = [], [], []
+    base = None
+    for v in study.variants:
+        vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
+        if v.name.endswith("random_init"):
+            base = sum(vals) / len(vals) if vals else None
+            continue
+        if not vals:
+            continue
+        m = sum(vals) / len(vals)
+        labels.append(f"{v.label}\n({len(vals)} seed{'s' if len(vals) > 1 else ''})")
+        values.append(m)
+        errs.append((sum((x - m) ** 2 for x in vals) / (len(vals) - 1)) ** 0.5
+                    if len(vals) > 1 else float("nan"))
+    if not values:
+        return None
+    fig, ax = plt.subplots(figsize=(1.6 * len(values) + 2, 3.2))
+    ax.bar(range(len(values)), values, yerr=errs, capsize=4, color="#4c72b0")
+    ax.set_xticks(range(len(values)), labels, rotation=20, ha="right", fontsize=8)
+    spread = [0.0 if e != e else e for e in errs]  # NaN (one seed): no bar end to fit
+    lo = min(v - e for v, e in zip(values, spread, strict=True))
+    hi = max(v + e for v, e in zip(values, spread, strict=True))
+    if base is not None:
+        ax.axhline(base, color="grey", linestyle="--", label="random init")
+        ax.legend(fontsize=7)
+        lo, hi = min(lo, base), max(hi, base)
+    ax.set_ylim(max(0.0, lo - 2.0), min(100.0, hi + 1.0))
+    ax.set_ylabel(f"{metric.split('/')[0]} top-1 (%)")
+    return fig
 
 
 def _learning_curves(study: Study, summary: dict, tag: str, plt):

@@ -98,6 +98,7 @@ def _pending(row: Row, summary: dict) -> str:
                     "t)")
         if float(t) == baseline_temperature():
             return f"Part A's best fixed t is {t}: the row SimCLR, t = {t}"
+        return f"not yet run (block {number} of the order; t = {t}, Part A's best fixed t)"
     return f"not yet run (block {number} of the order)"
 
 

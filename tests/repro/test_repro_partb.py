@@ -95,6 +95,10 @@ def test_the_best_fixed_t_row_shows_its_temperature_or_the_run_that_serves():
             part_a |= run_entry(f"simclr_t{t}", seed, {"knn200/top1": acc})
     served = _table({"runs": part_a})["SimCLR, Part A's best fixed t"][2]
     assert served == "Part A's best fixed t is 0.2: the row SimCLR, t = 0.2"
+    for seed in (0, 1, 2):  # t = 0.1 best: block 6 trains it, and the row says which t
+        part_a |= run_entry("simclr_t0.1", seed, {"knn200/top1": 0.7})
+    waiting = _table({"runs": part_a})["SimCLR, Part A's best fixed t"][2]
+    assert waiting == "not yet run (block 6 of the order; t = 0.1, Part A's best fixed t)"
 
 
 def test_an_unfinished_run_is_not_shown():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+import pytest
 from repro_summaries import (
     SINCERE_CELL,
     SUPCON_CELL,
@@ -16,7 +18,7 @@ from scipy import stats
 
 from studies.repro import layout
 from studies.repro.collection import read_monitor
-from studies.repro.figures import _learning_curves, make_figures
+from studies.repro.figures import _bar_chart, _learning_curves, make_figures
 from studies.repro.report import cpu_study_order, render_report, write_report
 from studies.repro.studies import STUDIES
 from studies.repro.superseded import PENDING, pending_verdict
@@ -190,6 +192,34 @@ def test_bar_chart_with_the_random_init_line(tmp_path):
     assert (tmp_path / "repro_baselines.png").stat().st_size > 0
     # the temperature study: its random-init baseline alone makes no figure
     assert make_figures(STUDIES["temperature"], summary, tmp_path) == []
+
+
+def test_bar_chart_draws_the_seed_spread_only_where_there_is_one():
+    """Two seeds: the bar's error bar is their sample std; one seed: no error bar (a zero-width
+    one would claim no spread); every label names its number of seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.container import BarContainer
+
+    summary = {"runs": {}}
+    for seed, acc in ((0, 0.50), (1, 0.54)):
+        summary["runs"] |= run_entry("sce", seed, {"knn200/top1": acc})
+    summary["runs"] |= run_entry("moco", 0, {"knn200/top1": 0.47})
+    summary["runs"] |= run_entry("random_init", 0, {"knn200/top1": 0.30})
+    fig = _bar_chart(STUDIES["baselines"], summary, "cpu", "knn200/top1", plt)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["SCE\n(2 seeds)", "MoCo v2\n(1 seed)"]
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [b.get_height() for b in bars] == pytest.approx([52.0, 47.0])
+    segments = bars.errorbar.lines[2][0].get_segments()
+    sce_std = (2 * 2.0**2) ** 0.5  # sample std of 50 and 54
+    assert segments[0][:, 1] == pytest.approx([52.0 - sce_std, 52.0 + sce_std])
+    assert np.isnan(segments[1]).all()  # MoCo's single seed: nothing drawn
+    assert ax.get_ylim()[0] == pytest.approx(30.0 - 2.0)  # the random init's line fits
+    plt.close(fig)
+    assert _bar_chart(STUDIES["baselines"], {"runs": {}}, "cpu", "knn200/top1", plt) is None
 
 
 def test_sincere_loss_curves_figure(monkeypatch, tmp_path):
