@@ -13,8 +13,10 @@ Every file is written atomically.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
+import statistics
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
@@ -146,21 +148,19 @@ def _bar_chart(study: Study, summary: dict, tag: str, metric: str, plt):
     for v in study.variants:
         vals = [100.0 * x for x in seed_values(summary, tag, v.stem, metric)]
         if v.name.endswith("random_init"):
-            base = sum(vals) / len(vals) if vals else None
+            base = statistics.mean(vals) if vals else None
             continue
         if not vals:
             continue
-        m = sum(vals) / len(vals)
         labels.append(f"{v.label}\n({len(vals)} seed{'s' if len(vals) > 1 else ''})")
-        values.append(m)
-        errs.append((sum((x - m) ** 2 for x in vals) / (len(vals) - 1)) ** 0.5
-                    if len(vals) > 1 else float("nan"))
+        values.append(statistics.mean(vals))
+        errs.append(statistics.stdev(vals) if len(vals) > 1 else math.nan)
     if not values:
         return None
     fig, ax = plt.subplots(figsize=(1.6 * len(values) + 2, 3.2))
     ax.bar(range(len(values)), values, yerr=errs, capsize=4, color="#4c72b0")
     ax.set_xticks(range(len(values)), labels, rotation=20, ha="right", fontsize=8)
-    spread = [0.0 if e != e else e for e in errs]  # NaN (one seed): no bar end to fit
+    spread = [0.0 if math.isnan(e) else e for e in errs]  # one seed: no bar end to fit
     lo = min(v - e for v, e in zip(values, spread, strict=True))
     hi = max(v + e for v, e in zip(values, spread, strict=True))
     if base is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
@@ -55,11 +56,10 @@ def _mean_std(values: list[float], scale: float = 1.0, digits: int = 3) -> str:
     if not values:
         return "not yet run"
     vals = [scale * v for v in values]
-    mean = sum(vals) / len(vals)
+    mean = statistics.mean(vals)
     if len(vals) == 1:
         return f"{mean:.{digits}f} (1 seed)"
-    var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)
-    return f"{mean:.{digits}f} ± {var ** 0.5:.{digits}f} ({len(vals)} seeds)"
+    return f"{mean:.{digits}f} ± {statistics.stdev(vals):.{digits}f} ({len(vals)} seeds)"
 
 
 def _all_seeds_done(summary: dict, study: Study, tag: str, stem: str) -> bool:

@@ -27,6 +27,7 @@ Part A runs, see there).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 CONFIDENCE = 0.95
@@ -84,8 +85,8 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE
     n = len(values)
     if n < 2:
         raise ValueError(f"a t-interval needs at least 2 values, got {n}")
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    mean = statistics.mean(values)
+    sd = statistics.stdev(values, mean)
     half = t_quantile((1.0 + confidence) / 2.0, n - 1) * sd / math.sqrt(n)
     return mean, mean - half, mean + half
 
@@ -150,8 +151,8 @@ def standardised(values: Sequence[float]) -> float:
     n = len(values)
     if n < 2:
         raise ValueError(f"a standardised effect needs at least 2 values, got {n}")
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    mean = statistics.mean(values)
+    sd = statistics.stdev(values, mean)
     if sd == 0:
         return math.copysign(math.inf, mean) if mean else 0.0
     return mean / sd

@@ -40,6 +40,8 @@ when the seed mean is at least the paper's minus :data:`ABSOLUTE_TOLERANCE` poin
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 
 from studies.repro.collection import run_tags
@@ -309,7 +311,7 @@ def _decide_single_seed(claim: Claim, values: list[float],
             side = "the paper's sign" if values[0] > 0 else "the opposite sign"
             return (f"inconclusive (one seed, measured {values[0]:+.3f}{claim.unit}: "
                     f"{side}, with no seed spread to judge its size by)")
-        sem = (sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+        sem = statistics.stdev(values, mean) / math.sqrt(len(values))
         ok = all(v > 0 for v in values) and mean > SIGN_STANDARD_ERRORS * sem
         why = "" if ok else (
             "; the sign differs from the paper's in some seed" if not all(v > 0 for v in values)

@@ -86,9 +86,8 @@ def check_images(files: FileList) -> None:
     image_mod = pillow()
     for path in files.paths:
         try:
-            # the header only: open parses it, decodes nothing
-            with quiet_bomb_warning(image_mod), image_mod.open(path):
-                pass
+            with quiet_bomb_warning(image_mod):
+                image_mod.open(path).close()  # the header only: open parses it, decodes nothing
         except (OSError, SyntaxError, ValueError) as err:
             raise UnreadableImageError(f"{path}: unreadable image (expected a decodable "
                                        f"JPEG/PNG/WebP file): {err}") from None
