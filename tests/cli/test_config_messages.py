@@ -4,12 +4,16 @@ warnings without internal source lines."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
 from pretrain_args import TINY, method_args
 
 from contrastkit.cli import main
+from contrastkit.cli.pretrain import build
+from contrastkit.cli.short_help import DATA_DEFAULTS, constructor_defaults
 
 
 def _one_line_error(capsys, *extra: str) -> str:
@@ -46,9 +50,7 @@ def test_a_misspelled_key_in_a_yaml_config_is_named(tmp_path, capsys):
 
 
 def test_help_is_short_and_shows_the_method_settings(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["pretrain", "--model.method", "contrastkit.methods.SimCLR", "--help"])
-    assert exit_.value.code == 0
+    assert main(["pretrain", "--model.method", "contrastkit.methods.SimCLR", "--help"]) == 0
     out = capsys.readouterr().out
     assert len(out.splitlines()) < 120
     for option in ("--output DIR", "--resume PATH|last", "--model.method.temperature",
@@ -58,6 +60,31 @@ def test_help_is_short_and_shows_the_method_settings(capsys):
     with pytest.raises(SystemExit):
         main(["pretrain", "--help-all"])
     assert "--trainer.gradient_clip_val" in capsys.readouterr().out
+
+
+def test_the_short_help_loads_no_lightning():
+    # the dispatcher prints it without the pretrain module, which loads Lightning (seconds)
+    code = ("import sys; from contrastkit.cli import main; main(['pretrain', '--help']); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "--data.batch_size" in out and out.strip().endswith("[]")
+
+
+def test_the_short_helps_data_defaults_are_the_datamodules():
+    from contrastkit.train.datamodule import PretrainDataModule
+
+    signature = dict(constructor_defaults(PretrainDataModule))
+    assert dict(DATA_DEFAULTS) == {key: signature[key] for key, _ in DATA_DEFAULTS}
+
+
+def test_the_pretrain_function_prints_the_same_short_help(capsys):
+    main(["pretrain", "--model.method", "MoCo", "--help"])
+    dispatched = capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_:
+        build(["--model.method", "MoCo", "--help"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == dispatched
+    assert "settings of MoCo" in dispatched
 
 
 def test_version(capsys):

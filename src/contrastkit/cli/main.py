@@ -69,5 +69,11 @@ def _dispatch(command: str, rest: list[str]) -> int:
         print(f"contrastkit: error: unknown command {command!r}{hint} (contrastkit --help "
               "lists them)", file=sys.stderr)
         return 2
+    if command == "pretrain":  # its short help without loading Lightning
+        from contrastkit.cli.short_help import short_help, wants_short_help
+
+        if wants_short_help(rest):
+            print(short_help(rest), end="")
+            return 0
     module, function = COMMANDS[command]  # imported on use: each command's imports are its own
     return getattr(importlib.import_module(f"contrastkit.cli.{module}"), function)(rest)

@@ -30,7 +30,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from contrastkit import __version__
 from contrastkit.cli.config_errors import config_error_line
 from contrastkit.cli.next_steps import finished_lines
-from contrastkit.cli.short_help import short_help
+from contrastkit.cli.short_help import RUN_OPTIONS_HELP, short_help, wants_short_help
 from contrastkit.data.augment.views import loader_crop_specs
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
 from contrastkit.data.decode.video import VideoDecodeError
@@ -242,25 +242,6 @@ RUN_OUTPUTS = frozenset({"checkpoints", "config.yaml", "metrics.csv", "hparams.y
                          "tensorboard", "loss_curve.png", SUMMARY_FIGURE, SKIPPED_FILES,
                          SKIP_LOG, RESUMES, WANDB_FOLDER})
 
-#: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
-RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
-  --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
-                        loss_curve.png, summary.png (default: runs/pretrain); it must be
-                        empty or new
-  --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
-                        or the newest complete checkpoint there when it is missing or damaged)
-                        the same run: other data, seed or method settings are refused;
-                        other workers, devices or precision are recorded in
-                        DIR/resumes.jsonl; config.yaml stays as the run started
-  --extend-to EPOCHS    train the finished (or stopped) run in --output longer: it becomes
-                        a run of EPOCHS epochs, whose schedules it follows from where it
-                        is (warm-up kept; recorded in DIR/resumes.jsonl; docs/configs.md)
-  --overwrite           replace the earlier run in --output (removes only its files)
-  --threads N|auto      CPU threads per operator (default: auto, OMP_NUM_THREADS when set,
-                        else the cores this process may use); waiting threads sleep
-"""
-
-
 def _pop_option(argv: list[str], name: str) -> str | None:
     """Remove ``--name VALUE`` or ``--name=VALUE`` from ``argv`` and return VALUE."""
     for i, arg in enumerate(argv):
@@ -349,8 +330,8 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     if "--help-all" in argv:
         argv = ["--help" if a == "--help-all" else a for a in argv]
         print(RUN_OPTIONS_HELP)
-    elif "-h" in argv or "--help" in argv:
-        print(short_help(argv, RUN_OPTIONS_HELP), end="")
+    elif wants_short_help(argv):
+        print(short_help(argv), end="")
         raise SystemExit(0)
     resume = _pop_option(argv, "--resume")
     output_dir = _pop_option(argv, "--output") or "runs/pretrain"

@@ -1,6 +1,7 @@
 """The short ``contrastkit pretrain --help``: the tool's own options, the method's settings and
 the common data, model and trainer keys with their defaults (``--help-all``: Lightning's
-full list of every trainer option)."""
+full list of every trainer option). It loads no Lightning, so that the help comes in a few
+seconds: the ``contrastkit`` dispatcher prints it without importing :mod:`.pretrain`."""
 
 from __future__ import annotations
 
@@ -27,12 +28,41 @@ TRAINER_KEYS = (
     ("log_every_n_steps", "10", "steps between logged losses"),
 )
 
-#: The data keys shown (the rest: ``--help-all``).
-DATA_KEYS = ("dataset", "root", "batch_size", "num_workers", "test_fraction", "load_size",
-             "skip_corrupt", "val_split", "subset", "seed")
+#: The data keys shown, with :class:`~contrastkit.train.datamodule.PretrainDataModule`'s
+#: defaults as a config writes them (the rest: ``--help-all``). Written here, not read from its
+#: signature, because that module loads Lightning; a test holds the two equal.
+DATA_DEFAULTS = (("dataset", "digits"), ("root", "null"), ("batch_size", "256"),
+                 ("num_workers", "0"), ("test_fraction", "null"), ("load_size", "null"),
+                 ("skip_corrupt", "false"), ("val_split", "test"), ("subset", "null"),
+                 ("seed", "0"))
+
+#: ``contrastkit pretrain``'s own options (the rest goes to LightningCLI).
+RUN_OPTIONS_HELP = """run folder (contrastkit pretrain's own options):
+  --output DIR          run folder: checkpoints/, config.yaml, metrics.csv, tensorboard/,
+                        loss_curve.png, summary.png (default: runs/pretrain); it must be
+                        empty or new
+  --resume PATH|last    continue exactly from a checkpoint (last: DIR/checkpoints/last.ckpt,
+                        or the newest complete checkpoint there when it is missing or damaged)
+                        the same run: other data, seed or method settings are refused;
+                        other workers, devices or precision are recorded in
+                        DIR/resumes.jsonl; config.yaml stays as the run started
+  --extend-to EPOCHS    train the finished (or stopped) run in --output longer: it becomes
+                        a run of EPOCHS epochs, whose schedules it follows from where it
+                        is (warm-up kept; recorded in DIR/resumes.jsonl; docs/configs.md)
+  --overwrite           replace the earlier run in --output (removes only its files)
+  --threads N|auto      CPU threads per operator (default: auto, OMP_NUM_THREADS when set,
+                        else the cores this process may use); waiting threads sleep
+"""
 
 
-def _signature_defaults(cls: type) -> list[tuple[str, str]]:
+def wants_short_help(argv: list[str]) -> bool:
+    """Whether ``contrastkit pretrain argv`` asks for this help (``--help-all`` and
+    ``--version`` go to the full parser)."""
+    asks = "-h" in argv or "--help" in argv
+    return asks and "--help-all" not in argv and "--version" not in argv
+
+
+def constructor_defaults(cls: type) -> list[tuple[str, str]]:
     """``(name, default)`` of the constructor arguments of ``cls`` and its bases (through
     ``**kwargs``), as in a config."""
     rows: list[tuple[str, str]] = []
@@ -80,14 +110,14 @@ def _rows(prefix: str, rows: list[tuple[str, str]], width: int = 34) -> list[str
     return [f"  --{prefix}{name:<{pad}} {default}" for name, default in rows]
 
 
-def short_help(argv: list[str], run_options: str) -> str:
-    """The text of ``contrastkit pretrain --help`` (``run_options``: the tool's own options)."""
+def short_help(argv: list[str]) -> str:
+    """The text of ``contrastkit pretrain --help`` for the method that ``argv`` names."""
     name = chosen_method(argv) or "SCE"
     cls = getattr(methods, name, None)
     lines = ["usage: contrastkit pretrain [--config FILE] [--KEY VALUE ...] [--output DIR] "
              "[--resume PATH|last] [--overwrite]", "",
              "Pretrain a contrastive method. Keys are those of a YAML config "
-             "(configs/README.md, docs/configs.md).", "", run_options.rstrip(), "",
+             "(configs/README.md, docs/configs.md).", "", RUN_OPTIONS_HELP.rstrip(), "",
              "configuration:",
              "  --config FILE                      YAML config (later options override it)",
              "  --print_config                     print the resolved configuration and exit",
@@ -99,18 +129,15 @@ def short_help(argv: list[str], run_options: str) -> str:
     else:
         lines.append(f"settings of {name} (--model.method.KEY; --model.method NAME --help "
                      "for another method):")
-        lines += _rows("model.method.", _signature_defaults(cls))
+        lines += _rows("model.method.", constructor_defaults(cls))
     for label, spec in (("views", ViewsSpec), ("optimizer", OptimizerSpec),
                         ("online_eval", OnlineEvalSpec)):
         lines += ["", f"model.{label}:"]
         lines += _rows(f"model.{label}.", [(f.name, _yaml(f.default if f.default is not
                                                            dataclasses.MISSING else None))
                                            for f in dataclasses.fields(spec)])
-    from contrastkit.train.datamodule import PretrainDataModule
-
-    data = dict(_signature_defaults(PretrainDataModule))
     lines += ["", "data (--data.KEY; the rest: --help-all):"]
-    lines += _rows("data.", [(k, data[k]) for k in DATA_KEYS if k in data])
+    lines += _rows("data.", list(DATA_DEFAULTS))
     lines += ["", "trainer (--trainer.KEY; the rest: --help-all):"]
     lines += [f"  --trainer.{k:<24} {d:<8} {what}" for k, d, what in TRAINER_KEYS]
     return "\n".join(lines) + "\n"
