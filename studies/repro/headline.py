@@ -17,14 +17,15 @@ from studies.repro.stats import standardised
 from studies.repro.studies import STUDIES, Claim, Study
 from studies.repro.superseded import PENDING
 from studies.repro.tuning import resolve_study
-from studies.repro.verdicts import REVERSED, Verdict, judge
+from studies.repro.verdicts import NOT_COMPARABLE, REVERSED, Verdict, judge
 
 #: Verdict categories of the tally, in column order (a verdict is counted under the first one
 #: its text starts with; "reproduced" is matched last, being a suffix of "not reproduced").
+#: A *not comparable* claim is matched too, but counted apart, by its role.
 CATEGORIES = ("reproduced", REVERSED, "not reproduced", "not testable at this scale",
               "collapsed", "inconclusive", PENDING, "not yet run")
-_MATCH_ORDER = (REVERSED, "not reproduced", "not testable at this scale", "collapsed",
-                "inconclusive", PENDING, "not yet run", "reproduced")
+_MATCH_ORDER = (NOT_COMPARABLE, REVERSED, "not reproduced", "not testable at this scale",
+                "collapsed", "inconclusive", PENDING, "not yet run", "reproduced")
 ROLE_WORDS = {"beside": "beside (not counted)", "not_comparable": "not comparable (not counted)"}
 
 
@@ -93,6 +94,8 @@ def _verdict_cell(v: Verdict) -> str:
     kind = category(v.verdict)
     if kind == PENDING:
         return f"**{kind}**<br>{v.verdict[len(PENDING):].lstrip('; ')}"
+    if kind == NOT_COMPARABLE:
+        return f"**{kind}**<br>as measured: {category(v.verdict.partition('as measured: ')[2])}"
     return f"**{kind}**"
 
 

@@ -21,6 +21,9 @@ seed the study plans (``Study.seeds``) has them:
 * *not reproduced* otherwise, with the reason;
 * *not yet run* while fewer seeds than planned have every number the claim needs, or when only
   runs shortened with ``--epochs`` have (:data:`PIPELINE_CHECK`);
+* *not comparable*, for a claim measured but not comparable with the paper's number
+  (``Claim.role``; its note says why): what the rules above decided is said after it, *as
+  measured*, and is no verdict on the paper's claim;
 * *pending rerun (second-round plan)* instead, for a claim of a study the second round reruns
   (:data:`studies.repro.plan.ROUND_TWO`), until every planned seed has every number it needs
   (a collapse aside): no verdict before then, not even *not testable*, since a finished rerun
@@ -53,6 +56,10 @@ from studies.repro.tuning import resolve_study
 
 #: The verdict's first words of a claim whose interval lies on the side opposite the paper.
 REVERSED = "reversed at this scale"
+#: The verdict's first words of a claim that is not comparable with the paper's number.
+NOT_COMPARABLE = "not comparable"
+#: First words of the verdicts that decide (the others wait for runs or report a collapse).
+_DECIDED = ("reproduced", REVERSED, "not reproduced", "not testable", "inconclusive")
 #: Confidence of the equivalence claims' interval: two one-sided tests at 5% each.
 EQUIVALENCE_CONFIDENCE = 0.90
 
@@ -150,6 +157,9 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
             and (verdict.tag != study.part or not set(study.seeds) <= set(verdict.seeds))
             and not verdict.verdict.startswith("collapsed")):
         verdict.verdict = pending_verdict(claim.id)
+    if claim.role == "not_comparable" and verdict.verdict.startswith(_DECIDED):
+        verdict.verdict = (f"{NOT_COMPARABLE} (the claim's note says why); as measured: "
+                           f"{verdict.verdict}")
     return verdict
 
 

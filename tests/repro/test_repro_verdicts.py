@@ -162,6 +162,27 @@ def test_a_rerun_claim_planned_untestable_stays_pending_until_every_seed_has_run
     assert finished.startswith("reversed at this scale (mean -9.9 points")
 
 
+def test_a_not_comparable_claim_says_so_before_what_it_measured():
+    """DySTreSS's alignment: measured on every seed, but its verdict is *not comparable*, with
+    the rules' outcome after it as what was measured; a claim still waiting stays pending."""
+    dystress = STUDIES["dystress"]
+    claim = _claim(dystress, "dys-align")
+    assert claim.role == "not_comparable"
+    runs = {}
+    for seed in (0, 1, 2):
+        runs |= run_entry("dystress", seed, {"analyze/alignment": 0.20 + 0.01 * (seed - 1)})
+        runs |= run_entry("simclr_t0.2", seed, {"analyze/alignment": 0.20})
+    verdict = judge(claim, dystress, {"runs": runs, "comparisons": {}}).verdict
+    assert verdict.startswith("not comparable (the claim's note says why); as measured: not "
+                              "reproduced (mean +0, 95% t-interval")
+    two = {k: v for k, v in runs.items() if not k.endswith("seed2")}
+    assert judge(claim, dystress, {"runs": two, "comparisons": {}}).verdict == (
+        pending_verdict("dys-align"))
+    primary = dataclasses.replace(claim, role="primary")  # the same numbers, counted
+    assert judge(primary, dystress, {"runs": runs, "comparisons": {}}).verdict == (
+        verdict.partition("as measured: ")[2])
+
+
 def test_claims_below_the_minimum_detectable_effect_are_not_testable():
     baselines = STUDIES["baselines"]
     moco = _claim(baselines, "b-moco")
