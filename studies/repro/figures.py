@@ -54,14 +54,17 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
         made.append((name, caption))
 
     if study.part == "cpu" and study.variants:
-        fig = _learning_curves(study, summary, tag, plt)
-        if fig is not None:
+        drawn = _learning_curves(study, summary, tag, plt)
+        if drawn is not None:
+            fig, with_baseline = drawn
+            baseline = ("; dashed: the random-init baseline under the same monitor"
+                        if with_baseline else "")
             save(fig, f"repro_{study.name}_learning_curves.png",
                  f"{study.title}: learning curves, the online 200-NN monitor (test split against "
                  "the 10,000 training images, k 200, t 0.1) every 5 epochs; seed mean, band: "
-                 "lowest to highest seed; dashed: the random-init baseline under the same "
-                 f"monitor (`runs/repro/{tag}`). The tables' 200-NN uses the whole train split "
-                 "as bank, so their numbers differ from the last point.")
+                 f"lowest to highest seed (where a run has more than one){baseline} "
+                 f"(`runs/repro/{tag}`). The tables' 200-NN uses the whole train split as bank, "
+                 "so their numbers differ from the last point.")
     if study.name == "temperature":
         panels = [("knn200/top1", 100.0, "200-NN top-1 (%)"),
                   ("analyze_projector/uniformity", 1.0,
@@ -174,8 +177,9 @@ def _bar_chart(study: Study, summary: dict, tag: str, metric: str, plt):
 
 def _learning_curves(study: Study, summary: dict, tag: str, plt):
     """Monitor top-1 (%) against epochs, seed mean of each trained run of ``study`` with a
-    lowest-to-highest band, and the random-init baseline's monitor value dashed; None when no
-    finished run has a monitor curve."""
+    lowest-to-highest band, and the random-init baseline's monitor value dashed where it was
+    run: ``(figure, whether the baseline is drawn)``; None when no finished run has a monitor
+    curve."""
     def curves(stem: str) -> list[dict[int, float]]:
         return [dict((int(e), 100.0 * v) for e, v in r.get("monitor", []))
                 for r in summary.get("runs", {}).values()
@@ -197,15 +201,14 @@ def _learning_curves(study: Study, summary: dict, tag: str, plt):
             ax.fill_between(epochs, [min(v) for v in values], [max(v) for v in values],
                             color=line.get_color(), alpha=0.15, linewidth=0)
     init = next((v for v in study.variants if v.name.endswith("random_init")), None)
-    if init is not None:
-        base = [value for r in curves(init.stem) for value in r.values()]
-        if base:
-            ax.axhline(sum(base) / len(base), color="grey", linestyle="--",
-                       label=f"random init ({len(base)} seed{'s' if len(base) > 1 else ''})")
+    base = [value for r in curves(init.stem) for value in r.values()] if init else []
+    if base:
+        ax.axhline(sum(base) / len(base), color="grey", linestyle="--",
+                   label=f"random init ({len(base)} seed{'s' if len(base) > 1 else ''})")
     ax.set_xlabel("epochs trained")
     ax.set_ylabel("monitor 200-NN top-1 (%)")
     ax.legend(fontsize=7)
-    return fig
+    return fig, bool(base)
 
 
 def _copy_run_figures(study: Study, summary: dict, tag: str, figures_dir: Path,

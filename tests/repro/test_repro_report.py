@@ -283,7 +283,8 @@ def test_learning_curves_beside_the_random_init_line(tmp_path):
         summary["runs"][f"cpu/random_init/seed{seed}"]["monitor"] = [[1, 0.24 + 0.02 * seed]]
     summary["runs"] |= run_entry("moco", 0, {}, finished=False)
     summary["runs"]["cpu/moco/seed0"]["monitor"] = [[5, 0.9]]
-    fig = _learning_curves(STUDIES["baselines"], summary, "cpu", plt)
+    fig, with_baseline = _learning_curves(STUDIES["baselines"], summary, "cpu", plt)
+    assert with_baseline
     ax = fig.axes[0]
     sce, base = ax.lines
     assert list(sce.get_xdata()) == [5, 10]
@@ -297,6 +298,17 @@ def test_learning_curves_beside_the_random_init_line(tmp_path):
     assert [name for name, _ in made] == ["repro_baselines_learning_curves.png",
                                           "repro_baselines.png"]
     assert (tmp_path / "repro_baselines_learning_curves.png").stat().st_size > 0
+    assert "dashed: the random-init baseline under the same monitor" in made[0][1]
+
+
+def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path):
+    """The tuning grid has no random-init run: its caption says nothing of a baseline."""
+    summary = {"runs": run_entry("sincere_t0.05_lr0.05", 0, {})}
+    summary["runs"]["cpu/sincere_t0.05_lr0.05/seed0"]["monitor"] = [[5, 0.35], [10, 0.43]]
+    made = make_figures(STUDIES["sincere_grid"], summary, tmp_path)
+    name, caption = made[0]
+    assert name == "repro_sincere_grid_learning_curves.png"
+    assert "dashed" not in caption and "band: lowest to highest seed (where a run" in caption
 
 
 def _provenance(commit="a" * 40):
