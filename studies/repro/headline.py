@@ -17,7 +17,7 @@ from studies.repro.stats import standardised
 from studies.repro.studies import STUDIES, Claim, Study
 from studies.repro.superseded import PENDING
 from studies.repro.tuning import resolve_study
-from studies.repro.verdicts import NOT_COMPARABLE, REVERSED, Verdict, judge
+from studies.repro.verdicts import AS_MEASURED, NOT_COMPARABLE, REVERSED, Verdict, judge
 
 #: Verdict categories of the tally, in column order (a verdict is counted under the first one
 #: its text starts with; "reproduced" is matched last, being a suffix of "not reproduced").
@@ -95,7 +95,7 @@ def _verdict_cell(v: Verdict) -> str:
     if kind == PENDING:
         return f"**{kind}**<br>{v.verdict[len(PENDING):].lstrip('; ')}"
     if kind == NOT_COMPARABLE:
-        return f"**{kind}**<br>as measured: {category(v.verdict.partition('as measured: ')[2])}"
+        return f"**{kind}**<br>{AS_MEASURED}{category(v.verdict.partition(AS_MEASURED)[2])}"
     return f"**{kind}**"
 
 

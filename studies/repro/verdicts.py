@@ -58,6 +58,8 @@ from studies.repro.tuning import resolve_study
 REVERSED = "reversed at this scale"
 #: The verdict's first words of a claim that is not comparable with the paper's number.
 NOT_COMPARABLE = "not comparable"
+#: What follows it in such a verdict: the outcome of the rules, as measured.
+AS_MEASURED = "as measured: "
 #: First words of the verdicts that decide (the others wait for runs or report a collapse).
 _DECIDED = ("reproduced", REVERSED, "not reproduced", "not testable", "inconclusive")
 #: Confidence of the equivalence claims' interval: two one-sided tests at 5% each.
@@ -158,7 +160,7 @@ def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> 
             and not verdict.verdict.startswith("collapsed")):
         verdict.verdict = pending_verdict(claim.id)
     if claim.role == "not_comparable" and verdict.verdict.startswith(_DECIDED):
-        verdict.verdict = (f"{NOT_COMPARABLE} (the claim's note says why); as measured: "
+        verdict.verdict = (f"{NOT_COMPARABLE} (the claim's note says why); {AS_MEASURED}"
                            f"{verdict.verdict}")
     return verdict
 
