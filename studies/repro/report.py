@@ -321,22 +321,11 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     lines = [f"### {study.title}", ""]
     if study.note:
         lines += [study.note, ""]
-    configs = ", ".join(f"`{v.config}`" for v in dict.fromkeys(study.variants)) or "none"
-    lines += [f"Study `{study.name}`; seeds {list(study.seeds)}; configs: {configs}.", ""]
-    mde_header = " MDE (planned) |" if study.part == "cpu" else ""
-    lines += [f"| claim | paper (source) | paper's numbers |{mde_header} measured | verdict |",
-              "|---|---|---|" + ("---|" if mde_header else "") + "---|---|"]
-    for claim in study.claims:
-        v = judge(claim, study, summary)
-        cell = ""
-        if mde_header:
-            limit = planned_mde(claim, study)
-            cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
-        role = {"beside": "*beside (not counted)* ",
-                "not_comparable": "*not comparable (not counted)* "}.get(claim.role, "")
-        lines.append(f"| {role}{claim.statement} | {claim.source} | {claim.paper} |{cell} "
-                     f"{_measured(v, study)} | {v.verdict} |")
-    lines.append("")
+    configs = ", ".join(f"`{c}`" for c in dict.fromkeys(v.config for v in study.variants))
+    lines += [f"Study `{study.name}`; seeds {list(study.seeds)}; configs: {configs or 'none'}.",
+              ""]
+    if study.claims:  # a study that only chooses settings (the tuning grid) has none
+        lines += _claims_table(study, summary)
     if study.name == "sincere_grid":
         lines += _choice_lines(summary)
     if not study.variants:
@@ -389,24 +378,43 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     return lines
 
 
+def _claims_table(study: Study, summary: dict) -> list[str]:
+    """The study's claims with the paper's numbers, the planned MDE (Part A), what was measured
+    and the verdict."""
+    mde_header = " MDE (planned) |" if study.part == "cpu" else ""
+    lines = [f"| claim | paper (source) | paper's numbers |{mde_header} measured | verdict |",
+             "|---|---|---|" + ("---|" if mde_header else "") + "---|---|"]
+    for claim in study.claims:
+        v = judge(claim, study, summary)
+        cell = ""
+        if mde_header:
+            limit = planned_mde(claim, study)
+            cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
+        role = {"beside": "*beside (not counted)* ",
+                "not_comparable": "*not comparable (not counted)* "}.get(claim.role, "")
+        lines.append(f"| {role}{claim.statement} | {claim.source} | {claim.paper} |{cell} "
+                     f"{_measured(v, study)} | {v.verdict} |")
+    return [*lines, ""]
+
+
 def _choice_lines(summary: dict) -> list[str]:
     """What each loss's grid chose, from the summary's ``choices``."""
-    from studies.repro.studies import TUNINGS
+    from studies.repro.studies import LOSS_LABELS, TUNINGS
 
     lines = []
     for name, tuning in TUNINGS.items():
         choice = (summary.get("choices") or {}).get(name) or {}
         cell = next((c for c in tuning.grid if c.name == choice.get("chosen")), None)
         scores = choice.get("scores") or {}
-        done = sum(v is not None for v in scores.values())
+        loss = LOSS_LABELS[name]
         if cell is None:
-            lines.append(f"* {name}: not chosen yet ({done} of {len(tuning.grid)} cells "
-                         "scored).")
-        else:
-            lines.append(f"* {name}: chosen {settings_text(cell.overrides)} (validation 1-NN "
-                         f"{100 * scores[cell.name]:.2f}%; the other cells: "
-                         + ", ".join(f"{settings_text(c.overrides)} {100 * scores[c.name]:.2f}%"
-                                     for c in tuning.grid if c is not cell) + ").")
+            done = sum(v is not None for v in scores.values())
+            lines.append(f"* {loss}: not chosen yet ({done} of {len(tuning.grid)} cells scored).")
+            continue
+        others = ", ".join(f"{settings_text(c.overrides)} {100 * scores[c.name]:.2f}%"
+                           for c in tuning.grid if c is not cell)
+        lines.append(f"* {loss}: chosen {settings_text(cell.overrides)} (validation 1-NN "
+                     f"{100 * scores[cell.name]:.2f}%; the other cells: {others}).")
     return [*lines, ""]
 
 

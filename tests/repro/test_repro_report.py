@@ -145,7 +145,7 @@ def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
     assert init.split("|")[3].strip() == "–" and "not yet run" not in init
     assert "(figures/repro_sincere_" not in text  # no loss curve without metrics.csv files
     # the grid's choice
-    assert "* sincere: chosen t=0.1, lr=0.2 (validation 1-NN 50.00%; the other cells: " in text
+    assert "* SINCERE: chosen t=0.1, lr=0.2 (validation 1-NN 50.00%; the other cells: " in text
     # the verdict rules: the MDE with its power, the effect at 80% power
     assert "MDE = 3.40 points over 3 seeds" in text and "a power of about 61%" in text
     assert "the effect detected with 80% power is 4.47 points" in text
@@ -309,6 +309,25 @@ def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path)
     name, caption = made[0]
     assert name == "repro_sincere_grid_learning_curves.png"
     assert "dashed" not in caption and "band: lowest to highest seed (where a run" in caption
+
+
+def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table():
+    """The grid chooses settings and makes no claim: no empty claims table; its eight cells
+    share two configs, each named once; each loss's choice is named by its label."""
+    summary = {"runs": {}, "comparisons": {}, "choices": {
+        "sincere": {"chosen": None, "scores": {"sincere_t0.05_lr0.05": 0.47,
+                                               "sincere_t0.05_lr0.2": 0.10,
+                                               "sincere_t0.1_lr0.05": None,
+                                               "sincere_t0.1_lr0.2": None}}}}
+    text = render_report(summary)
+    grid = text[text.index("### 1a."):text.index("### 1b.")]
+    assert ("Study `sincere_grid`; seeds [0]; configs: `configs/repro/cpu/sincere.yaml`, "
+            "`configs/repro/cpu/supcon.yaml`.") in grid
+    assert "| claim |" not in grid
+    assert "* SINCERE: not chosen yet (2 of 4 cells scored)." in grid
+    assert "* SupCon: not chosen yet (0 of 4 cells scored)." in grid
+    # a study with claims keeps its table
+    assert "| claim |" in text[text.index("### 1b."):text.index("### 2.")]
 
 
 def _provenance(commit="a" * 40):
