@@ -163,7 +163,8 @@ CONTINUE_AT_STUDY_CHECKOUT = (
     "",
 )
 #: What the first-steps check found about the records and today's code (tests/repro/
-#: test_pinned_stream.py holds it): measured 2026-11-27 on this project's machine.
+#: test_pinned_stream.py holds it): measured 2026-11-27 on an AMD EPYC machine and 2026-11-28 on
+#: an Intel Xeon one.
 STREAM_CHECK = (
     "Do the records and today's code train the same runs? The first round's seed-0 run of "
     "`configs/repro/cpu/simclr_t0.1.yaml` started on 2026-11-26 at 14:29 and its recorded "
@@ -171,23 +172,27 @@ STREAM_CHECK = (
     "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
     "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
     "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
-    f"this round's study checkout, {STUDY_CHECKOUT} (step 9: 6.3309): no code change since "
-    "the records' "
-    "checkout altered the training stream. The record itself has 6.5892 at step 9: the same "
-    "code and config give it only in another environment. On this machine they give 6.3309 "
-    "with one thread and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding "
-    "in the threaded kernels, the gap growing from there); the first round moved between "
-    "machines across sessions and recorded neither its CPU nor its thread count. So a CPU run "
-    "repeats bit for bit only with the same code, torch build, CPU kernels and thread count, "
-    "which every record now holds; across environments the runs are statistically, not "
-    "bitwise, the same. `tests/repro/test_pinned_stream.py` pins the first three steps of "
-    "that run: exactly in the environment that pinned them, to a relative 1e-5 on the first "
-    "two steps elsewhere; a change of the data order, augmentation, initialisation, loss or "
-    "optimiser fails it. The second round's runs are all trained by that one study checkout, "
-    f"{STUDY_CHECKOUT} (the table above), even where this page is generated at a later "
-    "commit; the test "
-    "runs in `make test` wherever `../shared/data` lies beside the checkout (as in CI), so the "
-    "code of a commit whose tests pass trains the same first steps as the study checkout.")
+    f"this round's study checkout, {STUDY_CHECKOUT} (step 9: 6.3309, on the AMD EPYC machine "
+    "of the round's first sessions): no code change since the records' checkout altered the "
+    "training stream. The record itself has 6.5892 at step 9: the same code and config give "
+    "it only in another environment. On that machine they give 6.3309 with one thread and "
+    "6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding in the threaded "
+    "kernels, the gap growing from there); the first round moved between machines across "
+    "sessions and recorded neither its CPU nor its thread count. Between machines the gap "
+    "opens sooner: on an Intel Xeon (AVX-512) machine, 2026-11-28, the study checkout and "
+    "today's code give the same first three losses as each other, a relative 7e-8, 5e-4 and "
+    "3e-2 away from the AMD machine's at steps 0, 1 and 2. So a CPU run repeats bit for bit "
+    "only with the same code, torch build, CPU kernels and thread count, which every record "
+    "now holds; across environments the runs are statistically, not bitwise, the same. "
+    "`tests/repro/test_pinned_stream.py` pins the first three steps of that run on both "
+    "machines and compares them exactly on either (a change of the data order, augmentation, "
+    "initialisation, loss or optimiser fails it); elsewhere it compares step 0 alone, to a "
+    "relative 1e-5 (everything but the optimiser). The second round's runs are all trained "
+    f"by that one study checkout, {STUDY_CHECKOUT}, on the machines the table above names, "
+    "even where this page is generated at a later commit; the test runs in `make test` "
+    "wherever `../shared/data` lies beside the checkout (as in CI), so on either pinned "
+    "machine the code of a commit whose tests pass trains the same first steps as the study "
+    "checkout.")
 
 
 def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
