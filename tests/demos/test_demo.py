@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from float_environment import pinned_environment
 
 from contrastkit.data.sources.images import datasets as D
 from contrastkit.eval import LinearProtocol, linear_probe, sample_per_class
@@ -19,6 +20,10 @@ from examples.demos import protocol as P
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors on a shared 2-core CPU
 CIFAR_JPG = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"
+FIRST_EPOCH_PINS = Path(__file__).with_name("first_epoch_pins.json")
+#: The demo's first epoch against docs/demo.json outside a pinned environment: ten times the
+#: gap measured between the two pinned CPUs (loss 3.1e-4 relative, kNN monitor 1 of 364).
+UNPINNED_TOLERANCE = {"train/loss": {"rel": 3e-3}, "val/knn_top1": {"abs": 10 / 364}}
 TINY_NET = [
     "--model.method.init_args.backbone",
     '{"name": "small_convnet", "width": 4, "out_dim": 8, "cifar_stem": false}',
@@ -351,6 +356,28 @@ def test_an_interrupted_demo_resumes_then_evaluates(tmp_path: Path, capsys) -> N
         demo.main(["--resume"])
 
 
+def _first_epoch_pins() -> list[dict]:
+    return json.loads(FIRST_EPOCH_PINS.read_text())["environments"]
+
+
+def test_the_first_epoch_pin_of_the_demo_machine_is_docs_demo_json():
+    """The pin of the environment that ran ``make demo`` is docs/demo.json's own first epoch,
+    and the other pins lie within what the check outside pinned environments allows."""
+    from examples.demos import readme_table as R
+
+    committed = json.loads(R.COMMITTED.read_text())["pretraining"]
+    pins = _first_epoch_pins()
+    own = [env for env in pins if env["source"] == "docs/demo.json"]
+    assert len(own) == 1
+    for key, values in own[0].items():
+        if "/" in key:
+            assert values == [[s, v] for s, v in committed[key] if s <= values[-1][0]], key
+    for env in pins:
+        for key, tolerance in UNPINNED_TOLERANCE.items():
+            then = [value for _, value in own[0][key]]
+            assert [value for _, value in env[key]] == pytest.approx(then, **tolerance), key
+
+
 def test_the_committed_demo_json_is_what_the_code_computes_today(tmp_path: Path) -> None:
     """Issue 37 item 10: docs/demo.json (whose table the README shows) is what ``make demo``
     computes with today's code. Pretraining is deterministic, so the demo's first epoch run
@@ -360,8 +387,14 @@ def test_the_committed_demo_json_is_what_the_code_computes_today(tmp_path: Path)
     the data, views, model, loss, optimiser, warm-up, queue, monitor or probe moves these
     numbers and fails here: rerun ``make demo`` and ``python -m examples.demos.readme_table``.
     Not covered: a change that acts only after the first epoch, or on the pretrained and
-    random-init columns alone. Another thread count changes the sums' order (the last digits
-    of the loss, the monitor by an image): the tolerances allow that, not more."""
+    random-init columns alone.
+
+    The float results depend on the CPU's kernels: the first epoch's loss is a relative 3e-4
+    apart between the AMD EPYC machine that ran ``make demo`` and an Intel Xeon (AVX-512), the
+    kNN monitor one test image. So the first epoch is pinned per environment
+    (``first_epoch_pins.json``; the demo machine's pin is docs/demo.json's) and compared
+    exactly in a pinned one; elsewhere with docs/demo.json to :data:`UNPINNED_TOLERANCE`,
+    ten times that gap, which a change of the run still exceeds."""
     import lightning as L
 
     from contrastkit.cli.pretrain import build
@@ -379,8 +412,12 @@ def test_the_committed_demo_json_is_what_the_code_computes_today(tmp_path: Path)
     cli.trainer.callbacks.append(StopAfterOneEpoch())
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     rerun = demo.trajectory(out / "metrics.csv")
-    last = max(step for values in rerun.values() for step, _ in values)
-    for key, tolerance in (("train/loss", {"rel": 1e-5}), ("val/knn_top1", {"abs": 1.5 / 364})):
+    env = pinned_environment(_first_epoch_pins())
+    for key, tolerance in UNPINNED_TOLERANCE.items():
+        if env is not None:
+            assert rerun[key] == env[key], (key, env["cpu"], env["source"])
+            continue
+        last = max(step for values in rerun.values() for step, _ in values)
         then = [value for step, value in committed["pretraining"][key] if step <= last]
         now = [value for _, value in rerun[key]]
         assert then and now == pytest.approx(then, **tolerance), key

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from float_environment import pinned_environment
 from stream_probe import StopAfter
-
-from studies.repro.provenance import cpu_model
 
 REPO = Path(__file__).resolve().parents[2]
 ARCHIVE = REPO / ".." / "shared" / "data" / "cifar10-jpg.tar.gz"
@@ -31,16 +30,6 @@ PINNED = Path(__file__).with_name("pinned_stream.json")
 
 pytestmark = [pytest.mark.usefixtures("one_thread"),
               pytest.mark.skipif(not ARCHIVE.is_file(), reason=f"{ARCHIVE} not available")]
-
-
-def pinned_environment(pinned: dict) -> dict | None:
-    """The entry of ``pinned["environments"]`` that is this process's environment, or None."""
-    if torch.get_num_threads() != pinned["threads"]:
-        return None
-    capability = torch.backends.cpu.get_cpu_capability()
-    return next((env for env in pinned["environments"]
-                 if env["torch"] == torch.__version__ and env["cpu"] == cpu_model()
-                 and env.get("cpu_capability", capability) == capability), None)
 
 
 def test_the_pinned_environments_agree_on_the_first_step():
@@ -66,7 +55,7 @@ def test_the_pinned_run_trains_the_same_first_steps(tmp_path, monkeypatch):
               "--trainer.callbacks.steps", str(steps)])
     losses = StopAfter.losses
     assert len(losses) == steps
-    env = pinned_environment(pinned)
+    env = pinned_environment(pinned["environments"])
     if env is not None:
         assert losses == env["losses"], (
             f"the first steps of {pinned['config']} (seed {pinned['seed']}) changed in an "
