@@ -117,8 +117,8 @@ def append_provenance(log: Path, step: str, entry: dict[str, object],
 def read_provenance(folder: Path) -> dict[str, object]:
     """``folder/provenance.jsonl`` folded: ``commits`` (in the order first seen, of the
     pretraining commands when there are any, else of every command), ``dirty`` (any of them),
-    and the last line's versions and hardware; empty without a log (a run recorded before
-    provenance was)."""
+    and the last of them's versions and hardware (what trained the run, not what evaluated
+    it); empty without a log (a run recorded before provenance was)."""
     try:
         lines = (folder / PROVENANCE_LOG).read_text().splitlines()
     except OSError:
@@ -133,7 +133,7 @@ def read_provenance(folder: Path) -> dict[str, object]:
     if not entries:
         return {}
     trained = [e for e in entries if e.get("step") == "pretrain"] or entries
-    last = entries[-1]
+    last = trained[-1]
     return {"commits": list(dict.fromkeys(str(e.get("commit")) for e in trained)),
             "dirty": any(bool(e.get("dirty")) for e in trained),
             **{k: last.get(k) for k in ("python", *PACKAGES, "cpu", "omp_num_threads",

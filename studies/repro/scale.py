@@ -149,20 +149,30 @@ def _unlogged_sentence(invocations: int, logged: int, unlogged: float, cpu: floa
 
 def _rate_sentence(done: list[dict], plan_train: float) -> str:
     """The finished runs' pretraining CPU-seconds per step against the plan's for the same
-    runs, and the second round's planned training (``plan_train`` CPU-seconds) at that
-    ratio."""
+    runs, per CPU model that trained them (machines differ by more than the methods), and the
+    second round's planned training (``plan_train`` CPU-seconds) at each ratio."""
     trained = [r for r in done if r["metrics"].get("cost/pretrain_steps")]
     if not trained:
         return ""
-    steps = sum(r["metrics"]["cost/pretrain_steps"] for r in trained)
-    measured = sum(pretrain_cpu(r["metrics"]) for r in trained) / steps
-    planned = sum(r["metrics"]["cost/pretrain_steps"] * planned_step_seconds(r["stem"])
-                  for r in trained) / steps
-    return (f"Pretraining of the finished runs: {measured:.2f} CPU-seconds per step, against "
-            f"the plan's {planned:.2f} for the same runs ({measured / planned:.1f}x, on this "
-            "round's machine); at that ratio the round's planned training, "
-            f"{plan_train / 3600:.2f} CPU-hours, would take about "
-            f"{plan_train * measured / planned / 3600:.0f}. ")
+    by_cpu: dict[str, list[dict]] = {}
+    for run in trained:
+        by_cpu.setdefault((run.get("provenance") or {}).get("cpu") or "CPU not recorded",
+                          []).append(run)
+    rates = []
+    for cpu, runs in by_cpu.items():
+        steps = sum(r["metrics"]["cost/pretrain_steps"] for r in runs)
+        measured = sum(pretrain_cpu(r["metrics"]) for r in runs) / steps
+        planned = sum(r["metrics"]["cost/pretrain_steps"] * planned_step_seconds(r["stem"])
+                      for r in runs) / steps
+        rates.append((cpu, len(runs), measured, planned))
+    parts = [f"{measured:.2f} against the plan's {planned:.2f} for the same runs "
+             f"({measured / planned:.1f}x) on {cpu} ({n} run{'s' if n > 1 else ''})"
+             for cpu, n, measured, planned in rates]
+    takes = " and ".join(f"{plan_train * measured / planned / 3600:.0f}"
+                         for _, _, measured, planned in rates)
+    return (f"Pretraining of the finished runs, CPU-seconds per step: {'; '.join(parts)}; at "
+            f"{'that ratio' if len(rates) == 1 else 'these ratios'} the round's planned "
+            f"training, {plan_train / 3600:.2f} CPU-hours, would take about {takes}. ")
 
 
 def _logged_share(group: list[dict]) -> str:

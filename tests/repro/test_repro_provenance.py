@@ -85,7 +85,7 @@ def test_the_runner_logs_each_command_and_the_collection_folds_them(checkout, mo
     assert all(len(line["commit"]) == 40 and line["dirty"] is False for line in lines)
     folded = read_provenance(checkout / folder)
     assert folded["commits"] == [lines[0]["commit"]] and folded["dirty"] is False
-    assert folded["torch"] == lines[-1]["torch"] and folded["cpu"] == lines[-1]["cpu"]
+    assert folded["torch"] == lines[0]["torch"] and folded["cpu"] == lines[0]["cpu"]
 
 
 def test_read_provenance_of_a_resumed_run_lists_both_commits(tmp_path):
@@ -94,9 +94,10 @@ def test_read_provenance_of_a_resumed_run_lists_both_commits(tmp_path):
     base = {"dirty": False, "torch": "2.13.0+cpu", "cpu": "AMD EPYC"}
     append_provenance(log, "pretrain", {**base, "commit": "a" * 40}, START)
     append_provenance(log, "pretrain", {**base, "commit": "b" * 40, "dirty": True}, START)
-    append_provenance(log, "knn200", {**base, "commit": "c" * 40}, START)
+    append_provenance(log, "knn200", {**base, "commit": "c" * 40, "cpu": "Intel Xeon"}, START)
     with open(log, "a") as handle:
         handle.write('{"step": "kn')  # a line cut short by a crash
     folded = read_provenance(tmp_path)
     assert folded["commits"] == ["a" * 40, "b" * 40]  # the pretraining commands' commits
     assert folded["dirty"] is True
+    assert folded["cpu"] == "AMD EPYC"  # what trained it; the evaluation ran elsewhere

@@ -371,8 +371,16 @@ def test_measured_cost_and_gains_over_random_init():
     assert (f"{unlogged / 3600:.2f} CPU-hours more, {total + unlogged / 3600:.2f} with them"
             in text)
     # per step: seed 1 alone counted its steps, (2400 + 2280) / 1170 = 4.00; SINCERE planned 2.06
-    assert ("Pretraining of the finished runs: 4.00 CPU-seconds per step, against the plan's "
-            "2.06 for the same runs (1.9x, on this round's machine)") in text
+    assert ("Pretraining of the finished runs, CPU-seconds per step: 4.00 against the plan's "
+            "2.06 for the same runs (1.9x) on AMD EPYC (1 run); at that ratio the round's "
+            "planned training") in text
+    # runs trained on two machines: a rate for each (seed 0: 2400 / 1170 = 2.05)
+    summary["runs"][f"cpu/{SINCERE_CELL}/seed0"]["metrics"]["cost/pretrain_steps"] = 1170.0
+    summary["runs"][f"cpu/{SINCERE_CELL}/seed1"]["provenance"]["cpu"] = "Intel Xeon"
+    assert ("CPU-seconds per step: 2.05 against the plan's 2.06 for the same runs (1.0x) on "
+            "AMD EPYC (1 run); 4.00 against the plan's 2.06 for the same runs (1.9x) on Intel "
+            "Xeon (1 run); at these ratios the round's planned training, 17.44 CPU-hours, "
+            "would take about 17 and 34.") in render_report(summary)
     assert (f"| `{SINCERE_CELL}` | 2 | {(2400 + 2400 / 600 * 1170) / 2 / 60:.1f} (40.0-78.0) | "
             "1 of 2 invocations, 600 of 1,170 steps trained (the rest estimated) | ") in text
     # the provenance table: the commit that trained them
