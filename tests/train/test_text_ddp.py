@@ -64,6 +64,9 @@ def test_two_processes_train_as_one_on_the_combined_batch(tmp_path, one_thread):
     start = tiny_bert.transformers.BertModel.from_pretrained(bert).state_dict()
     key = "method.backbone.model.embeddings.word_embeddings.weight"
     assert not torch.allclose(one["state_dict"][key], start["embeddings.word_embeddings.weight"])
+    # rounding differs between the runs (each process pads to its own longest sentence) and
+    # the CPU's kernels: largest gap 1.2e-5 on an Intel Xeon (AVX-512), against a median weight
+    # movement of 9e-3 over the 4 steps (a summed instead of averaged gradient doubles it)
     for name, value in one["state_dict"].items():
-        torch.testing.assert_close(two["state_dict"][name], value, rtol=1e-4, atol=1e-5,
+        torch.testing.assert_close(two["state_dict"][name], value, rtol=1e-4, atol=5e-5,
                                    msg=name)
