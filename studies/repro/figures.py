@@ -207,7 +207,8 @@ def _learning_curves(study: Study, summary: dict, tag: str, plt):
                    label=f"random init ({len(base)} seed{'s' if len(base) > 1 else ''})")
     ax.set_xlabel("epochs trained")
     ax.set_ylabel("monitor 200-NN top-1 (%)")
-    ax.legend(fontsize=7)
+    # beside the axes, not on them: a grid's eight curves leave no free corner
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig, bool(base)
 
 

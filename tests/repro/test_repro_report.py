@@ -293,6 +293,10 @@ def test_learning_curves_beside_the_random_init_line(tmp_path):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "SCE (2 seeds)", "random init (2 seeds)"]
     assert len(ax.collections) == 1  # the band of the two SCE seeds
+    # the legend lies beside the axes, right of them, where it hides no curve
+    fig.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.x0 > ax.get_window_extent().x1
     plt.close(fig)
     made = make_figures(STUDIES["baselines"], summary, tmp_path)
     assert [name for name, _ in made] == ["repro_baselines_learning_curves.png",
