@@ -153,11 +153,14 @@ CONTINUE_AT_STUDY_CHECKOUT = (
     "",
     "```bash",
     f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
+    "# the runs recorded since that commit, which it then restores instead of training again:",
+    "cp -r docs/reproduction/runs/. ../contrastkit-study/docs/reproduction/runs/",
     "cd ../contrastkit-study && make lint   # creates its .venv",
     "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/contrastkit repro cpu --study \\",
     "    temperature dystress sincere_grid sincere cifar2 > ../study-lane$lane.log 2>&1 & done",
-    "# later, whenever runs have finished (rerun the same loop after any stop: it resumes):",
-    "cd - && cp -rn ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
+    "# later, whenever runs have finished (rerun the same loop after any stop: it resumes);",
+    "# its records are the newer copies (a run's logs grow as a later study evaluates it):",
+    "cd - && cp -r ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
     "&& make repro-report",
     "```",
     "",

@@ -253,13 +253,15 @@ def _past_random_init(summary: dict) -> list[str]:
                 if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
                         and run.get("pretrain_finished"):
                     gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
-                    gains.append((gain, v.label, seed))
+                    gains.append((gain, f"study {study.title.split('.')[0]}, {v.label}", seed))
                     cells.append(f"s{seed}: {gain:+.1f}")
-            rows.append(f"| {v.label} | {protocol} | {', '.join(cells) or 'not yet run'} |")
+            rows.append(f"| {study.title.split('.')[0]} | {v.label} | {protocol} | "
+                        f"{', '.join(cells) or 'not yet run'} |")
     lines = ["## Trained past random initialisation", "",
              "Each finished run's top-1 minus that of the same backbone randomly initialised "
              "with the same seed (points, test split; CIFAR-2 runs against CIFAR-2's):", "",
-             "| run | protocol | gain over random init, per seed |", "|---|---|---|", *rows, ""]
+             "| study | run | protocol | gain over random init, per seed |", "|---|---|---|---|",
+             *rows, ""]
     if gains:
         low = min(gains)
         so_far = " so far" if len(gains) < planned else ""

@@ -391,10 +391,14 @@ def test_measured_cost_and_gains_over_random_init():
     assert ("| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: "
             in text)
     # SINCERE 1-NN 0.80 + 0.001 s, random init 0.30 + 0.01 s: gains 50.0, 49.1, 48.2
-    assert "| SINCERE (tuned: t=0.1, lr=0.2) | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
-    assert "| SupCon (tuned: t=0.05, lr=0.05) | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |" in text
-    assert "| SCE | knn200 | not yet run |" in text
-    assert "Smallest gain so far: +47.0 points (SupCon (tuned: t=0.05, lr=0.05), seed 2)" in text
+    assert "| 1 | SINCERE (tuned: t=0.1, lr=0.2) | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
+    assert ("| 1 | SupCon (tuned: t=0.05, lr=0.05) | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |"
+            in text)
+    # CIFAR-2's tuned runs carry the same labels: the study column tells them apart
+    assert "| 1b | SINCERE (tuned: t=0.1, lr=0.2) | knn1_projector | not yet run |" in text
+    assert "| 5 | SCE | knn200 | not yet run |" in text
+    assert ("Smallest gain so far: +47.0 points (study 1, SupCon (tuned: t=0.05, lr=0.05), "
+            "seed 2)") in text
     assert "## What the CPU scale can and cannot show" in text
 
 
