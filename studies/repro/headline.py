@@ -134,7 +134,7 @@ def results_lines(summary: dict, part: str = "cpu") -> list[str]:
              "| study | claim | paper's effect | measured | verdict |", "|---|---|---|---|---|"]
     for study, claim in _claims(part):
         v = judge(claim, study, summary)
-        lines.append(f"| {study.title.split('.')[0]} | {_claim_cell(claim)} | "
+        lines.append(f"| {study.number} | {_claim_cell(claim)} | "
                      f"{_paper_cell(claim, summary)} | {_measured_cell(v)} | "
                      f"{_verdict_cell(v)} |")
     return [*lines, ""]

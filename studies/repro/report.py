@@ -253,9 +253,9 @@ def _past_random_init(summary: dict) -> list[str]:
                 if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
                         and run.get("pretrain_finished"):
                     gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
-                    gains.append((gain, f"study {study.title.split('.')[0]}, {v.label}", seed))
+                    gains.append((gain, f"study {study.number}, {v.label}", seed))
                     cells.append(f"s{seed}: {gain:+.1f}")
-            rows.append(f"| {study.title.split('.')[0]} | {v.label} | {protocol} | "
+            rows.append(f"| {study.number} | {v.label} | {protocol} | "
                         f"{', '.join(cells) or 'not yet run'} |")
     lines = ["## Trained past random initialisation", "",
              "Each finished run's top-1 minus that of the same backbone randomly initialised "

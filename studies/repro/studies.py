@@ -135,6 +135,11 @@ class Study:
     pairs: tuple[tuple[str, str, str], ...] = field(default=())
     note: str = ""  # printed under the study's title
 
+    @property
+    def number(self) -> str:
+        """The study's number on the page, its title's first word (``"1b"`` of ``"1b. ..."``)."""
+        return self.title.split(".")[0]
+
     def variant(self, name: str) -> Variant:
         """The run called ``name``."""
         for v in self.variants:
