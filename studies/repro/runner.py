@@ -209,12 +209,13 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
 
     pending = [(study, seed, variant) for study in studies
                for seed in (seeds if seeds else study.seeds) for variant in study.variants]
-    if run.dry_run:  # nothing is evaluated, so nothing is chosen: name what would be
-        for study, seed, variant in pending:
-            if variant.tuning is not None:
-                run.log(f"# {study.name} seed {seed}: {variant.name} is trained at the setting "
-                        f"its grid ({variant.tuning.name}) chooses, once the grid is evaluated")
-        pending = [item for item in pending if item[2].tuning is None]
+    if run.dry_run:  # a dry run evaluates nothing: a grid not evaluated yet chooses nothing
+        waiting = [item for item in pending
+                   if item[2].tuning is not None and concrete(item[2]) is None]
+        for study, seed, variant in waiting:
+            run.log(f"# {study.name} seed {seed}: {variant.name} is trained at the setting "
+                    f"its grid ({variant.tuning.name}) chooses, once the grid is evaluated")
+        pending = [item for item in pending if item not in waiting]
     while pending:
         left = []
         for study, seed, variant in pending:

@@ -28,9 +28,9 @@ from studies.repro.commands import (
     parse_duration,
     trained_seconds,
 )
-from studies.repro.layout import ARCHIVE
+from studies.repro.layout import ARCHIVE, eval_dir, run_dir
 from studies.repro.runner import Runner, run_lock, run_studies, selected
-from studies.repro.studies import STUDIES, Study, Tuning, Variant
+from studies.repro.studies import STUDIES, TUNINGS, VALIDATION, Study, Tuning, Variant
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -122,6 +122,30 @@ def test_dry_run_sincere_names_the_tuned_runs_and_evaluates_the_baseline(monkeyp
         "projector"] * 3
     assert _option(init[0], "--data") == "image_archive" and _option(init[0], "--root") == ARCHIVE
     assert not [c for c in commands if c[1] == "compare"]
+
+
+def test_dry_run_trains_a_tuned_run_at_the_setting_its_evaluated_grid_chose(monkeypatch,
+                                                                            tmp_path):
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    for loss, best in (("sincere", 3), ("supcon", 1)):  # each grid's validation scores
+        for i, cell in enumerate(TUNINGS[loss].grid):
+            folder = tmp_path / eval_dir(run_dir("cpu", cell.stem, 0), VALIDATION)
+            folder.mkdir(parents=True)
+            score = 0.6 if i == best else 0.4
+            (folder / "results.json").write_text(json.dumps({"metrics": {"top1": score}}))
+    lines: list[str] = []
+    runner = Runner(dry_run=True, log=lines.append)
+    run_studies("cpu", [STUDIES["cifar2"]], [1], runner)
+    assert not [line for line in lines if "once the grid is evaluated" in line]
+    pretrain = {_option(c, "--config"): c for c in runner.commands if c[1] == "pretrain"}
+    for loss, best in (("sincere", 3), ("supcon", 1)):
+        cmd = pretrain[f"configs/repro/cpu/cifar2_{loss}.yaml"]
+        assert _option(cmd, "--output") == f"runs/repro/cpu/cifar2_{loss}/seed1/pretrain"
+        assert all(arg in cmd for arg in TUNINGS[loss].grid[best].overrides)
+    compares = [c for c in runner.commands if c[1] == "compare"]
+    assert {c[2] for c in compares} == {
+        f"runs/repro/cpu/cifar2_sincere/seed1/eval/{p}" for p in ("knn1_projector",
+                                                                 "knn5_projector")}
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
