@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
@@ -67,6 +68,12 @@ def _all_seeds_done(summary: dict, study: Study, tag: str, stem: str) -> bool:
     done = {r.get("seed") for r in summary.get("runs", {}).values()
             if r.get("tag") == tag and r.get("stem") == stem and r.get("status") == "done"}
     return set(study.seeds) <= done
+
+
+def _of_seeds(summary: dict, seeds: Sequence[int]) -> dict:
+    """``summary`` with only the runs of ``seeds``."""
+    return {**summary, "runs": {key: run for key, run in summary.get("runs", {}).items()
+                                if run.get("seed") in seeds}}
 
 
 def _signed(value: float) -> str:
@@ -330,6 +337,9 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
         lines += _claims_table(study, summary)
     if study.name == "sincere_grid":
         lines += _choice_lines(summary)
+        # a chosen cell's folder also holds the tuned comparison's later seeds: the grid is
+        # its own seeds only
+        summary = _of_seeds(summary, study.seeds)
     if not study.variants:
         return lines
     cols = _columns(study)

@@ -334,6 +334,23 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
     assert "| claim |" in text[text.index("### 1b."):text.index("### 2.")]
 
 
+def test_the_tuning_grid_section_reads_the_grid_seed_only():
+    """The chosen cell's folder also holds the tuned comparison's seeds 1 and 2: the grid's
+    table and learning curves are seed 0's, study 1's table all three seeds'."""
+    summary = fake_sincere_summary()
+    summary["choices"] = fake_choices()
+    for seed in (0, 1, 2):
+        run = summary["runs"][f"cpu/{SINCERE_CELL}/seed{seed}"]
+        run["metrics"]["knn1_heldout_projector/top1"] = 0.50 + 0.10 * seed
+    text = render_report(summary)
+    grid = text[text.index("### 1a."):text.index("### 1b.")]
+    row = _row(grid, "| SINCERE t=0.1, lr=0.2 | 30 |")
+    assert "| 50.00 (1 seed) |" in row and "seeds)" not in row
+    tuned = _row(text[text.index("### 1. "):text.index("### 1a.")],
+                 "| SINCERE (tuned: t=0.1, lr=0.2) | 30 |")
+    assert "(3 seeds)" in tuned
+
+
 def _provenance(commit="a" * 40):
     return {"commits": [commit], "dirty": False, "torch": "2.13.0+cpu", "lightning": "2.6.6",
             "numpy": "2.4.6", "cpu": "AMD EPYC", "omp_num_threads": "1", "gpu": None}
