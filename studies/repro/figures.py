@@ -26,6 +26,21 @@ from studies.repro.layout import RUNS
 from studies.repro.studies import TEMPERATURES, Study
 
 
+def _monitor_splits(study: Study) -> tuple[str, str]:
+    """The online monitor's queries and bank, in words, from the study's first trained config
+    (``data.subset`` training images, of ``data.classes`` in every split when it is set)."""
+    import yaml
+
+    trained = next(v for v in study.variants if not v.name.endswith("random_init"))
+    data = (yaml.safe_load((layout.REPO / trained.config).read_text()) or {}).get("data") or {}
+    classes = data.get("classes")
+    subset = f"{data['subset']:,} " if data.get("subset") else ""
+    if not classes:
+        return "the test split", f"the {subset}training images"
+    kind = " and ".join(classes)
+    return f"the test split's {kind} images", f"the {subset}{kind} training images"
+
+
 def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[str, str]]:
     """Write the study's figures (only from measured runs) and return (file, caption) pairs."""
     tags = run_tags(summary, study.part)
@@ -59,12 +74,13 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
             fig, with_baseline = drawn
             baseline = ("; dashed: the random-init baseline under the same monitor"
                         if with_baseline else "")
+            queries, bank = _monitor_splits(study)
             save(fig, f"repro_{study.name}_learning_curves.png",
-                 f"{study.title}: learning curves, the online 200-NN monitor (test split against "
-                 "the 10,000 training images, k 200, t 0.1) every 5 epochs; seed mean, band: "
+                 f"{study.title}: learning curves, the online 200-NN monitor ({queries} against "
+                 f"{bank}, k 200, t 0.1) every 5 epochs; seed mean, band: "
                  f"lowest to highest seed (where a run has more than one){baseline} "
-                 f"(`runs/repro/{tag}`). The tables' 200-NN uses the whole train split as bank, "
-                 "so their numbers differ from the last point.")
+                 f"(`runs/repro/{tag}`). The tables' kNN accuracies use the whole train split "
+                 "as bank, so their numbers differ from the last point.")
     if study.name == "temperature":
         panels = [("knn200/top1", 100.0, "200-NN top-1 (%)"),
                   ("analyze_projector/uniformity", 1.0,

@@ -1,14 +1,16 @@
 """The Markdown report of the reproduction study (``docs/reproduction.md``).
 
 :func:`render_report` turns a collected summary into the page. Its first screen: the tally of
-verdicts with *reversed at this scale* and the results table (:mod:`studies.repro.headline`),
-then the deviations from the papers (:mod:`studies.repro.deviations`); the details follow:
-how to rerun, which checkout trained the records (:mod:`studies.repro.provenance`), the
-planned and measured cost and what the scale can show (:mod:`studies.repro.scale`), the
-verdict rules, the gains over random initialisation, then per study its claims (paper's
-numbers, measured values per seed, verdict), a table of its runs per tag and its figures
-(:mod:`studies.repro.figures`). Tuned runs are shown as their grid chose
-(:mod:`studies.repro.tuning`). :func:`write_report` writes it atomically.
+verdicts with *reversed at this scale*, the runs not shown to train past their random
+initialisation (with the counted claims that read them) and the results table
+(:mod:`studies.repro.headline`), then the deviations from the papers
+(:mod:`studies.repro.deviations`); the details follow: how to rerun, which checkout trained
+the records (:mod:`studies.repro.provenance`), the planned and measured cost and what the
+scale can show (:mod:`studies.repro.scale`), the verdict rules, the gains over random
+initialisation, then per study its claims (paper's numbers, measured values per seed,
+verdict), a table of its runs per tag (with those not trained past random initialisation
+named under it) and its figures (:mod:`studies.repro.figures`). Tuned runs are shown as their
+grid chose (:mod:`studies.repro.tuning`). :func:`write_report` writes it atomically.
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         f"exist yet says **not yet run**. Summary generated: {summary.get('generated', '–')}.",
         "",
         *tally_lines(summary),
+        *_untrained_lines(summary),
         *results_lines(summary),
         *deviation_lines(),
         "## How to rerun",
@@ -201,8 +204,9 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`; CIFAR-2's:",
         "`cifar2_random_init.yaml`) evaluated with every study's protocols and shown in every",
         "run table. An online 200-NN monitor every 5 epochs (the 10,000 training images as",
-        "bank, the test split as queries) draws the learning curves; it changes nothing in",
-        "training. Evaluation on the full train (bank) and test splits of the archive. Part B",
+        "bank, the test split as queries; CIFAR-2: its 4,000 training images, the test split's",
+        "cat and dog images) draws the learning curves; it changes nothing in training.",
+        "Evaluation on the full train (bank) and test splits of the archive. Part B",
         "(one GPU): full width, the 50,000 training images, 200 epochs, bf16, GPU augmentation.",
         "",
         *provenance_lines(summary),
@@ -301,27 +305,86 @@ def _measured(v: Verdict, study: Study) -> str:
     return text
 
 
-def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
-                        stem: str) -> str:
-    """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
-    its 95% t-interval from two seeds on."""
+def _gains_over_random_init(study: Study, summary: dict, tag: str, metric: str,
+                            stem: str) -> dict[int, float]:
+    """Per seed, the finished run's ``metric`` minus that of the random init of the same seed,
+    in points."""
     base_variant = _baseline(study)
     assert base_variant is not None
     base = base_variant.stem
     runs = summary.get("runs", {})
-    diffs = []
+    gains = {}
     for run in runs.values():
         if run.get("tag") != tag or run.get("stem") != stem or not run.get("pretrain_finished"):
             continue
         other = runs.get(f"{tag}/{base}/seed{run['seed']}") or {}
         if metric in run["metrics"] and metric in other.get("metrics", {}):
-            diffs.append(100.0 * (run["metrics"][metric] - other["metrics"][metric]))
+            gains[run["seed"]] = 100.0 * (run["metrics"][metric] - other["metrics"][metric])
+    return gains
+
+
+def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
+                        stem: str) -> str:
+    """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
+    its 95% t-interval from two seeds on."""
+    diffs = list(_gains_over_random_init(study, summary, tag, metric, stem).values())
     if not diffs:
         return "–"
     if len(diffs) == 1:
         return f"{diffs[0]:+.2f} (1 seed)"
     mean, low, high = t_interval(diffs)
     return f"{mean:+.2f} [{low:+.2f}, {high:+.2f}] ({len(diffs)} seeds)"
+
+
+def _not_past_random_init(study: Study, summary: dict, tag: str
+                          ) -> list[tuple[Variant, str, float, float, float]]:
+    """The study's trained runs whose gain over random init (the run table's accuracy, every
+    planned seed measured) has a 95% t-interval that is not above 0: (variant, protocol name,
+    mean, low, high), in points."""
+    base_variant = _baseline(study)
+    if not study.variants or base_variant is None or len(study.seeds) < 2:
+        return []
+    accuracy = next((c for c in _columns(study) if c[1].endswith("/top1")), None)
+    if accuracy is None:
+        return []
+    out = []
+    for v in study.variants:
+        if v is base_variant:
+            continue
+        gains = _gains_over_random_init(study, summary, tag, accuracy[1], v.stem)
+        if sorted(gains) != sorted(study.seeds):
+            continue
+        mean, low, high = t_interval(list(gains.values()))
+        if low <= 0:
+            out.append((v, accuracy[0].split(" top-1")[0], mean, low, high))
+    return out
+
+
+def _untrained_text(untrained: list[tuple[Variant, str, float, float, float]]) -> str:
+    return "; ".join(f"{v.label}: {name} {mean:+.2f} [{low:+.2f}, {high:+.2f}] points"
+                     for v, name, mean, low, high in untrained)
+
+
+def _untrained_lines(summary: dict) -> list[str]:
+    """Under the tally: the Part A studies with a run not trained past its random init, and
+    how many of their counted claims read such a run."""
+    choices = summary.get("choices") or {}
+    found = []
+    for study in (resolve_study(s, choices) for s in STUDIES.values() if s.part == "cpu"):
+        untrained = _not_past_random_init(study, summary, study.part)
+        if not untrained:
+            continue
+        names = {v.name for v, *_ in untrained}
+        claims = [c for c in study.claims if c.role == "primary"
+                  and any(name in names for name, _ in c.needs)]
+        found.append(f"study {study.number} ({_untrained_text(untrained)}; {len(claims)} of "
+                     f"its counted claims read them)")
+    if not found:
+        return []
+    return ["Not trained past random initialisation at this budget, the gain's 95% t-interval "
+            "over the seeds not above 0: " + "; ".join(found) + ". Their verdicts follow the "
+            "rules fixed before the runs, but they compare networks not shown to be better than "
+            "the same ones untrained, not the losses as the papers train them.", ""]
 
 
 def _study_section(study: Study, summary: dict, figures_dir: Path | None,
@@ -382,6 +445,14 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
                       f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
                       f"less than {COLLAPSE_MAX_DROP:.0%}: every embedding is nearly the same "
                       "vector, so claims that read these runs are *collapsed*.", ""]
+        untrained = _not_past_random_init(study, summary, tag)
+        if untrained:
+            lines += [f"Not trained past random initialisation ({_untrained_text(untrained)}, "
+                      "mean gain over the same network untrained with the same seed, 95% "
+                      "t-interval): the interval is not above 0, so at this budget these runs "
+                      "are not shown to be better than untrained, and the claims that read "
+                      "them compare them as they are, not the losses as the paper trains "
+                      "them.", ""]
     if figures_dir is not None:
         for name, caption in make_figures(study, summary, figures_dir):
             rel = os.path.relpath(figures_dir / name, doc_dir) if doc_dir else str(

@@ -64,6 +64,15 @@ def test_the_readme_counts_what_the_committed_page_counts():
                                                 untestable, pending]
     assert collapsed == inconclusive == not_run == 0, (
         "the README's sentence names no other verdict: add it")
+    # the claims that read runs not trained past random init, as the page counts them
+    untrained = re.search(r"(\d+) counted claims, those of the CIFAR-2 study, read runs not "
+                          r"shown to train past their random initialisation", readme)
+    on_page = re.search(r"study 1b \(.*?; (\d+) of its counted claims read them\)", page)
+    assert (untrained and int(untrained.group(1))) == (on_page and int(on_page.group(1))), (
+        "README.md: the count of claims on runs not trained past random init differs from "
+        "the page's")
+    assert not re.search(r"study (?!1b)\S+ \([^)]*of its counted claims read them", page), (
+        "another study has runs not trained past random init: the README must name it")
 
 
 def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
@@ -454,3 +463,61 @@ def test_a_new_report_removes_the_figures_it_no_longer_shows(tmp_path):
     text = write_report(summary, tmp_path / "docs" / "reproduction.md", figures).read_text()
     assert "](figures/repro_baselines.png)" in text
     assert sorted(p.name for p in figures.iterdir()) == ["other.png", "repro_baselines.png"]
+
+
+def _untrained_supcon(gains_over_random_init):
+    """Study 1's fake summary with SupCon's projector 1-NN set to random init's plus the given
+    gains (points), one per seed."""
+    summary = fake_sincere_summary()
+    for seed, gain in enumerate(gains_over_random_init):
+        base = summary["runs"][f"cpu/random_init/seed{seed}"]["metrics"]["knn1_projector/top1"]
+        summary["runs"][f"cpu/{SUPCON_CELL}/seed{seed}"]["metrics"]["knn1_projector/top1"] = (
+            base + gain / 100.0)
+    return summary
+
+
+def test_runs_not_trained_past_random_init_are_named_under_the_tally_and_in_their_study():
+    """A run whose gain over random init has a 95% t-interval not above 0 (every planned seed
+    measured) is named under the tally, with the counted claims that read it, and in its
+    study's section; a run clearly above random init is not."""
+    gains = (-1.0, -0.8, -0.6)
+    mean = float(np.mean(gains))
+    half = stats.t.ppf(0.975, 2) * np.std(gains, ddof=1) / np.sqrt(3)
+    interval = f"1-NN {mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}] points"
+    text = render_report(_untrained_supcon(gains))
+    glance = text[text.index("## At a glance"):text.index("## Results (Part A)")]
+    assert ("Not trained past random initialisation at this budget, the gain's 95% t-interval "
+            f"over the seeds not above 0: study 1 (SupCon (tuned: t=0.05, lr=0.05): {interval}; "
+            "4 of its counted claims read them).") in glance
+    section = text[text.index("### 1. "):text.index("### 1a.")]
+    assert (f"Not trained past random initialisation (SupCon (tuned: t=0.05, lr=0.05): "
+            f"{interval}, mean gain") in section
+    assert "SINCERE (tuned: t=0.1, lr=0.2): 1-NN" not in text
+    # an interval that straddles 0 is not above it either
+    assert "Not trained past random initialisation (SupCon" in render_report(
+        _untrained_supcon((2.0, -1.0, 0.5)))
+    # trained past it: nothing said
+    assert "Not trained past random initialisation" not in render_report(
+        _untrained_supcon((5.0, 6.0, 7.0)))
+    # a seed not yet measured: no verdict on the run yet
+    summary = _untrained_supcon(gains)
+    del summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]
+    assert "Not trained past random initialisation" not in render_report(summary)
+
+
+def test_cifar2_learning_curves_name_its_own_monitor_splits(tmp_path):
+    """CIFAR-2's monitor reads its 4,000 cat and dog training images and the test split's cat
+    and dog images (the configs' data.subset and data.classes), not CIFAR-10's 10,000."""
+    study = resolve_study(STUDIES["cifar2"], fake_choices())
+    trained = next(v for v in study.variants if not v.name.endswith("random_init"))
+    summary = {"runs": run_entry(trained.stem, 0, {})}
+    summary["runs"][f"cpu/{trained.stem}/seed0"]["monitor"] = [[5, 0.55], [10, 0.58]]
+    (name, caption), *_ = make_figures(study, summary, tmp_path)
+    assert name == "repro_cifar2_learning_curves.png"
+    assert ("the online 200-NN monitor (the test split's cat and dog images against the 4,000 "
+            "cat and dog training images, k 200, t 0.1)") in caption
+    (_, caption), *_ = make_figures(STUDIES["baselines"], {"runs": {
+        **run_entry("sce", 0, {}),
+        "cpu/sce/seed0": {**run_entry("sce", 0, {})["cpu/sce/seed0"],
+                          "monitor": [[5, 0.3]]}}}, tmp_path)
+    assert "(the test split against the 10,000 training images, k 200" in caption
