@@ -167,7 +167,7 @@ CONTINUE_AT_STUDY_CHECKOUT = (
 )
 #: What the first-steps check found about the records and today's code (tests/repro/
 #: test_pinned_stream.py holds it): measured 2026-11-27 on an AMD EPYC machine and 2026-11-28 on
-#: an Intel Xeon one.
+#: an Intel Xeon one (SCE, MoCo v2, ReSSL: 2026-11-28, Intel Xeon only).
 STREAM_CHECK = (
     "Do the records and today's code train the same runs? The first round's seed-0 run of "
     "`configs/repro/cpu/simclr_t0.1.yaml` started on 2026-11-26 at 14:29 and its recorded "
@@ -190,7 +190,14 @@ STREAM_CHECK = (
     "`tests/repro/test_pinned_stream.py` pins the first three steps of that run on both "
     "machines and compares them exactly on either (a change of the data order, augmentation, "
     "initialisation, loss or optimiser fails it); elsewhere it compares step 0 alone, to a "
-    "relative 1e-5 (everything but the optimiser). The second round's runs are all trained "
+    "relative 1e-5 (everything but the optimiser). The first round's SCE, MoCo v2, ReSSL and "
+    "random-init records, which study 5 reads (not retrained), hold no commit either: each "
+    "of their twelve runs (seeds 0, 1, 2) trains the same first three steps (the random "
+    "init: its one step), bit for bit (Intel Xeon, one thread, 2026-11-28), at the head of "
+    "main when it started (068e236 to ce89961, 2026-11-26 14:29 to 2026-11-27 05:29; a run "
+    "resumed later on newer code is checked at its start only) and at 72c293e, after this "
+    "round; the test pins seed 0 of SCE, MoCo v2 and ReSSL on that machine. The second "
+    "round's runs are all trained "
     f"by that one study checkout, {STUDY_CHECKOUT}, on the machines the table above names, "
     "even where this page is generated at a later commit; the test runs in `make test` "
     "wherever `../shared/data` lies beside the checkout (as in CI), so on either pinned "
@@ -219,7 +226,8 @@ def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
     for key, runs in sorted(groups.items(), key=lambda item: (not item[0][0], item[0])):
         commits, dirty, torch_v, lightning_v, numpy_v, cpu, threads, gpu = key
         if not commits:
-            lines.append(f"| not recorded (first round, 2026-11-25 to 27) | – | – | – | "
+            lines.append(f"| not recorded (first round, 2026-11-26 to 27: main's heads "
+                         f"068e236 to ce89961, below) | – | – | – | "
                          f"{len(runs)}: {', '.join(sorted(runs))} |")
             continue
         hardware = f"{cpu}, OMP_NUM_THREADS={threads}" + (f", GPU {gpu}" if gpu else "")

@@ -161,7 +161,8 @@ def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
     assert "| accuracy | 1.37 | 3.4 | 4.47 |" in text
     # the deviations table and the provenance section
     assert "| SINCERE and SupCon settings |" in text and "sha256 5ad50ced" in text
-    assert "| not recorded (first round, 2026-11-25 to 27) |" in text
+    assert ("| not recorded (first round, 2026-11-26 to 27: main's heads 068e236 to ce89961, "
+            "below) |") in text
 
 
 def test_partial_study_renders_what_has_finished(tmp_path):
