@@ -25,8 +25,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from studies.repro import layout
 from studies.repro.block_records import BLOCK_LOG
 from studies.repro.collection import seed_values
@@ -154,7 +152,8 @@ def best_fixed_temperature(summary: dict) -> str | None:
 def baseline_temperature() -> float:
     """The fixed temperature of block 2's SimCLR run (its config's)."""
     baseline = variant_of(next(s for s in ORDER if s.run == "simclr"))
-    return float(_config(baseline)["model"]["method"]["init_args"]["temperature"])
+    method = layout.read_config(baseline.config)["model"]["method"]
+    return float(method["init_args"]["temperature"])
 
 
 def plan(summary: dict) -> list[Block]:
@@ -237,19 +236,16 @@ class Estimate:
         return self.commands <= 2 and self.device_seconds <= BLOCK_SECONDS
 
 
-def _config(variant: Variant) -> dict:
-    return yaml.safe_load((layout.REPO / variant.config).read_text()) or {}
-
-
 def training_step(variant: Variant) -> str:
     """The config's ``model.performance.step`` (``eager`` when it names none)."""
-    performance = ((_config(variant).get("model") or {}).get("performance")) or {}
+    model = layout.read_config(variant.config).get("model") or {}
+    performance = model.get("performance") or {}
     return str(performance.get("step", "eager"))
 
 
 def estimate(variant: Variant) -> Estimate:
     """:class:`Estimate` of ``variant``'s block at its config's epochs and training step."""
-    raw = _config(variant)
+    raw = layout.read_config(variant.config)
     trainer = raw.get("trainer") or {}
     epochs = int(trainer.get("max_epochs", 1))
     every = int(trainer.get("check_val_every_n_epoch") or 1)

@@ -31,9 +31,7 @@ from studies.repro.tuning import folder_choices, is_resolved, resolve_study
 
 def config_epochs(config: str) -> int:
     """``trainer.max_epochs`` of a config (path relative to the checkout; 0 when unset)."""
-    import yaml
-
-    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    raw = layout.read_config(config)
     return int((raw.get("trainer") or {}).get("max_epochs") or 0)
 
 

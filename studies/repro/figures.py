@@ -29,10 +29,8 @@ from studies.repro.studies import TEMPERATURES, Study
 def _monitor_splits(study: Study) -> tuple[str, str]:
     """The online monitor's queries and bank, in words, from the study's first trained config
     (``data.subset`` training images, of ``data.classes`` in every split when it is set)."""
-    import yaml
-
     trained = next(v for v in study.variants if not v.name.endswith("random_init"))
-    data = (yaml.safe_load((layout.REPO / trained.config).read_text()) or {}).get("data") or {}
+    data = layout.read_config(trained.config).get("data") or {}
     classes = data.get("classes")
     subset = f"{data['subset']:,} " if data.get("subset") else ""
     if not classes:

@@ -32,6 +32,13 @@ DOC_SUMMARY = Path("docs/reproduction.json")  # committed copy of the summary th
 FIGURES = Path("docs/figures")
 
 
+def read_config(config: str | Path) -> dict:
+    """The parsed YAML of ``config`` (a path relative to :data:`REPO`; ``{}`` when empty)."""
+    import yaml
+
+    return yaml.safe_load((REPO / config).read_text()) or {}
+
+
 def require_checkout() -> Path:
     """:data:`REPO`, after checking that it holds the study's configs.
 

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from studies.repro import layout
 from studies.repro.studies import Study, Variant
 
@@ -53,7 +51,7 @@ def config_steps(config: str) -> int:
     """Optimiser steps of one run of ``config`` (path relative to the checkout):
     ``limit_train_batches`` when set, else ``max_epochs`` x full batches of its images
     (``data.subset``)."""
-    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    raw = layout.read_config(config)
     trainer, data = raw.get("trainer") or {}, raw.get("data") or {}
     per_epoch = trainer.get("limit_train_batches") or int(data["subset"]) // int(
         data["batch_size"])

@@ -165,6 +165,8 @@ CONTINUE_AT_STUDY_CHECKOUT = (
     "```",
     "",
 )
+#: The heads of main when the first round's remaining records (no commit recorded) started.
+FIRST_ROUND_HEADS = "068e236 to ce89961"
 #: What the first-steps check found about the records and today's code (tests/repro/
 #: test_pinned_stream.py holds it): measured 2026-11-27 on an AMD EPYC machine and 2026-11-28 on
 #: an Intel Xeon one (SCE, MoCo v2, ReSSL: 2026-11-28, Intel Xeon only).
@@ -194,7 +196,7 @@ STREAM_CHECK = (
     "random-init records, which study 5 reads (not retrained), hold no commit either: each "
     "of their twelve runs (seeds 0, 1, 2) trains the same first three steps (the random "
     "init: its one step), bit for bit (Intel Xeon, one thread, 2026-11-28), at the head of "
-    "main when it started (068e236 to ce89961, 2026-11-26 14:29 to 2026-11-27 05:29; a run "
+    f"main when it started ({FIRST_ROUND_HEADS}, 2026-11-26 14:29 to 2026-11-27 05:29; a run "
     "resumed later on newer code is checked at its start only) and at 72c293e, after this "
     "round; the test pins seed 0 of SCE, MoCo v2 and ReSSL on that machine. The second "
     "round's runs are all trained "
@@ -227,7 +229,7 @@ def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
         commits, dirty, torch_v, lightning_v, numpy_v, cpu, threads, gpu = key
         if not commits:
             lines.append(f"| not recorded (first round, 2026-11-26 to 27: main's heads "
-                         f"068e236 to ce89961, below) | – | – | – | "
+                         f"{FIRST_ROUND_HEADS}, below) | – | – | – | "
                          f"{len(runs)}: {', '.join(sorted(runs))} |")
             continue
         hardware = f"{cpu}, OMP_NUM_THREADS={threads}" + (f", GPU {gpu}" if gpu else "")

@@ -18,8 +18,6 @@ import inspect
 from dataclasses import asdict, dataclass
 from functools import cache
 
-import yaml
-
 from studies.repro import layout
 from studies.repro.commands import EVALS
 from studies.repro.studies import STUDIES, Variant
@@ -154,7 +152,7 @@ def effective(config: str) -> dict[str, object]:
     from contrastkit.train.datamodule import PretrainDataModule
     from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
 
-    raw = yaml.safe_load((layout.REPO / config).read_text()) or {}
+    raw = layout.read_config(config)
     model, trainer = raw.get("model") or {}, raw.get("trainer") or {}
     method = model.get("method") or {}
     args = {**_defaults(_class(method["class_path"])), **(method.get("init_args") or {})}

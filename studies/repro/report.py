@@ -241,7 +241,6 @@ def _past_random_init(summary: dict) -> list[str]:
     """Each trained Part A run's accuracy minus that of the random-init baseline of its seed
     and study (points; 200-NN where the run has it, else 1-NN, in the projector's output
     when it has no backbone kNN), and the smallest gain."""
-    runs = summary.get("runs", {})
     choices = summary.get("choices") or {}
     rows, gains = [], []
     planned = 0  # trained runs of the plan with a test evaluation
@@ -257,15 +256,12 @@ def _past_random_init(summary: dict) -> list[str]:
             seen.add(v.stem)
             metric = f"{protocol}/top1"
             cells = []
+            measured = _gains_over_random_init(study, summary, "cpu", metric, v.stem)
             for seed in study.seeds:
                 planned += 1
-                run = runs.get(f"cpu/{v.stem}/seed{seed}") or {}
-                base = runs.get(f"cpu/{base_variant.stem}/seed{seed}") or {}
-                if metric in run.get("metrics", {}) and metric in base.get("metrics", {}) \
-                        and run.get("pretrain_finished"):
-                    gain = 100.0 * (run["metrics"][metric] - base["metrics"][metric])
-                    gains.append((gain, f"study {study.number}, {v.label}", seed))
-                    cells.append(f"s{seed}: {gain:+.1f}")
+                if seed in measured:
+                    gains.append((measured[seed], f"study {study.number}, {v.label}", seed))
+                    cells.append(f"s{seed}: {measured[seed]:+.1f}")
             rows.append(f"| {study.number} | {v.label} | {protocol} | "
                         f"{', '.join(cells) or 'not yet run'} |")
     lines = ["## Trained past random initialisation", "",
@@ -336,15 +332,21 @@ def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
     return f"{mean:+.2f} [{low:+.2f}, {high:+.2f}] ({len(diffs)} seeds)"
 
 
+def _accuracy_column(study: Study) -> tuple[str, str, float, int] | None:
+    """The first accuracy column of the study's run table (the one compared with random
+    init), if it has one."""
+    return next((c for c in _columns(study) if c[1].endswith("/top1")), None)
+
+
 def _not_past_random_init(study: Study, summary: dict, tag: str
                           ) -> list[tuple[Variant, str, float, float, float]]:
     """The study's trained runs whose gain over random init (the run table's accuracy, every
     planned seed measured) has a 95% t-interval that is not above 0: (variant, protocol name,
     mean, low, high), in points."""
-    base_variant = _baseline(study)
-    if not study.variants or base_variant is None or len(study.seeds) < 2:
+    base_variant = _baseline(study)  # None for a study without runs
+    if base_variant is None or len(study.seeds) < 2:
         return []
-    accuracy = next((c for c in _columns(study) if c[1].endswith("/top1")), None)
+    accuracy = _accuracy_column(study)
     if accuracy is None:
         return []
     out = []
@@ -406,7 +408,7 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     if not study.variants:
         return lines
     cols = _columns(study)
-    accuracy = next((c for c in cols if c[1].endswith("/top1")), None)
+    accuracy = _accuracy_column(study)
     versus = accuracy is not None and _baseline(study) is not None
     for tag in tags:
         header = ["run", "epochs", *[c[0] for c in cols]]
