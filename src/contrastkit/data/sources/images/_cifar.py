@@ -5,6 +5,10 @@ pickle of a dict with ``data`` (``N x 3072`` uint8, row-major, the 1024 red valu
 green, then blue, each a 32x32 image row by row) and the labels (``labels`` for CIFAR-10,
 ``fine_labels``/``coarse_labels`` for CIFAR-100). Keys are ``str`` or ``bytes`` depending on how
 the file is unpickled; both are accepted.
+
+No code runs from a data set: the batch files are read by :class:`_BatchUnpickler`, which
+builds numpy arrays and plain values and refuses any other callable a pickle names (the way a
+malicious file runs code), as checkpoints are read with ``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -119,9 +123,37 @@ class _Source:
         return out
 
 
+#: The only callables a CIFAR batch file's pickle may name: numpy's array and dtype
+#: reconstruction (``numpy.core`` before numpy 2, ``numpy._core`` since) and the codec that
+#: Python 3 pickles of ``bytes`` at protocol 2 use. Each builds data and runs nothing else.
+_ALLOWED_GLOBALS = frozenset({
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+})
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """An unpickler for CIFAR batch files that resolves only :data:`_ALLOWED_GLOBALS`."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise _RefusedGlobal(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A pickle named a callable outside :data:`_ALLOWED_GLOBALS`."""
+
+
 def _unpickle(data: bytes, where: str) -> dict[str, Any]:
     try:
-        obj = pickle.load(io.BytesIO(data), encoding="latin1")
+        obj = _BatchUnpickler(io.BytesIO(data), encoding="latin1").load()
+    except _RefusedGlobal as err:
+        raise ValueError(
+            f"{where}: refused: not a CIFAR batch file, its pickle calls {err} (a data set may "
+            "hold only arrays, labels and names; nothing in it is run)"
+        ) from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as err:
         raise ValueError(
             f"{where}: not a valid CIFAR pickle (truncated or corrupt: {err})"
