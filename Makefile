@@ -47,7 +47,8 @@ test-all: $(STAMP)
 # The timm lane (docs/integrations.md): timm needs torchvision, which does not import beside the
 # CPU torch of .venv, so a second venv holds the pair torch 2.14.1 + torchvision 0.29.1 (a CUDA
 # build that also runs on CPUs; about 5.5 GB) with timm; it runs the tests under tests/timm_lane/
-# (skipped in .venv). Not part of `make test`: the install is too large for CI.
+# (skipped in .venv), among them the losses' reference tests against lightly 1.6, which needs
+# torchvision too. Not part of `make test`: the install is too large for CI.
 TIMM_VENV := .venv-timm
 TIMM_PY := $(TIMM_VENV)/bin/python
 TIMM_STAMP := $(TIMM_VENV)/.contrastkit-installed
@@ -57,7 +58,7 @@ $(TIMM_STAMP): pyproject.toml Makefile
 	@test -x $(TIMM_PY) || $(PYTHON) -m venv $(TIMM_VENV)
 	$(TIMM_PY) -m pip install -q --upgrade pip
 	$(TIMM_PY) -m pip install -q $(TIMM_TORCH)
-	$(TIMM_PY) -m pip install -q -e ".[data,train,eval,imagenet,test,timm]"
+	$(TIMM_PY) -m pip install -q -e ".[data,train,eval,imagenet,test,timm]" "lightly==1.6.*"
 	@touch $(TIMM_STAMP)
 
 test-timm: $(TIMM_STAMP)
