@@ -397,8 +397,9 @@ def test_the_committed_demo_json_is_what_the_code_computes_today(tmp_path: Path)
     random-init columns alone.
 
     The float results depend on the CPU's kernels: the first epoch's loss is a relative 3e-4
-    apart between the AMD EPYC machine that ran ``make demo`` and an Intel Xeon (AVX-512), the
-    kNN monitor one test image. So the first epoch is pinned per environment
+    apart between the AMD EPYC machine (AVX2) that ran ``make demo`` and an Intel Xeon
+    (AVX-512), the kNN monitor one test image; an AMD EPYC with AVX-512 is a third
+    environment. So the first epoch is pinned per environment
     (``first_epoch_pins.json``; the demo machine's pin is docs/demo.json's) and compared
     exactly in a pinned one; elsewhere with docs/demo.json to :data:`UNPINNED_TOLERANCE`,
     ten times that gap, which a change of the run still exceeds."""

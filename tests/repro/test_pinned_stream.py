@@ -9,7 +9,8 @@ Float results also depend on the torch build, the CPU's kernels and the number o
 the stream amplifies a rounding difference within a few steps. Measured with torch 2.13.0+cpu:
 on an AMD EPYC, one and two threads give the same step-0 loss and step-1 losses 5e-7 apart
 (step 2: 7e-4); on an Intel Xeon (AVX-512), the same at steps 0 and 1 (step 2: 4e-3); between
-the two machines, one thread each, steps 0, 1 and 2 are a relative 7e-8, 5e-4 and 3e-2 apart.
+the two machines, one thread each, steps 0, 1 and 2 are a relative 7e-8, 5e-4 and 3e-2 apart;
+an AMD EPYC with AVX-512 (2026-12-01) agrees with the first AMD EPYC (AVX2) at step 0 only.
 So the losses are pinned per environment (torch build, CPU model and, where recorded, torch's
 CPU capability; one thread) and compared exactly in a pinned one. Elsewhere only step 0 is
 compared, to a relative 1e-5: the data order, augmentation draws, initialisation and loss; an
