@@ -9,13 +9,16 @@ import logging
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from contrastkit.cli import main
+from contrastkit.outputs import SKIPPED_FILES, record_skipped
 from contrastkit.train.datamodule import PretrainDataModule
+from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -94,6 +97,29 @@ def test_skipped_videos_are_listed_like_images(videos_with_a_broken_one, tmp_pat
     assert main(_video_args(root, out, "--data.skip_corrupt", "true",
                             "--data.num_workers", "1")) == 0
     assert (out / "skipped_files.txt").read_text() == f"{broken}\n"
+    assert not (out / SKIP_LOG).exists()  # issue 52: the merged log was left behind
+
+
+def test_a_run_that_ends_leaves_its_skip_log_merged_and_removed(tmp_path):
+    """Issue 52, item 13: ``RUN/.skipped_files.log`` stayed in the run folder of a finished run
+    beside ``skipped_files.txt``; a run that ends (finished or failed) merges and removes it."""
+    for end in ("teardown", "on_exception"):
+        folder = tmp_path / end
+        folder.mkdir()
+        record_skipped(folder / SKIP_LOG, "videos/broken.avi")
+        trainer = SimpleNamespace(default_root_dir=str(folder), is_global_zero=True)
+        callback = SkippedFilesCallback()
+        with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+            callback.on_train_epoch_end(trainer, None)  # mid-run: merged, kept for the workers
+        assert (folder / SKIP_LOG).is_file()
+        with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+            record_skipped(folder / SKIP_LOG, "videos/late.avi")
+            if end == "teardown":
+                callback.teardown(trainer, None, "fit")
+            else:
+                callback.on_exception(trainer, None, RuntimeError("stopped"))
+        assert (folder / SKIPPED_FILES).read_text() == "videos/broken.avi\nvideos/late.avi\n"
+        assert sorted(p.name for p in folder.iterdir()) == [SKIPPED_FILES]
 
 
 # --- text ------------------------------------------------------------------------------------
