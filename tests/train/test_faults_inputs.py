@@ -177,3 +177,28 @@ def test_one_image_per_class_says_none_is_held_out(tmp_path, caplog):
     assert f"data: {tmp_path}: pretraining on 3 images, none held out" in line
     assert "0.2 of each class held out" not in line
     assert data.val_split is None and data.num_classes == 3  # no monitor on an empty split
+
+
+# --- files that are not read as images (issue 52, item 4) ------------------------------------
+def test_files_not_read_as_images_are_counted_in_the_start_line(tmp_path, caplog):
+    """At 0f3dae1 a .gif, .tif or .bmp in a class folder was left out without a word; they
+    are read now, and what is still not read (another extension, a file beside the class
+    folders) is counted by extension."""
+    rng = np.random.default_rng(0)
+    for name, ext in (("a", "gif"), ("a", "tif"), ("a", "bmp"), ("b", "png"), ("b", "jpg")):
+        (tmp_path / name).mkdir(exist_ok=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(
+                tmp_path / name / f"{i}.{ext}")
+    (tmp_path / "a" / "IMG_0001.HEIC").write_bytes(b"not read")
+    (tmp_path / "b" / "notes.txt").write_text("not an image")
+    (tmp_path / "b" / "more.txt").write_text("not an image")
+    (tmp_path / "labels.csv").write_text("beside the class folders")
+    data = PretrainDataModule(dataset="folder", root=str(tmp_path), batch_size=2,
+                              test_fraction=0.2)
+    with caplog.at_level(logging.INFO):
+        data.setup("fit")
+    assert len(data.train_set) + len(data.val_set) == 10  # every image, each format
+    [line] = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
+    assert line.startswith(f"data: {tmp_path}: 4 file(s) not read as images (2 .txt, 1 .csv, "
+                           "1 .heic; the formats read: .jpg, ")
