@@ -119,3 +119,23 @@ def test_each_epoch_draws_its_own_boxes(reader, monkeypatch):
 def test_bad_settings_are_one_line_errors(reader):
     with pytest.raises(ValueError, match="must be 'cpu' or 'gpu'"):
         DaliCrops(reader, [CropSpec(32, (0.2, 1.0))], range(4), 2, device="tpu")
+
+
+def test_photos_with_an_exif_orientation_are_cropped_upright(tmp_path, monkeypatch):
+    """Issue 52: the boxes are drawn on the upright image (width and height swap for a photo
+    taken sideways); DALI decodes the stored pixels of each box and the view is turned upright,
+    as the loader path turns the decoded image."""
+    rng = np.random.default_rng(3)
+    samples = []
+    for i, turn in enumerate((6, 8, 3, 7, 1, 5, 2, 4)):
+        image = Image.open(io.BytesIO(_photo(300, 400, rng)))
+        exif = Image.Exif()
+        exif[0x0112] = turn
+        path = tmp_path / f"{i}.jpg"
+        image.save(path, "JPEG", quality=90, exif=exif.tobytes())
+        samples.append((str(path), i % 2))
+    reader = FileReader(samples, ["a", "b"])
+    specs = [CropSpec(64, (0.2, 1.0)), CropSpec(32, (0.05, 0.4))]
+    diffs = _differences(_pairs(reader, specs, 0, True, monkeypatch))
+    means = torch.stack([d.mean() for d in diffs])
+    assert means.max() <= 1.0 and means.mean() <= 0.5, means  # a wrong turn is ~20-40 off

@@ -9,13 +9,16 @@ import logging
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from contrastkit.cli import main
+from contrastkit.outputs import SKIPPED_FILES, record_skipped
 from contrastkit.train.datamodule import PretrainDataModule
+from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -94,6 +97,29 @@ def test_skipped_videos_are_listed_like_images(videos_with_a_broken_one, tmp_pat
     assert main(_video_args(root, out, "--data.skip_corrupt", "true",
                             "--data.num_workers", "1")) == 0
     assert (out / "skipped_files.txt").read_text() == f"{broken}\n"
+    assert not (out / SKIP_LOG).exists()  # issue 52: the merged log was left behind
+
+
+def test_a_run_that_ends_leaves_its_skip_log_merged_and_removed(tmp_path):
+    """Issue 52, item 13: ``RUN/.skipped_files.log`` stayed in the run folder of a finished run
+    beside ``skipped_files.txt``; a run that ends (finished or failed) merges and removes it."""
+    for end in ("teardown", "on_exception"):
+        folder = tmp_path / end
+        folder.mkdir()
+        record_skipped(folder / SKIP_LOG, "videos/broken.avi")
+        trainer = SimpleNamespace(default_root_dir=str(folder), is_global_zero=True)
+        callback = SkippedFilesCallback()
+        with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+            callback.on_train_epoch_end(trainer, None)  # mid-run: merged, kept for the workers
+        assert (folder / SKIP_LOG).is_file()
+        with pytest.warns(UserWarning, match="skipped 1 unreadable"):
+            record_skipped(folder / SKIP_LOG, "videos/late.avi")
+            if end == "teardown":
+                callback.teardown(trainer, None, "fit")
+            else:
+                callback.on_exception(trainer, None, RuntimeError("stopped"))
+        assert (folder / SKIPPED_FILES).read_text() == "videos/broken.avi\nvideos/late.avi\n"
+        assert sorted(p.name for p in folder.iterdir()) == [SKIPPED_FILES]
 
 
 # --- text ------------------------------------------------------------------------------------
@@ -151,3 +177,28 @@ def test_one_image_per_class_says_none_is_held_out(tmp_path, caplog):
     assert f"data: {tmp_path}: pretraining on 3 images, none held out" in line
     assert "0.2 of each class held out" not in line
     assert data.val_split is None and data.num_classes == 3  # no monitor on an empty split
+
+
+# --- files that are not read as images (issue 52, item 4) ------------------------------------
+def test_files_not_read_as_images_are_counted_in_the_start_line(tmp_path, caplog):
+    """At 0f3dae1 a .gif, .tif or .bmp in a class folder was left out without a word; they
+    are read now, and what is still not read (another extension, a file beside the class
+    folders) is counted by extension."""
+    rng = np.random.default_rng(0)
+    for name, ext in (("a", "gif"), ("a", "tif"), ("a", "bmp"), ("b", "png"), ("b", "jpg")):
+        (tmp_path / name).mkdir(exist_ok=True)
+        for i in range(2):
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(
+                tmp_path / name / f"{i}.{ext}")
+    (tmp_path / "a" / "IMG_0001.HEIC").write_bytes(b"not read")
+    (tmp_path / "b" / "notes.txt").write_text("not an image")
+    (tmp_path / "b" / "more.txt").write_text("not an image")
+    (tmp_path / "labels.csv").write_text("beside the class folders")
+    data = PretrainDataModule(dataset="folder", root=str(tmp_path), batch_size=2,
+                              test_fraction=0.2)
+    with caplog.at_level(logging.INFO):
+        data.setup("fit")
+    assert len(data.train_set) + len(data.val_set) == 10  # every image, each format
+    [line] = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
+    assert line.startswith(f"data: {tmp_path}: 4 file(s) not read as images (2 .txt, 1 .csv, "
+                           "1 .heic; the formats read: .jpg, ")

@@ -2,6 +2,7 @@
 elsewhere keeps its best score; a resume on other data or another seed is refused, one that
 changes only how the run is computed is recorded; bytes that are not UTF-8 at the end of
 ``metrics.csv`` are dropped like a cut row; a NaN names the epoch as the epoch lines count it.
+Issue 52: a resume on an image folder whose files changed is refused, saying what changed.
 
 The interrupted run (1 of 2 epochs done) is trained once; each test resumes its own copy."""
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from own_images import make_own_folder
 from pretrain_args import TINY, StopAfterEpochs, method_args
 
 from contrastkit.cli import main
@@ -132,3 +134,65 @@ def test_a_nan_names_the_epoch_as_the_epoch_lines_count_it(tmp_path, capsys):
     line = next(ln for ln in capsys.readouterr().err.splitlines()
                 if ln.startswith("contrastkit pretrain: error:"))
     assert re.search(r"NaN or infinite (at|by) step \d \(epoch 1\b", line), line
+
+
+# --- issue 52, item 3: the files of an image folder ------------------------------------------
+def _folder_args(root: Path, out: Path, *extra: str) -> list[str]:
+    return ["--data.dataset", "folder", "--data.root", str(root), "--data.test_fraction", "0.2",
+            "--data.batch_size", "8", "--model.views.size", "8", "--trainer.accelerator", "cpu",
+            "--trainer.devices", "1", "--trainer.enable_progress_bar", "false",
+            *method_args("SCE"), "--trainer.max_epochs", "2", "--output", str(out), *extra]
+
+
+@pytest.fixture
+def folder_run(tmp_path: Path) -> tuple[Path, Path]:
+    """``(data.root, run)``: a held-out run on a folder of 2 x 20 images, stopped after 1 of 2
+    epochs."""
+    root = make_own_folder(tmp_path / "images", per_class=20, classes=("apple", "bear"),
+                           sizes=((16, 16),))
+    out = tmp_path / "run"
+    cli, _ = build(_folder_args(root, out))
+    cli.trainer.callbacks.append(StopAfterEpochs(1))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    return root, out
+
+
+def test_a_resume_on_a_folder_whose_images_changed_is_refused_saying_what_changed(
+        folder_run, capsys):
+    """At 0f3dae1 the resume was accepted without a word and the held-out split was drawn
+    again from the new files: images held out before became training images."""
+    root, out = folder_run
+    kept = {p: p.read_bytes() for p in (out / "config.yaml", out / "checkpoints" / "last.ckpt",
+                                        out / "metrics.csv")}
+    moved = sorted((root / "apple").iterdir())[:3]
+    for path in moved:
+        path.rename(path.with_suffix(".bak"))  # not an image extension: 3 apples fewer
+    make_own_folder(root.parent / "extra", per_class=1, classes=("bear",), sizes=((16, 16),))
+    (root.parent / "extra" / "bear" / "bear_0.png").rename(root / "bear" / "new.png")
+    assert main(["pretrain", *_folder_args(root, out, "--resume", "last")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert (f"data.root {root} changed since the run started: 3 image(s) fewer in 'apple', "
+            "1 image(s) more in 'bear';") in err
+    assert f"--config {out / 'config.yaml'} --output NEW_FOLDER" in err
+    assert {p: p.read_bytes() for p in kept} == kept  # nothing written
+    (root / "bear" / "new.png").unlink()
+    for path in moved:  # the files as they were: the run resumes
+        path.with_suffix(".bak").rename(path)
+    assert main(["pretrain", *_folder_args(root, out, "--resume", "last")]) == 0
+
+
+def test_a_checkpoint_without_a_listing_resumes_with_a_note(folder_run, capsys):
+    """Checkpoints written before the listing was recorded still resume (unchecked)."""
+    root, out = folder_run
+    last = out / "checkpoints" / "last.ckpt"
+    state = torch.load(last, weights_only=True)
+    assert state["callbacks"]["RunIdentity"]["data_listing"]["groups"]["apple"][0] == 20
+    del state["callbacks"]["RunIdentity"]["data_listing"]
+    torch.save(state, last)
+    (root / "apple" / "apple_0.png").unlink()  # not seen: the checkpoint has nothing to check
+    assert main(["pretrain", *_folder_args(root, out, "--resume", "last")]) == 0
+    assert (f"note: --resume {last}: the checkpoint records no listing of data.root {root}"
+            in capsys.readouterr().err)
+    resumed = torch.load(last, weights_only=True)  # recorded from then on
+    assert resumed["callbacks"]["RunIdentity"]["data_listing"]["groups"]["apple"][0] == 19

@@ -78,7 +78,12 @@ from contrastkit.train.resume import (
     remove_partial_files,
     truncate_metrics,
 )
-from contrastkit.train.run_identity import RESUMES, checked_identity, record_changes
+from contrastkit.train.run_identity import (
+    RESUMES,
+    checked_identity,
+    checked_listing,
+    record_changes,
+)
 from contrastkit.train.skipped_files import SKIP_LOG, SkippedFilesCallback
 from contrastkit.train.specs import OptimizerSpec
 from contrastkit.train.summary_figure import SUMMARY_FIGURE, RunSummaryCallback
@@ -406,8 +411,9 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
+    listing = checked_listing(cli, resumed, ckpt_path)  # before the data is opened
     validate_run(cli, resumed, ckpt_path, extending=extend_to is not None)
-    identity, changed = checked_identity(cli, resumed, ckpt_path)
+    identity, changed = checked_identity(cli, resumed, ckpt_path, listing)
     if extend_to is not None:
         then = recorded_schedule(resumed)["max_epochs"]
         changed = {**changed, LENGTH: (then, extend_to)}

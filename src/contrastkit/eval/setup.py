@@ -135,6 +135,7 @@ class Setup:
     test_fraction: float | None = None
     split_seed: int = 0
     skipped: list[str] = field(default_factory=list)
+    not_read: list[str] = field(default_factory=list)  # files of the folders, not images
     projector: dict | None = None  # the projector's HeadSpec with --space projector
     # features computed in this process, by (sha256, space, split): the baselines' setups share
     # the dict (their sha256 differ), so a protocol run twice extracts once, cache or not
@@ -317,6 +318,11 @@ def open_split(s: Setup, split: str) -> object:
                 "evaluation needs labels; point --root at a folder with one sub-folder per "
                 "class (ROOT/<class>/*.jpg)")
         s.skipped += [p for p in skipped if p not in s.skipped]
+        new = [p for p in registry.files_not_read(dataset) if p not in s.not_read]
+        s.not_read += new
+        line = registry.not_read_line(a.root, new)
+        if line is not None:
+            print(line, file=sys.stderr)
         selection = _selection(s, split)
         if selection is not None:
             dataset = fixed_subset(dataset, selection["size"], selection["seed"],

@@ -39,8 +39,10 @@ from contrastkit.data.sources.registry import (
     DatasetName,
     MissingSplitError,
     build_video_dataset,
+    files_not_read,
     is_labelled,
     is_video_dataset,
+    not_read_line,
     open_split,
 )
 from contrastkit.data.sources.stream import DecodedImage, ShardStream, is_url
@@ -221,6 +223,8 @@ class PretrainDataModule(L.LightningDataModule):
             raise ValueError(f"data.test_fraction must be between 0 and 1, got {test_fraction}")
         self.test_fraction, self.split_seed = test_fraction, split_seed
         self.skipped: list[str] = []
+        #: files of the image folders read that are not images it reads (counted at the start)
+        self.not_read: list[str] = []
         self.is_video = is_video_dataset(dataset)
         if video is not None and not self.is_video:
             raise ValueError(f"data.video applies to the video datasets, not {dataset!r}")
@@ -285,6 +289,7 @@ class PretrainDataModule(L.LightningDataModule):
             test_fraction=self.test_fraction, split_seed=self.split_seed,
             any_size=full_images)
         self.skipped += [p for p in skipped if p not in self.skipped]
+        self.not_read += [p for p in files_not_read(dataset) if p not in self.not_read]
         return dataset
 
     @property
@@ -360,6 +365,9 @@ class PretrainDataModule(L.LightningDataModule):
                     "the monitor") from None
         if self.test_fraction is not None:
             self._say_held_out(len(train))
+        line = not_read_line(self.root, self.not_read)
+        if line is not None:
+            rank_zero_info(line)
 
     def _say_held_out(self, trained: int) -> None:
         """The start line: how many images the held-out split really holds (none when every

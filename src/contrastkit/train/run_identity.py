@@ -21,6 +21,12 @@ An extension that legitimately changes a defining key (continuing a finished run
 epochs with a new stated schedule, say) passes those keys as ``allowed`` to
 :func:`identity_changes`: they are then recorded like the others instead of refused.
 Checkpoints written before the identity was stored are not checked.
+
+The data is also its files: every checkpoint stores the listing of ``data.root``
+(:func:`contrastkit.data.sources.listing.data_listing`: per class folder, the number of files and
+a digest of their relative paths and sizes), and a resume whose listing differs is refused in
+one line saying what changed (:func:`checked_listing`); checkpoints written before the listing
+was stored resume with a one-line note, unchecked.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,10 +42,11 @@ from typing import Any
 import lightning as L
 import yaml
 
+from contrastkit.data.sources.listing import data_listing, listing_changes
 from contrastkit.provenance import source_identity
 
-__all__ = ["RESUMES", "RunIdentity", "checked_identity", "identity_changes", "record_changes",
-           "recorded_identity", "refuse_changes", "run_identity"]
+__all__ = ["RESUMES", "RunIdentity", "checked_identity", "checked_listing", "identity_changes",
+           "record_changes", "recorded_identity", "refuse_changes", "run_identity"]
 
 #: The file of the recorded changes, one JSON line per resume that changed a setting.
 RESUMES = "resumes.jsonl"
@@ -161,11 +169,56 @@ def record_changes(folder: Path, changed: Mapping[str, tuple], checkpoint: str,
         handle.write(json.dumps(line) + "\n")
 
 
-def checked_identity(cli: Any, resumed: Mapping | None,
-                     ckpt_path: str | None) -> tuple[RunIdentity, dict]:
-    """The :class:`RunIdentity` of the configuration a ``LightningCLI`` ``cli`` parsed, and
-    the changes to record when it resumes the checkpoint ``resumed`` (read from
-    ``ckpt_path``).
+#: The key of the data's listing in :class:`RunIdentity`'s state.
+LISTING = "data_listing"
+
+
+def checked_listing(cli: Any, resumed: Mapping | None,
+                    ckpt_path: str | None) -> dict[str, Any] | None:
+    """The listing of the data a ``LightningCLI`` ``cli`` parsed
+    (:func:`~contrastkit.data.sources.listing.data_listing` of its ``data.root``; None for a
+    dataset without one), checked against the one the checkpoint ``resumed`` recorded at the
+    run's start (read from ``ckpt_path``). Nothing is checked when ``data.root`` itself
+    changed (:func:`checked_identity` refuses that, naming the key); a checkpoint written
+    before listings were stored gets a one-line note on stderr.
+
+    Raises:
+        ValueError: one line saying what changed and how to start a new run on the files.
+    """
+    data = cli.datamodule
+    name, root = getattr(data, "dataset_name", None), getattr(data, "root", None)
+    splits = {getattr(data, k, None) for k in ("train_split", "bank_split", "val_split")}
+    listing = None if name is None else data_listing(
+        name, root, {"train", "val", "test"} | {s for s in splits if isinstance(s, str)})
+    if listing is None or resumed is None:
+        return listing
+    started = (recorded_identity(resumed) or {}).get("data.root")
+    if isinstance(started, str) and os.path.expanduser(started) != root:
+        return listing
+    state = (resumed.get("callbacks") or {}).get(RunIdentity.__name__)
+    path = ckpt_path or ""
+    if not isinstance(state, Mapping) or LISTING not in state:
+        print(f"note: --resume {path}: the checkpoint records no listing of data.root {root} "
+              "(written before runs recorded one), so its files are not checked; they are "
+              "recorded from now on", file=sys.stderr)
+        return listing
+    change = None if state[LISTING] is None else listing_changes(state[LISTING], listing)
+    if change is not None:
+        run = Path(path).parent.parent
+        raise ValueError(
+            f"--resume {path}: data.root {root} changed since the run started: {change}; a "
+            "resumed run keeps its data (a held-out split would be drawn again from other "
+            "files); put the files back as they were to resume, or start a new run on them "
+            f"with another --output (contrastkit pretrain --config {run / 'config.yaml'} "
+            "--output NEW_FOLDER)")
+    return listing
+
+
+def checked_identity(cli: Any, resumed: Mapping | None, ckpt_path: str | None,
+                     listing: Mapping[str, Any] | None = None) -> tuple[RunIdentity, dict]:
+    """The :class:`RunIdentity` of the configuration a ``LightningCLI`` ``cli`` parsed (with
+    the ``listing`` of its data, :func:`checked_listing`), and the changes to record when it
+    resumes the checkpoint ``resumed`` (read from ``ckpt_path``).
 
     Raises:
         ValueError: for a resume that changes what the run is (:func:`refuse_changes`).
@@ -176,23 +229,28 @@ def checked_identity(cli: Any, resumed: Mapping | None,
     if recorded is not None:
         refused, changed = identity_changes(recorded, identity)
         refuse_changes(refused, ckpt_path or "")
-    return RunIdentity(identity), changed
+    return RunIdentity(identity, listing), changed
 
 
 class RunIdentity(L.Callback):
-    """Store the run's identity (:func:`run_identity`) in every checkpoint, with the code that
-    trains it (:func:`contrastkit.provenance.source_identity`: version, commit when known).
+    """Store the run's identity (:func:`run_identity`) in every checkpoint, with the listing
+    of its data's files and the code that trains it
+    (:func:`contrastkit.provenance.source_identity`: version, commit when known).
 
     Args:
         config: the flattened identity of the configuration this process runs.
+        listing: :func:`~contrastkit.data.sources.listing.data_listing` of its ``data.root``
+            (None: a dataset without one).
     """
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any],
+                 listing: Mapping[str, Any] | None = None) -> None:
         self.config = dict(config)
+        self.listing = None if listing is None else dict(listing)
         self.source = source_identity()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"config": dict(self.config), **self.source}
+        return {"config": dict(self.config), LISTING: self.listing, **self.source}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Nothing to restore: the configuration given now was checked against it."""

@@ -5,7 +5,8 @@ ones is known before the first step. A corrupt video is found only when a ``Data
 decodes it, in another process: each such process appends it to ``RUN/.skipped_files.log``
 (:func:`contrastkit.outputs.record_skipped`), and :class:`SkippedFilesCallback` merges that log
 into ``RUN/skipped_files.txt`` at every epoch end and when the run ends, with one warning
-counting the files that are new.
+counting the files that are new; once the run has ended (finished, stopped or failed) and the
+log is merged, the log is removed: the run folder keeps ``skipped_files.txt`` alone.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ class SkippedFilesCallback(L.Callback):
                 if hasattr(dataset, "skip_log"):
                     dataset.skip_log = log
 
-    def merge(self, trainer: L.Trainer) -> None:
-        """Add the newly skipped files to ``skipped_files.txt`` (main process only)."""
+    def merge(self, trainer: L.Trainer, last: bool = False) -> None:
+        """Add the newly skipped files to ``skipped_files.txt`` (main process only); ``last``
+        (the run has ended, its readers with it): then remove the merged log."""
         folder = Path(trainer.default_root_dir)
         if not trainer.is_global_zero or not (folder / SKIP_LOG).is_file():
             return
@@ -54,13 +56,15 @@ class SkippedFilesCallback(L.Callback):
             warnings.warn(f"skipped {len(new)} unreadable file(s) while reading the data "
                           f"(first: {new[0]}): listed in {folder / SKIPPED_FILES}",
                           stacklevel=2)
+        if last:
+            (folder / SKIP_LOG).unlink(missing_ok=True)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.merge(trainer)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule,
                      exception: BaseException) -> None:
-        self.merge(trainer)
+        self.merge(trainer, last=True)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        self.merge(trainer)
+        self.merge(trainer, last=True)

@@ -5,7 +5,8 @@ take every view's random resized crop from the whole image: area fraction unifor
 ``scale``, log aspect ratio uniform in ``log ratio`` (3/4, 4/3), torchvision's sampler. With
 :class:`LoaderCrops` the loader worker, per image:
 
-1. reads the file's header (its size) and draws one box per view (:func:`crop_box`, the
+1. reads the file's header (its size, turned upright by its EXIF orientation: width and
+   height swap for a photo taken sideways) and draws one box per view (:func:`crop_box`, the
    arithmetic of :func:`~contrastkit.data.augment._geometry.crop_boxes_from_uniforms` for one
    image, on uniforms hashed from ``(seed, epoch, index)``: :func:`keyed_uniforms`);
 2. decodes a JPEG (``simplejpeg``'s libjpeg-turbo binding when installed, else Pillow's
@@ -14,7 +15,8 @@ take every view's random resized crop from the whole image: area fraction unifor
    by the reduction (``fast_decode``: libjpeg's fast inverse DCT, off by default; other
    formats, and JPEGs the direct path rejects, through
    :func:`~contrastkit.data.decode.images.decode_scaled` with the same factor: Pillow's
-   reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding);
+   reduced JPEG decode, or the whole PNG / WebP box-averaged right after decoding), and
+   turns the decoded pixels upright (a view of them, no copy);
 3. crops each box and resizes it to its view's side on the uint8 pixels (antialiased
    bilinear, the filter of torchvision's ``RandomResizedCrop`` on a PIL image), in the
    channels-last layout the decoder writes (:func:`crop_views`).
@@ -40,7 +42,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from contrastkit.data.decode.images import decode_scaled, jpeg_header, pillow
+from contrastkit.data.decode.images import (
+    decode_scaled,
+    jpeg_header,
+    jpeg_orientation,
+    orient,
+    oriented_size,
+    pillow,
+)
 
 __all__ = [
     "CropSpec",
@@ -119,8 +128,8 @@ def dct_reduction(boxes: Sequence[tuple[int, int, int, int]], specs: Sequence[Cr
 def decode_reduced(data: bytes, scale: int, fast: bool = False) -> np.ndarray | None:
     """``(ceil(H / scale), ceil(W / scale), 3)`` uint8 of a gray or 3-component JPEG decoded
     at ``1 / scale`` by libjpeg's DCT scaling (``simplejpeg`` when installed, else Pillow's
-    decoder); ``None`` when the direct path does not apply (as for ``decode_image``'s fast
-    path), so that the general path decides.
+    decoder), as stored (before its EXIF orientation); ``None`` when the direct path does not
+    apply (as for ``decode_image``'s fast path), so that the general path decides.
 
     With ``fast`` (through ``simplejpeg`` only), libjpeg's fast integer inverse DCT
     (``JDCT_IFAST``; the chroma upsampling stays the accurate one): about 1 grey level from
@@ -158,9 +167,11 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec],
                uniforms: Sequence[Sequence[float]], fast_decode: bool = False) -> list[Tensor]:
     """Decode one encoded image and cut one random resized crop per view from it.
 
-    Each box is cut from the decoded (possibly DCT-reduced) image at the nearest whole pixels
-    and resized to its view's side by ``torch.nn.functional.interpolate`` on the uint8 pixels
-    (bilinear, antialiased: the triangle filter of Pillow's ``resize``, within a grey level).
+    The boxes are drawn on the image's upright size and cut from the decoded (possibly
+    DCT-reduced) image turned upright by its EXIF orientation, at the nearest whole pixels, and
+    each is resized to its view's side by ``torch.nn.functional.interpolate`` on the uint8
+    pixels (bilinear, antialiased: the triangle filter of Pillow's ``resize``, within a grey
+    level).
     The cut is copied once into a dense channels-last block (torch's vectorised uint8 resize
     path), and the view is returned in the channels-last layout the resize writes (a
     ``(3, size, size)`` tensor with strides ``(1, 3 size, 3)``; collation stacks it into a
@@ -189,9 +200,11 @@ def crop_views(data: bytes, name: str, specs: Sequence[CropSpec],
         boxes[:] = [crop_box(u, h, w, s) for u, s in zip(rows, specs, strict=True)]
         return dct_reduction(boxes, specs)
 
-    if header is not None:
-        height, width = header[:2]
+    if header is not None:  # boxes on the upright image; the stored pixels turned to it
+        turn = jpeg_orientation(data)
+        height, width = oriented_size(*header[:2], turn)
         array = decode_reduced(data, reduction(height, width), fast_decode)
+        array = None if array is None else orient(array, turn)
     if array is None:
         chw, (height, width) = decode_scaled(data, name, reduction)
         array = chw.transpose(1, 2, 0)

@@ -6,9 +6,14 @@ The boxes are those of :mod:`contrastkit.data.loading.crops`, the papers' random
 index)``: :meth:`~contrastkit.data.loading.crops.ViewCrops.uniforms`). The files are read and the
 boxes drawn in Python (a header read per file) and handed to DALI through
 ``fn.external_source``; per view DALI decodes only the box (``fn.decoders.image_slice``: the
-fused crop-decode; EXIF orientation not applied, as in the loader path) and resizes it to the
-view's side (antialiased linear, ``fn.resize``), and the uint8 ``(B, 3, S, S)`` batches go to the
-views' device augmentation unchanged (``from_crops``: flips and colour steps on the device).
+fused crop-decode) and resizes it to the view's side (antialiased linear, ``fn.resize``), and the
+uint8 ``(B, 3, S, S)`` batches go to the views' device augmentation unchanged (``from_crops``:
+flips and colour steps on the device).
+
+EXIF orientation, as the loader path applies it: the boxes are drawn on the upright image, each
+is handed to DALI as the box of the stored pixels it covers (:func:`stored_box`; DALI decodes
+the stored pixels, ``adjust_orientation=False``), and the square view DALI returns is turned
+upright in torch (:func:`upright_views`), which commutes with the resize of a box to a square.
 
 What differs from the loader-crops path: the loader decodes at a reduced DCT scale when every
 box allows it and resizes with torch's antialiased bilinear filter; DALI decodes at full size
@@ -29,10 +34,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from contrastkit.data.decode.images import jpeg_header, pillow
+from contrastkit.data.decode.images import (
+    ORIENTATIONS,
+    exif_orientation,
+    jpeg_header,
+    jpeg_orientation,
+    oriented_size,
+    pillow,
+    upright_size,
+)
 from contrastkit.data.loading.crops import CropSpec, SampleReader, ViewCrops, crop_box
 
-__all__ = ["DaliCrops", "dali_boxes"]
+__all__ = ["DaliCrops", "dali_boxes", "stored_box", "upright_views"]
 
 
 def _import_dali() -> Any:
@@ -45,30 +58,65 @@ def _import_dali() -> Any:
     return dali
 
 
-def _image_size(data: bytes, name: str) -> tuple[int, int]:
-    """``(height, width)`` from the JPEG header, else from Pillow's header parser."""
+def _image_geometry(data: bytes, name: str) -> tuple[int, int, int]:
+    """``(height, width, orientation)``: the stored size (from the JPEG header, else from
+    Pillow's header parser) and the EXIF orientation that turns it upright."""
     header = jpeg_header(data)
     if header is not None and 0 not in header[:2]:
-        return header[0], header[1]
+        return header[0], header[1], jpeg_orientation(data)
     try:
         with pillow().open(io.BytesIO(data)) as image:
-            return image.height, image.width
+            turn = exif_orientation(image)
+            return (*oriented_size(*upright_size(image), turn), turn)
     except Exception as err:
         raise ValueError(f"{name}: not an image DALI can decode ({err})") from None
 
 
 def dali_boxes(crops: ViewCrops, data: bytes, name: str, index: int,
-               epoch: int) -> list[tuple[int, int, int, int]]:
-    """The ``(x0, y0, w, h)`` box of each view of sample ``index`` in ``epoch``: the boxes
-    :class:`~contrastkit.data.loading.crops.LoaderCrops` cuts from the same image."""
-    height, width = _image_size(data, name)
-    return [crop_box(u, height, width, spec)
-            for u, spec in zip(crops.uniforms(index, epoch), crops.specs, strict=True)]
+               epoch: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """``(boxes, orientation)``: the ``(x0, y0, w, h)`` box of each view of sample ``index`` in
+    ``epoch`` as drawn on the upright image (the boxes
+    :class:`~contrastkit.data.loading.crops.LoaderCrops` cuts from the same image), given as
+    boxes of the stored pixels (:func:`stored_box`), and the image's EXIF orientation."""
+    height, width, turn = _image_geometry(data, name)
+    upright = oriented_size(height, width, turn)
+    return [stored_box(crop_box(u, *upright, spec), height, width, turn)
+            for u, spec in zip(crops.uniforms(index, epoch), crops.specs, strict=True)], turn
+
+
+def stored_box(box: tuple[int, int, int, int], height: int, width: int,
+               orientation: int) -> tuple[int, int, int, int]:
+    """The box ``(x0, y0, w, h)`` of the upright image as a box of the stored ``height x
+    width`` pixels (:data:`~contrastkit.data.decode.images.ORIENTATIONS`: the flips undone on
+    the transposed frame, then the transpose)."""
+    x0, y0, w, h = box
+    transpose, flip_rows, flip_cols = ORIENTATIONS.get(orientation, (False, False, False))
+    rows, cols = (width, height) if transpose else (height, width)
+    if flip_rows:
+        y0 = rows - y0 - h
+    if flip_cols:
+        x0 = cols - x0 - w
+    return (y0, x0, h, w) if transpose else (x0, y0, w, h)
+
+
+def upright_views(views: Tensor, orientations: Sequence[int]) -> Tensor:
+    """``(B, S, S, C)`` crops of stored pixels, each turned upright by its EXIF orientation
+    (a square crop resized to a square: turning it before or after the resize is the same)."""
+    if not any(turn in ORIENTATIONS for turn in orientations):
+        return views
+    turned = []
+    for view, turn in zip(views, orientations, strict=True):
+        transpose, flip_rows, flip_cols = ORIENTATIONS.get(turn, (False, False, False))
+        view = view.transpose(0, 1) if transpose else view
+        dims = [d for d, flip in ((0, flip_rows), (1, flip_cols)) if flip]
+        turned.append(view.flip(dims) if dims else view)
+    return torch.stack(turned)
 
 
 class _BatchSource:
     """DALI's ``external_source``: per call one batch of encoded files, one anchor and one
-    shape array per view, and the labels; ``StopIteration`` at the end of the epoch."""
+    shape array per view (the boxes on the stored pixels), the labels and the EXIF
+    orientations; ``StopIteration`` at the end of the epoch."""
 
     def __init__(self, reader: SampleReader, crops: ViewCrops, batch_size: int) -> None:
         self.reader, self.crops, self.batch_size = reader, crops, batch_size
@@ -79,16 +127,18 @@ class _BatchSource:
         anchors: list[list[np.ndarray]] = [[] for _ in self.crops.specs]
         shapes: list[list[np.ndarray]] = [[] for _ in self.crops.specs]
         labels: list[np.ndarray] = []
+        turns: list[np.ndarray] = []
         for index, epoch in self.keys:
             data, name, label = self.reader.read(index)
-            boxes = dali_boxes(self.crops, data, name, index, epoch)
+            boxes, turn = dali_boxes(self.crops, data, name, index, epoch)
             files.append(np.frombuffer(data, dtype=np.uint8))
             for view, (x0, y0, w, h) in enumerate(boxes):
                 anchors[view].append(np.array([x0, y0], dtype=np.float32))
                 shapes[view].append(np.array([w, h], dtype=np.float32))
             labels.append(np.array([label], dtype=np.int64))
+            turns.append(np.array([turn], dtype=np.int64))
             if len(files) == self.batch_size:
-                return (files, *anchors, *shapes, labels)
+                return (files, *anchors, *shapes, labels, turns)
         raise StopIteration  # the last partial batch is dropped, as the training loader does
 
 
@@ -128,9 +178,9 @@ class DaliCrops:
         pipe = dali.Pipeline(batch_size=self.batch_size, num_threads=num_threads,
                              device_id=device_id, prefetch_queue_depth=2)
         with pipe:
-            inputs = fn.external_source(source=self.source, num_outputs=2 * views + 2,
+            inputs = fn.external_source(source=self.source, num_outputs=2 * views + 3,
                                         batch=True)
-            files, labels = inputs[0], inputs[-1]
+            files, labels, turns = inputs[0], inputs[-2], inputs[-1]
             decoder = "mixed" if self.device == "gpu" else "cpu"
             outputs = []
             for view, spec in enumerate(self.crops.specs):
@@ -140,7 +190,7 @@ class DaliCrops:
                     normalized_shape=False, adjust_orientation=False)
                 outputs.append(fn.resize(box, resize_x=spec.size, resize_y=spec.size,
                                          interp_type=types.INTERP_LINEAR, antialias=True))
-            pipe.set_outputs(*outputs, labels)
+            pipe.set_outputs(*outputs, labels, turns)
         pipe.build()
         return pipe
 
@@ -157,9 +207,11 @@ class DaliCrops:
                 outputs = self.pipeline.run()
             except StopIteration:
                 return
-            *views, labels = (_to_torch(out) for out in outputs)
-            # (B, S, S, 3) -> (B, 3, S, S), channels-last strides (what the loader path gives)
-            yield [v.permute(0, 3, 1, 2) for v in views], labels.view(-1)
+            *views, labels, turns = (_to_torch(out) for out in outputs)
+            orientations = turns.view(-1).tolist()
+            # upright; (B, S, S, 3) -> (B, 3, S, S), channels-last strides (the loader path's)
+            yield ([upright_views(v, orientations).permute(0, 3, 1, 2) for v in views],
+                   labels.view(-1))
 
 
 def _to_torch(batch: Any) -> Tensor:

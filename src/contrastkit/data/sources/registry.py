@@ -14,11 +14,14 @@ evaluation read.
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from pathlib import Path
 from typing import Literal
 
 from torch.utils.data import Dataset
 
+from contrastkit.data.decode.images import IMAGE_EXTENSIONS
 from contrastkit.data.sources import shards
 from contrastkit.data.sources.images import datasets
 from contrastkit.data.sources.pack_state import check_complete
@@ -32,8 +35,10 @@ __all__ = [
     "MissingSplitError",
     "build_dataset",
     "build_video_dataset",
+    "files_not_read",
     "is_labelled",
     "is_video_dataset",
+    "not_read_line",
     "open_split",
     "skipped_files",
 ]
@@ -126,6 +131,7 @@ def build_dataset(
         cached = datasets.ArrayCache.build_or_load(files, cache_dir, size=size,
                                                    skip_corrupt=skip_corrupt)
         cached.skipped = list(files.skipped)
+        cached.not_images = list(files.not_images)  # type: ignore[attr-defined]
         return cached
     return files
 
@@ -149,6 +155,31 @@ def _folder_split(root: Path, split: str, skip_corrupt: bool, test_fraction: flo
 def skipped_files(dataset: Dataset) -> list[str]:
     """The unreadable files a dataset from :func:`build_dataset` left out (``skip_corrupt``)."""
     return list(getattr(dataset, "skipped", []))
+
+
+def files_not_read(dataset: Dataset) -> list[str]:
+    """The files of the folders a dataset from :func:`build_dataset` (or a wrapper of it) was
+    listed from that it does not read: another extension than
+    :data:`~contrastkit.data.decode.images.IMAGE_EXTENSIONS`, or beside the class folders."""
+    seen: list[object] = []
+    while dataset is not None and dataset not in seen:
+        found = getattr(dataset, "not_images", None)
+        if found is not None:
+            return list(found)
+        seen.append(dataset)
+        dataset = getattr(dataset, "dataset", None)
+    return []
+
+
+def not_read_line(root: str | None, files: list[str]) -> str | None:
+    """One line counting ``files`` (:func:`files_not_read`) by extension, or None for none."""
+    if not files:
+        return None
+    counts = Counter(os.path.splitext(f)[1].lower() or "no extension" for f in files)
+    kinds = ", ".join(f"{n} {ext}" for ext, n in sorted(counts.items(),
+                                                        key=lambda e: (-e[1], e[0])))
+    return (f"data: {root}: {len(files)} file(s) not read as images ({kinds}; the formats "
+            f"read: {', '.join(IMAGE_EXTENSIONS)}, in class folders)")
 
 
 def open_split(

@@ -36,6 +36,7 @@ import torch
 from torch.utils.data import Dataset
 
 from contrastkit.data.decode.images import (
+    FORMATS,
     UnreadableImageError,
     decode_at_least,
     decode_image,
@@ -90,7 +91,7 @@ def check_images(files: FileList) -> None:
                 image_mod.open(path).close()  # the header only: open parses it, decodes nothing
         except (OSError, SyntaxError, ValueError) as err:
             raise UnreadableImageError(f"{path}: unreadable image (expected a decodable "
-                                       f"JPEG/PNG/WebP file): {err}") from None
+                                       f"{FORMATS} file): {err}") from None
 
 
 def _need(path: Path, what: str) -> Path:

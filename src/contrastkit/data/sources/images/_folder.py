@@ -14,6 +14,7 @@ import torch
 from torch.utils.data import Dataset
 
 from contrastkit.data.decode.images import (
+    FORMATS,
     IMAGE_EXTENSIONS,
     MixedImageSizesError,
     UnreadableImageError,
@@ -23,6 +24,7 @@ from contrastkit.data.decode.images import (
     is_image_file,
     pillow,
     quiet_bomb_warning,
+    upright_size,
 )
 from contrastkit.outputs import escape_line
 
@@ -46,7 +48,9 @@ class ImageFiles(Dataset):
         workers: threads for the up-front check.
 
     ``ds[i]`` returns ``(uint8 tensor (3, H, W), int)``; ``ds.skipped`` lists the paths of the
-    unreadable files left out (empty without ``skip_corrupt``).
+    unreadable files left out (empty without ``skip_corrupt``); ``ds.not_images`` the files of
+    the folders read that are not read as images (set by :func:`scan_folder` and
+    :func:`open_image_folder`: another extension, or a file beside the class folders).
     """
 
     def __init__(
@@ -61,6 +65,7 @@ class ImageFiles(Dataset):
         self.classes = list(classes)
         samples = [(str(p), int(y)) for p, y in samples]
         self.skipped: list[str] = []
+        self.not_images: list[str] = []
         if skip_corrupt:
             samples, self.skipped = _drop_unreadable(samples, self.root, workers)
         self.samples = samples
@@ -148,7 +153,8 @@ def list_class_dirs(root: Path) -> list[str]:
 
 def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
                 exclude: frozenset[str] = frozenset(),
-                seen_files: set[str] | None = None) -> list[str]:
+                seen_files: set[str] | None = None,
+                others: list[str] | None = None) -> list[str]:
     """Sorted paths of the image files under ``folder`` (recursively).
 
     Symbolic links to folders are followed, but each real folder is walked once and each real
@@ -161,6 +167,8 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
         exclude: real paths of folders not to enter (the other classes' folders, the root).
         seen_files: real paths of files already listed (updated): shared across calls, a file
             is listed once in all of them.
+        others: when given, the paths of the files found that are not images (another
+            extension) are appended to it.
     """
     found, seen_dirs = [], set(exclude)
     seen_files = set() if seen_files is None else seen_files
@@ -174,7 +182,10 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             target = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, name)
-            if is_image_file(name, extensions) and target not in seen_files:
+            if not is_image_file(name, extensions):
+                if others is not None:
+                    others.append(path)
+            elif target not in seen_files:
                 seen_files.add(target)
                 found.append(path)
     return found
@@ -184,6 +195,7 @@ def scan_folder(
     root: str | os.PathLike[str],
     classes: Sequence[str] | None = None,
     extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
+    others: list[str] | None = None,
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """List ``root/<class>/**/<image>`` files with their labels.
 
@@ -194,7 +206,9 @@ def scan_folder(
         root: folder with one sub-folder per class.
         classes: optional subset of class folders, in label order; otherwise all sub-folders,
             sorted by name.
-        extensions: accepted file extensions (case-insensitive); other files are ignored.
+        extensions: accepted file extensions (case-insensitive); other files are not read.
+        others: when given, the files not read are appended to it: those of the class folders
+            with another extension, and the files directly in ``root`` (beside the classes).
 
     Returns:
         ``(samples, classes)`` with ``samples`` sorted by class, then path.
@@ -222,9 +236,12 @@ def scan_folder(
     samples: list[tuple[str, int]] = []
     class_dirs = {os.path.realpath(root / name) for name in classes} | {os.path.realpath(root)}
     seen_files: set[str] = set()
+    if others is not None:
+        others.extend(sorted(e.path for e in os.scandir(root) if not e.is_dir()))
     for label, name in enumerate(classes):
         own = os.path.realpath(root / name)
-        files = list_images(root / name, extensions, frozenset(class_dirs - {own}), seen_files)
+        files = list_images(root / name, extensions, frozenset(class_dirs - {own}), seen_files,
+                            others)
         if not files:
             raise ValueError(
                 f"class folder {root / name} contains no image file ({', '.join(extensions)})"
@@ -234,7 +251,8 @@ def scan_folder(
 
 
 class ImageFolder(ImageFiles):
-    """Images in ``root/<class_name>/**/*.{jpg,jpeg,png,webp}`` (extensions case-insensitive).
+    """Images in ``root/<class_name>/**/*`` with an extension of
+    :data:`~contrastkit.data.decode.images.IMAGE_EXTENSIONS` (case-insensitive).
 
     Classes are the sub-folder names sorted alphabetically (label = position), or the
     ``classes`` given, in that order. Images are decoded with Pillow to RGB uint8 ``(3, H, W)``.
@@ -255,8 +273,10 @@ class ImageFolder(ImageFiles):
         extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
         workers: int = 2,
     ):
-        samples, names = scan_folder(root, classes, extensions)
+        others: list[str] = []
+        samples, names = scan_folder(root, classes, extensions, others)
         super().__init__(samples, names, root, skip_corrupt=skip_corrupt, workers=workers)
+        self.not_images = others
 
 
 def open_image_folder(
@@ -272,12 +292,15 @@ def open_image_folder(
     root = Path(root)
     if list_class_dirs(root):
         return ImageFolder(root, skip_corrupt=skip_corrupt, workers=workers)
-    files = list_images(root)
+    others: list[str] = []
+    files = list_images(root, others=others)
     if not files:
         raise ValueError(f"image folder {root} has neither class sub-folders nor image files "
                          f"({', '.join(IMAGE_EXTENSIONS)})")
-    return ImageFiles([(f, UNLABELLED) for f in files], [], root, skip_corrupt=skip_corrupt,
+    flat = ImageFiles([(f, UNLABELLED) for f in files], [], root, skip_corrupt=skip_corrupt,
                       workers=workers)
+    flat.not_images = others
+    return flat
 
 
 def hold_out(files: ImageFiles, fraction: float, seed: int, part: str) -> ImageFiles:
@@ -297,8 +320,8 @@ def hold_out(files: ImageFiles, fraction: float, seed: int, part: str) -> ImageF
         part: ``"train"`` or ``"test"``.
 
     Returns:
-        An :class:`ImageFiles` of that part (``split`` attribute = ``part``, ``skipped`` as in
-        ``files``).
+        An :class:`ImageFiles` of that part (``split`` attribute = ``part``, ``skipped`` and
+        ``not_images`` as in ``files``).
 
     Raises:
         ValueError: for a fraction outside (0, 1) or another part name.
@@ -316,7 +339,7 @@ def hold_out(files: ImageFiles, fraction: float, seed: int, part: str) -> ImageF
         test.update(members[j] for j in order[:n_test])
     keep = [s for i, s in enumerate(files.samples) if (i in test) == (part == "test")]
     subset = ImageFiles(keep, files.classes, files.root)
-    subset.skipped = list(files.skipped)
+    subset.skipped, subset.not_images = list(files.skipped), list(files.not_images)
     subset.split = part  # type: ignore[attr-defined]
     return subset
 
@@ -324,8 +347,8 @@ def hold_out(files: ImageFiles, fraction: float, seed: int, part: str) -> ImageF
 def check_headers(files: ImageFiles, same_size: bool = True) -> None:
     """Read the header of every file of ``files`` (not its pixels: a few seconds for 100,000
     files) and fail before any training or evaluation starts when one is not an image, or,
-    with ``same_size``, when two have different sizes. A file whose header is fine but whose
-    data is truncated is still caught when it is decoded.
+    with ``same_size``, when two have different upright sizes (after their EXIF orientation). A
+    file whose header is fine but whose data is truncated is still caught when it is decoded.
 
     Raises:
         UnreadableImageError: naming the first file that is not an image.
@@ -336,10 +359,11 @@ def check_headers(files: ImageFiles, same_size: bool = True) -> None:
     for path, _ in files.samples:
         try:
             with quiet_bomb_warning(image_mod), image_mod.open(path) as img:
-                size = img.size
+                height, width = upright_size(img)
+                size = (width, height)
         except (OSError, SyntaxError, ValueError, image_mod.DecompressionBombError) as err:
             raise UnreadableImageError(
-                f"{path}: unreadable image (expected a decodable JPEG/PNG/WebP file): {err}"
+                f"{path}: unreadable image (expected a decodable {FORMATS} file): {err}"
             ) from None
         if first is None:
             first = (path, size)

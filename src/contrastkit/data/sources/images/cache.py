@@ -48,7 +48,9 @@ from contrastkit.outputs import escape_line
 from ._common import ArrayImages, files_fingerprint
 from ._folder import ImageFiles, hash_text, scan_folder
 
-FORMAT_VERSION = 1
+#: Version of the cache's layout and of the pixels in it: 2 since images are turned upright by
+#: their EXIF orientation (a cache of version 1 holds them as stored, and is rebuilt).
+FORMAT_VERSION = 2
 _CHUNK = 512
 
 
@@ -230,11 +232,15 @@ def _load_meta(
     try:
         meta = json.loads(meta_path.read_text())
         shape = tuple(int(s) for s in meta["shape"])
-        ok_fields = meta["version"] == FORMAT_VERSION and len(meta["labels"]) == shape[0]
+        version, ok_fields = meta["version"], len(meta["labels"]) == shape[0]
     except (ValueError, KeyError, TypeError) as err:
         return None, f"sidecar {meta_path} is corrupt ({err})"
+    if version != FORMAT_VERSION:
+        return None, (f"it was built as format {version}, this version of contrastkit reads "
+                      f"format {FORMAT_VERSION} (images turned upright by their EXIF "
+                      "orientation)")
     if not ok_fields:
-        return None, f"sidecar {meta_path} is corrupt or of another format version"
+        return None, f"sidecar {meta_path} is corrupt"
     if meta["source_fingerprint"] != fingerprint:
         return None, ""  # the source changed: an expected rebuild, no warning
     expected = int(np.prod(shape))

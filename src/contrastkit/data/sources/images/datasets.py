@@ -29,6 +29,7 @@ from ._folder import (
     ImageFolder,
     check_headers,
     hold_out,
+    list_images,
     open_image_folder,
     scan_folder,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "files_fingerprint",
     "hold_out",
     "imagenet100_classes",
+    "list_images",
     "long_tailed",
     "long_tailed_counts",
     "md5_of",
