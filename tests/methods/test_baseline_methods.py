@@ -154,3 +154,10 @@ def test_simclr_dclw_uses_its_loss_and_sigma():
     z1, z2 = method.encode(v[0])[1], method.encode(v[1])[1]
     torch.testing.assert_close(out.loss, losses.dclw(z1, z2, temperature=0.2, sigma=0.3))
     assert not torch.isclose(out.loss, losses.dclw(z1, z2, temperature=0.2, sigma=0.5))
+
+
+@pytest.mark.parametrize("cls", [BYOL, MoCoV3])
+def test_the_default_predictor_takes_the_projectors_sizes(cls):
+    method = cls(backbone=BACKBONE, projector=HeadSpec(hidden_dim=12, out_dim=5))
+    linears = [m for m in method.predictor.layers if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(5, 12), (12, 5)]

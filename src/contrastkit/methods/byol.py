@@ -32,9 +32,10 @@ class BYOL(ContrastiveMethod):
 
     Args:
         backbone: backbone description.
-        projector: projector (BYOL: 2 layers, BN after the hidden one, 4096 hid, 256 out).
-        predictor: predictor (default: the projector's form; its output size must be the
-            projector's).
+        projector: projector (default BYOL's: 2 layers, BN after the hidden one, 4096 hid,
+            256 out).
+        predictor: predictor (default: the projector's form and sizes; its output size must
+            be the projector's).
         momentum: initial EMA momentum (BYOL's tau_base, 0.996 in the paper).
         momentum_schedule: ``cosine`` (to 1 over training) or ``constant``.
     """
@@ -50,9 +51,10 @@ class BYOL(ContrastiveMethod):
         momentum: float = 0.996,
         momentum_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
-        super().__init__(backbone=backbone, projector=projector or HeadSpec(4096, 256),
-                         predictor=predictor or HeadSpec(4096, 256), momentum=momentum,
-                         momentum_schedule=momentum_schedule)
+        projector = projector or HeadSpec(4096, 256)
+        predictor = predictor or HeadSpec(projector.hidden_dim, projector.out_dim)
+        super().__init__(backbone=backbone, projector=projector, predictor=predictor,
+                         momentum=momentum, momentum_schedule=momentum_schedule)
 
     def objective(self, views: list[Tensor], labels: Tensor, state: ScheduleState) -> StepOutput:
         f1, p1 = self.encode(views[0])

@@ -39,7 +39,7 @@ class MoCoV3(ContrastiveMethod):
     Args:
         backbone: backbone description.
         projector: projector (default MoCo v3's, above).
-        predictor: predictor (default MoCo v3's, above).
+        predictor: predictor (default MoCo v3's form, above, with the projector's sizes).
         momentum: initial EMA momentum (``--moco-m``, 0.99).
         momentum_schedule: ``cosine`` or ``constant``.
         temperature: tau (``--moco-t``, 1.0 for ResNets; solo-learn's CIFAR recipe 0.2): a
@@ -58,8 +58,9 @@ class MoCoV3(ContrastiveMethod):
         momentum_schedule: Literal["cosine", "constant"] = "cosine",
         temperature: float | Schedule = 1.0,
     ) -> None:
-        super().__init__(backbone=backbone, projector=projector or HeadSpec(4096, 256, 2, "all"),
-                         predictor=predictor or HeadSpec(4096, 256, 2, "hidden"),
+        projector = projector or HeadSpec(4096, 256, 2, "all")
+        predictor = predictor or HeadSpec(projector.hidden_dim, projector.out_dim, 2, "hidden")
+        super().__init__(backbone=backbone, projector=projector, predictor=predictor,
                          momentum=momentum, momentum_schedule=momentum_schedule,
                          temperature=temperature)
 
