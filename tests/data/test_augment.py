@@ -132,6 +132,9 @@ TABLE1 = {  # jitter p, b, c, s, h, gray, blur, solarize (SCE Table 1)
     "strong_gamma": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.5, 0.2),
     "simclr": (0.8, 0.8, 0.8, 0.8, 0.2, 0.2, 0.5, 0.0),
     "simclr_cifar": (0.8, 0.4, 0.4, 0.4, 0.1, 0.2, 0.0, 0.0),
+    # BYOL's views on CIFAR (solo-learn's asymmetric.yaml, lightly's benchmark): no blur
+    "strong_alpha_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.0),
+    "strong_beta_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.2),
 }
 
 
@@ -150,7 +153,8 @@ def test_table1_parameters(name: str) -> None:
     crop = pipe.steps[0]
     assert isinstance(crop, RandomResizedCropFlip)
     assert crop.flip_p == 0.5
-    assert crop.scale == ((0.08, 1.0) if name.startswith("simclr") else (0.2, 1.0))
+    small = name.startswith("simclr") or name.endswith("_cifar")
+    assert crop.scale == ((0.08, 1.0) if small else (0.2, 1.0))
     blur = step(pipe, RandomGaussianBlur)
     if blur is not None:
         assert blur.kernel_size == 23 and blur.sigma == (0.1, 2.0)

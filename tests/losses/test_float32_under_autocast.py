@@ -10,18 +10,25 @@ from loss_inputs import make
 
 from contrastkit.losses import (
     DySTreSSTemperature,
+    byol,
     dcl,
+    dclw,
     eps_supinfonce,
     hard_contrastive,
     info_nce,
+    moco_v3,
     nt_xent,
     ressl,
     sce,
     sincere,
     supcon,
+    wmse,
 )
+from contrastkit.losses.wmse import draw_sub_batches
 
 LABELS = torch.arange(16) % 5
+#: One fixed partition of the 16 rows into two whitening sub-batches (W-MSE draws at random).
+SUB_BATCHES = draw_sub_batches(16, 8, generator=torch.Generator().manual_seed(0))
 
 LOSSES = {
     "info_nce_queue": lambda q, k, n: info_nce(q, k, n),
@@ -29,6 +36,11 @@ LOSSES = {
     "nt_xent": lambda q, k, n: nt_xent(q, k),
     "nt_xent_dystress": lambda q, k, n: nt_xent(q, k, temperature=DySTreSSTemperature()),
     "dcl": lambda q, k, n: dcl(q, k),
+    "dclw": lambda q, k, n: dclw(q, k),
+    "byol": lambda q, k, n: byol(q, k),
+    "moco_v3": lambda q, k, n: moco_v3(q, torch.cat([n, k]), temperature=0.2, key_offset=64),
+    # whitening (covariance, Cholesky factor, triangular solve) of 4 of the 32 dimensions
+    "wmse": lambda q, k, n: wmse(q[:, :4], k[:, :4], w_size=8, sub_batches=SUB_BATCHES),
     "hard_contrastive": lambda q, k, n: hard_contrastive(q, k, n, num_hard=16),
     "ressl_queue": lambda q, k, n: ressl(q, k, n, target_temperature=0.04),
     "sce_queue": lambda q, k, n: sce(q, k, n, target_temperature=0.05),
@@ -61,7 +73,8 @@ def test_float32_inputs_give_the_float32_loss_under_bf16_autocast(name: str) -> 
         torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6 * e.abs().max().item())
 
 
-@pytest.mark.parametrize("name", ["info_nce_queue", "sce_queue", "nt_xent", "supcon"])
+@pytest.mark.parametrize("name", ["info_nce_queue", "sce_queue", "nt_xent", "supcon", "byol",
+                                  "moco_v3", "wmse"])
 def test_bf16_inputs_are_computed_as_their_float32_cast(name: str) -> None:
     q, k, neg = make(16, 32, 64, seed=4, dtype=torch.bfloat16)
     exact = [t.detach().float().requires_grad_(True) for t in (q, k, neg)]

@@ -6,10 +6,12 @@ optimisation steps of a method wrapped in ``DistributedDataParallel``: forward t
 method, backward, ``SGD.step()``, ``method.after_optimizer_step(state)``. The parent process
 runs the *same* steps on the full batch without a process group. In float64, to ``1e-5``:
 
-* the loss: SimCLR and SupervisedContrastive (SINCERE) gather the projections with gradient
-  and compute the loss of the *global* batch on every rank, so each rank's loss equals the
-  single-process loss; SCE computes the mean loss of its *local* queries against the shared
-  queue, so the single-process loss is the mean of the two ranks' losses;
+* the loss: SimCLR (NT-Xent, DCLW), SupervisedContrastive (SINCERE) and W-MSE gather the
+  projections with gradient and compute the loss of the *global* batch on every rank, so each
+  rank's loss equals the single-process loss; SCE computes the mean loss of its *local* queries
+  against the shared queue, BYOL the mean of its local pairs, MoCo v3 the mean of its local
+  queries against the keys gathered from both ranks, so the single-process loss is the mean of
+  the two ranks' losses;
 * every gradient of a parameter that requires one (DDP averages them; the EMA target's
   parameters have ``requires_grad=False`` and are not DDP's concern);
 * the parameters after the step, the EMA target parameters, and for SCE the memory queue
@@ -25,6 +27,14 @@ implementation), so the equivalence only holds without batch-statistics BN. The 
 use ``HeadSpec(batch_norm="none")`` and the method is put in eval mode (``method.eval()``;
 the EMA target follows the mode), so the backbone's BN layers use their running statistics.
 ``test_train_mode_batch_norm_breaks_equivalence`` shows that the caveat is real.
+
+W-MSE whitens over the global batch as its official code does (one process, the backbone in
+``nn.DataParallel``): with a whitening sub-batch of the whole global batch (``wmse``) and with
+two sub-batches drawn at random (``wmse_sub_batches``). Each process seeds its generator
+differently after the method is built (``1000 + rank``; the single process as rank 0), so the
+second case holds only if every rank uses rank 0's partition; and only with whitening over the
+gathered batch: each rank whitening its own half (solo-learn's way) differs
+(``test_wmse_per_process_whitening_would_differ``).
 
 Gradient accumulation (single process): two micro-batches of 4, each staging its keys, then
 one commit, leave the same queue (and, with the loss halved, the same gradient) as one step
@@ -46,7 +56,17 @@ from gloo_harness import run_ranks
 from queue_inspect import staged_rows
 from torch import Tensor, nn
 
-from contrastkit.methods import SCE, ContrastiveMethod, SimCLR, SupervisedContrastive
+from contrastkit.distributed import rank
+from contrastkit.losses import wmse
+from contrastkit.methods import (
+    BYOL,
+    SCE,
+    WMSE,
+    ContrastiveMethod,
+    MoCoV3,
+    SimCLR,
+    SupervisedContrastive,
+)
 from contrastkit.models.factory import BackboneSpec, HeadSpec
 from contrastkit.schedules import ScheduleState
 
@@ -72,6 +92,11 @@ CASES = {
     "sce_in_batch": "global",
     "sce_empty_queue": ("global", "local"),  # in-batch on the first step, then the queue
     "simclr_train_bn": "global",
+    "simclr_dclw": "global",
+    "byol": "local",
+    "moco_v3": "local",
+    "wmse": "global",
+    "wmse_sub_batches": "global",
 }
 
 
@@ -79,7 +104,7 @@ CASES = {
 def _build(case: str) -> ContrastiveMethod:
     """The method of ``case``, identically initialised in every process (seed 0, float64)."""
     torch.manual_seed(0)  # parameters and MoCo-style random queue rows
-    if case.startswith("simclr"):
+    if case in ("simclr", "simclr_train_bn"):
         method: ContrastiveMethod = SimCLR(temperature=0.5, **TINY)
     elif case == "sincere":
         method = SupervisedContrastive(loss="sincere", temperature=0.5, **TINY)
@@ -89,6 +114,16 @@ def _build(case: str) -> ContrastiveMethod:
         method = SCE(queue_size=0, **SCE_ARGS, **TINY)
     elif case == "sce_empty_queue":
         method = SCE(queue_size=QUEUE, queue_init="empty", **SCE_ARGS, **TINY)
+    elif case == "simclr_dclw":
+        method = SimCLR(loss="dclw", temperature=0.2, sigma=0.5, **TINY)
+    elif case == "byol":
+        method = BYOL(predictor=TINY["projector"], momentum=0.9, **TINY)
+    elif case == "moco_v3":
+        method = MoCoV3(predictor=TINY["projector"], momentum=0.9, temperature=0.2, **TINY)
+    elif case.startswith("wmse"):
+        method = WMSE(w_size=BATCH if case == "wmse" else BATCH // 2, w_iter=2,
+                      **{**TINY, "projector": HeadSpec(out_dim=3, num_layers=1,
+                                                       batch_norm="none")})
     else:
         raise ValueError(f"unknown case {case!r}")
     method = method.double()
@@ -127,6 +162,7 @@ def _train(case: str, rows: slice, ddp: bool, micro_batches: int = 1) -> list[di
     :func:`_snapshot` after ``optimizer.step()`` and ``after_optimizer_step``.
     """
     method = _build(case)
+    torch.manual_seed(1000 + rank())  # processes draw apart (W-MSE's sub-batches)
     model: nn.Module = method
     if ddp:
         model = nn.parallel.DistributedDataParallel(method, broadcast_buffers=False)
@@ -196,6 +232,11 @@ def _assert_same_state(got: dict[str, Any], want: dict[str, Any], where: str) ->
         "sce_queue",
         "sce_in_batch",
         "sce_empty_queue",
+        "simclr_dclw",
+        "byol",
+        "moco_v3",
+        "wmse",
+        "wmse_sub_batches",
     ],
 )
 def test_ddp_steps_match_single_process(two_ranks: list[dict[str, Any]], case: str) -> None:
@@ -245,3 +286,15 @@ def test_sce_gradient_accumulation_matches_one_large_step() -> None:
             _close(got["grads"][name], grad, f"{where} grad {name}")
         _assert_same_state(got, want, where)
     assert [int(r["queue"]["ptr"]) for r in accumulated] == [8, 6]
+
+
+def test_wmse_per_process_whitening_would_differ(two_ranks: list[dict[str, Any]]) -> None:
+    """The W-MSE case is not vacuous: whitening each rank's half apart (solo-learn's way) gives
+    another loss than the gathered batch's, which the ranks computed."""
+    method = _build("wmse")
+    views, _ = _batch(0)
+    z1, z2 = method.encode(views[0])[1], method.encode(views[1])[1]
+    with torch.no_grad():
+        halves = torch.stack([wmse(z1[rows], z2[rows]) for rows in (slice(0, 4), slice(4, 8))])
+    global_loss = two_ranks[0]["wmse"][0]["loss"]
+    assert float((halves.mean() - global_loss).abs()) > 100 * ATOL

@@ -118,6 +118,10 @@ SCE_D1 = [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyima
 DECAY_EVERY_PARAMETER = SCE_D1 + [
     name for name in _ids(CONFIGS)
     if name.startswith(("dystress/cifar", "sincere/", "understanding/", "repro/gpu/table3_"))
+] + [  # the baselines whose sources decay every parameter (configs/README.md, Baselines)
+    "baselines/cifar10_byol_lightly.yaml", "baselines/cifar10_dclw_lightly.yaml",
+    "baselines/cifar10_wmse_sololearn.yaml", "baselines/cifar100_wmse_sololearn.yaml",
+    "baselines/imagenet100_wmse.yaml",
 ]
 #: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
 #: D.1 configs and the Part A momentum configs. Not the D.2/D.3 LARS recipes (synchronised BN,
@@ -161,7 +165,7 @@ def test_config_parses_and_builds(path):
 def test_expectation_lists_name_existing_configs():
     """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
     names = set(_ids(CONFIGS))
-    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 77
+    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 86
     assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 24
     cifar = set(_ids(CIFAR_MOMENTUM))
     assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
@@ -202,6 +206,77 @@ def test_sce_configs_match_table_21(row):
     assert model.views_spec.size == size
     assert config.trainer.max_epochs == 200
     assert not method.symmetric and method.predictor is None
+
+
+#: The baselines of issue 53 (configs/README.md, "Baselines"): each source's key values, checked
+#: on the built objects. (file, method, optimiser, base_lr, scale_lr, weight decay, global batch,
+#: epochs, the method's own values)
+BASELINES = [
+    ("baselines/cifar10_byol_sololearn.yaml", "BYOL", "lars", 1.0, True, 1e-5, 256, 1000,
+     {"base_momentum": 0.99, "momentum_schedule": "cosine"}),
+    ("baselines/cifar100_byol_sololearn.yaml", "BYOL", "lars", 1.0, True, 1e-5, 256, 1000,
+     {"base_momentum": 0.99, "momentum_schedule": "cosine"}),
+    ("baselines/cifar10_mocov3_sololearn.yaml", "MoCoV3", "lars", 0.3, True, 1e-6, 256, 1000,
+     {"base_momentum": 0.99, "temperature": 0.2}),
+    ("baselines/cifar100_mocov3_sololearn.yaml", "MoCoV3", "lars", 0.3, True, 1e-6, 256, 1000,
+     {"base_momentum": 0.99, "temperature": 0.2}),
+    ("baselines/cifar10_wmse_sololearn.yaml", "WMSE", "adamw", 2e-3, True, 1e-6, 256, 1000,
+     {"w_size": 128, "w_iter": 1, "eps": 0.0, "detach_second": True}),
+    ("baselines/cifar100_wmse_sololearn.yaml", "WMSE", "adamw", 2e-3, True, 1e-6, 256, 1000,
+     {"w_size": 128, "w_iter": 1, "eps": 0.0, "detach_second": True}),
+    # lightly's lr 0.06 * batch / 128 and weight decay 5e-4 for a loss 4x smaller (the header)
+    ("baselines/cifar10_byol_lightly.yaml", "BYOL", "sgd", 0.12 / 4, True, 4 * 5e-4, 128, 200,
+     {"base_momentum": 0.99, "momentum_schedule": "constant"}),
+    ("baselines/cifar10_dclw_lightly.yaml", "SimCLR", "sgd", 0.12, True, 5e-4, 128, 200,
+     {"loss_name": "dclw", "temperature": 0.1, "sigma": 0.5}),
+    ("dystress/cifar10_dclw.yaml", "SimCLR", "sgd", 0.06, False, 5e-4, 128, 200,
+     {"loss_name": "dclw", "temperature": 0.1, "sigma": 0.5}),
+    ("dystress/cifar100_dclw.yaml", "SimCLR", "sgd", 0.06, False, 5e-4, 128, 200,
+     {"loss_name": "dclw", "temperature": 0.1, "sigma": 0.5}),
+    ("dystress/cifar10_wmse.yaml", "WMSE", "sgd", 0.06, False, 5e-4, 256, 200,
+     {"w_size": 128, "detach_second": False}),
+    ("dystress/cifar100_wmse.yaml", "WMSE", "sgd", 0.06, False, 5e-4, 256, 200,
+     {"w_size": 128, "detach_second": False}),
+    ("baselines/imagenet100_byol.yaml", "BYOL", "lars", 0.3, True, 1e-6, 512, 400,
+     {"base_momentum": 0.99, "momentum_schedule": "cosine"}),
+    ("baselines/imagenet100_mocov3.yaml", "MoCoV3", "lars", 0.3, True, 1e-6, 512, 400,
+     {"base_momentum": 0.99, "temperature": 1.0}),
+    ("baselines/imagenet100_wmse.yaml", "WMSE", "adamw", 2e-3, False, 1e-6, 512, 240,
+     {"w_size": 256, "detach_second": False}),
+]
+#: Projector (and predictor) layers (hidden, out) of each baseline's heads.
+BASELINE_HEADS = {"BYOL": {"cifar": (4096, 256), "lightly": (1024, 256), "imagenet": (4096, 256)},
+                  "MoCoV3": {"cifar": (4096, 256), "imagenet": (4096, 256)},
+                  "WMSE": {"cifar": (1024, 64), "imagenet": (1024, 128)},
+                  "SimCLR": {"cifar": (512, 128)}}
+
+
+@pytest.mark.parametrize("row", BASELINES, ids=[r[0] for r in BASELINES])
+def test_baseline_configs_keep_their_sources_recipes(row):
+    name, method_name, optimizer, lr, scale, wd, batch, epochs, own = row
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    method, spec = model.method, model.optimizer_spec
+    assert type(method).__name__ == method_name
+    assert (spec.name, spec.scale_lr) == (optimizer, scale)
+    assert spec.base_lr == pytest.approx(lr) and spec.weight_decay == pytest.approx(wd)
+    devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
+    assert data.batch_size * devices * (config.trainer.num_nodes or 1) == batch
+    assert config.trainer.max_epochs == epochs
+    for attribute, value in own.items():
+        assert getattr(method, attribute) == pytest.approx(value), attribute
+    kind = "lightly" if "byol_lightly" in name else "imagenet" if "imagenet" in name else "cifar"
+    hidden, out = BASELINE_HEADS[method_name][kind]
+    heads = [method.projector] + ([method.predictor] if method.predictor is not None else [])
+    for head in heads:
+        linears = [m for m in head.layers if m.__class__.__name__ == "Linear"]
+        assert [m.out_features for m in linears] == [hidden, out]
+    assert (method.predictor is not None) == (method_name in ("BYOL", "MoCoV3"))
+    if method_name == "MoCoV3":  # MoCo_ResNet: a final BN without affine parameters
+        assert method.projector.layers[-1].__class__.__name__ == "BatchNorm1d"
+        assert not method.projector.layers[-1].affine
+    if "_sololearn" in name and method_name != "WMSE":  # asymmetric.yaml
+        assert (model.views_spec.online, model.views_spec.target) == ("strong_alpha_cifar",
+                                                                     "strong_beta_cifar")
 
 
 #: SCE Table 24 rows and appendix D.3 (LARS, wd 1e-6, peak lr 2.4 at batch 512, 200 epochs,

@@ -56,16 +56,20 @@ def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
     assert torch.equal(metrics_a["train/loss"].cpu(), metrics_b["train/loss"].cpu())
 
 
-# Two runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
+# Three runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
 # queue is checked by the resume test below, whose eager epoch continues a captured one):
 # SCE with shuffle BN, a queue that fills during the run (uncaptured until full), the online
-# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS, in float32.
+# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS, in float32; BYOL
+# (a predictor, no queue) with a constant EMA momentum.
 CASES = {
     "sce_shuffle_bn_queue_filling_classifier_bf16": [
         *method_args("SCE", queue_size=80, queue_init="empty", shuffle_bn=4),
         "--trainer.precision", "bf16-mixed"],
     "simclr_lars": [*method_args("SimCLR"), "--model.optimizer.name", "lars",
                     "--model.optimizer.exclude_bias_and_norm", "true"],
+    # the EMA table follows the method's momentum schedule, here a constant one
+    "byol_constant_momentum": method_args("BYOL", momentum=0.9, momentum_schedule="constant",
+                                          predictor='{"hidden_dim": 16, "out_dim": 8}'),
 }
 
 

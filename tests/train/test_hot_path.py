@@ -125,6 +125,10 @@ SETTINGS = [
         ("SimCLR", {"temperature": "contrastkit.losses.DySTreSSTemperature"},
          ["--model.views.online", "strong_gamma", "--model.views.target", "strong_beta"]),
         ("SupervisedContrastive", {"loss": "sincere"}, []),
+        ("SimCLR", {"loss": "dclw"}, []),
+        ("BYOL", {"predictor": '{"hidden_dim": 16, "out_dim": 8}'}, []),
+        ("MoCoV3", {"predictor": '{"hidden_dim": 16, "out_dim": 8}', "temperature": 0.2}, []),
+        ("WMSE", {"w_size": 16}, []),
     ],
 )
 def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:

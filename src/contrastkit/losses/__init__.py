@@ -1,4 +1,5 @@
-"""Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE.
+"""Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE,
+and of the baselines in their comparison tables.
 
 Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
 anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
@@ -11,14 +12,18 @@ anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One fi
   and :func:`resolve_temperature`; the temperature schedules of Kukleva et al. 2023 and MACL
   (Huang et al. 2023) live in :mod:`contrastkit.schedules` and are re-exported here;
 * ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
-* ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`, and
-  :func:`simcse` (Gao et al. 2021: InfoNCE on two dropout encodings of each sentence).
+* ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`, :func:`dclw`
+  (Yeh et al. 2022), :func:`moco_v3` (Chen, Xie & He 2021), and :func:`simcse` (Gao et al.
+  2021: InfoNCE on two dropout encodings of each sentence);
+* ``byol.py``: :func:`byol` (Grill et al. 2020); ``wmse.py``: :func:`wmse` (Ermolov et al.
+  2021, whitening by Cholesky factors of sub-batch covariances).
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
 pairs). Argument validation: :mod:`contrastkit.checks`.
 """
 
+from contrastkit.losses.byol import BYOLLoss, byol
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
@@ -28,10 +33,14 @@ from contrastkit.losses.dystress import (
 from contrastkit.losses.hard_contrastive import HardContrastiveLoss, hard_contrastive
 from contrastkit.losses.infonce import (
     DCLLoss,
+    DCLWLoss,
     InfoNCELoss,
+    MoCoV3Loss,
     NTXentLoss,
     dcl,
+    dclw,
     info_nce,
+    moco_v3,
     nt_xent,
     simcse,
 )
@@ -50,10 +59,13 @@ from contrastkit.losses.temperature import (
     Temperature,
     resolve_temperature,
 )
+from contrastkit.losses.wmse import WMSELoss, wmse
 from contrastkit.schedules import KuklevaCosineTemperature, MACLTemperature
 
 __all__ = [
+    "BYOLLoss",
     "DCLLoss",
+    "DCLWLoss",
     "DySTreSSTemperature",
     "EpsSupInfoNCELoss",
     "ExponentialTemperature",
@@ -62,6 +74,7 @@ __all__ = [
     "KuklevaCosineTemperature",
     "LinearTemperature",
     "MACLTemperature",
+    "MoCoV3Loss",
     "MonotonicCosineTemperature",
     "NTXentLoss",
     "PairTemperature",
@@ -71,10 +84,14 @@ __all__ = [
     "SimilarityTemperature",
     "SupConLoss",
     "Temperature",
+    "WMSELoss",
+    "byol",
     "dcl",
+    "dclw",
     "eps_supinfonce",
     "hard_contrastive",
     "info_nce",
+    "moco_v3",
     "nt_xent",
     "resolve_temperature",
     "ressl",
@@ -84,4 +101,5 @@ __all__ = [
     "simcse",
     "sincere",
     "supcon",
+    "wmse",
 ]

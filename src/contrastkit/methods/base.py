@@ -9,7 +9,9 @@ commit).
 
 Online encoder: ``backbone -> projector [-> predictor]``. Target branch (when ``momentum`` is
 set): an EMA copy of ``backbone -> projector`` whose momentum follows the cosine schedule of
-Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1.
+Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1 (BYOL's schedule, Grill et al.
+2020), or stays at ``momentum`` (``momentum_schedule: constant``, lightly's CIFAR-10
+benchmark).
 
 Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.temperature.Temperature`
 (a float, a per-pair function of the cosine similarity, or a schedule), checked here and
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
@@ -73,7 +75,8 @@ class ContrastiveMethod(nn.Module, ABC):
         projector: projector description (SCE Tables 21/24).
         predictor: optional predictor on top of the online projector (SCE Table 24).
         momentum: initial EMA momentum of the target branch (``None``: no target branch).
-            Follows ``cosine_momentum`` from this value to 1 over training.
+        momentum_schedule: ``cosine`` (``cosine_momentum`` from ``momentum`` to 1 over
+            training) or ``constant`` (``momentum`` at every step).
         queue_size: rows of the memory queue of target keys (0: no queue, in-batch
             negatives).
         queue_init: ``random`` (MoCo's L2-normalised Gaussian start, the default) or
@@ -106,6 +109,7 @@ class ContrastiveMethod(nn.Module, ABC):
         queue_size: int = 0,
         queue_init: str = "random",
         temperature: Temperature = 0.1,
+        momentum_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -119,10 +123,13 @@ class ContrastiveMethod(nn.Module, ABC):
         if momentum is not None and not self.requires_target:
             raise ValueError(
                 f"{name} has no momentum target branch: momentum must be null "
-                "(MoCo, ReSSL and SCE use one)"
+                "(MoCo, ReSSL, SCE, BYOL and MoCoV3 use one)"
             )
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
+        if momentum_schedule not in ("cosine", "constant"):
+            raise ValueError(f"momentum_schedule must be 'cosine' or 'constant', got "
+                             f"{momentum_schedule!r}")
         if queue_size < 0:
             raise ValueError(f"queue_size must be >= 0, got {queue_size}")
         if queue_size and not self.supports_queue:
@@ -142,6 +149,7 @@ class ContrastiveMethod(nn.Module, ABC):
                 f"({projector.out_dim}): predictions are compared with target projections"
             )
         self.base_momentum = momentum
+        self.momentum_schedule = momentum_schedule
         self.target = (
             MomentumBranch(nn.Sequential(self.backbone, self.projector))
             if momentum is not None
@@ -234,6 +242,15 @@ class ContrastiveMethod(nn.Module, ABC):
         return self.queue.negatives()
 
     # --- after the optimiser step -------------------------------------------------------------
+    def momentum_at(self, step: int, total_steps: int) -> float:
+        """The EMA momentum of the update after optimiser step ``step`` of ``total_steps``:
+        ``cosine_momentum`` from ``momentum`` to 1, or ``momentum`` itself (``constant``)."""
+        if self.base_momentum is None:
+            raise ValueError(f"{type(self).__name__} has no momentum target branch")
+        if self.momentum_schedule == "constant":
+            return self.base_momentum
+        return cosine_momentum(step, total_steps, self.base_momentum)
+
     @torch.no_grad()
     def after_optimizer_step(self, state: ScheduleState) -> dict[str, float]:
         """EMA update of the target branch and commit of the keys staged for the queue.
@@ -243,7 +260,7 @@ class ContrastiveMethod(nn.Module, ABC):
         """
         logs: dict[str, float] = {}
         if self.target is not None and self.base_momentum is not None:
-            m = cosine_momentum(state.step, state.total_steps, self.base_momentum)
+            m = self.momentum_at(state.step, state.total_steps)
             self.target.update(m)
             logs["momentum"] = m
         if self.queue is not None:

@@ -8,7 +8,7 @@ step increments in place):
 
 * :func:`step_table`: a schedule evaluated on the host, once, for every step of the run (the
   learning rate of each parameter group as ``LambdaLR`` computes it, the EMA rate of the
-  momentum branch as :func:`~contrastkit.models.momentum.cosine_momentum` gives it), stored in
+  momentum branch as the method's ``momentum_at`` gives it), stored in
   float64 exactly as the Python numbers of the eager step;
 * :class:`OptimizerUpdate`: what ``torch.optim.SGD`` (momentum, Nesterov, weight decay) or
   :class:`contrastkit.optim.LARS` computes in ``step()``, with the learning rate a 0-d tensor.

@@ -17,24 +17,30 @@ Pretraining pipeline (SCE, Denize et al., Table 1; appendix D.1/D.2), in this or
 5. solarization with the table's probability: ``x -> 1 - x`` where ``x >= 0.5``;
 6. optional normalisation (:data:`NORMALIZATION`).
 
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-preset       jitter  b    c     s     h    gray   blur  solar  crop
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-weak         0      -    -     -     -     0     0     0     0.2-1
-strong       0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
-strong_alpha 0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
-strong_beta  0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
-strong_gamma 0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
-simclr       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
-simclr_cifar 0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+preset             jitter  b    c     s     h    gray   blur  solar  crop
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+weak               0      -    -     -     -     0     0     0     0.2-1
+strong             0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
+strong_alpha       0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
+strong_beta        0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
+strong_gamma       0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
+simclr             0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
+simclr_cifar       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
+strong_alpha_cifar 0.8    0.4  0.4   0.2   0.1   0.2   0     0     0.08-1
+strong_beta_cifar  0.8    0.4  0.4   0.2   0.1   0.2   0     0.2   0.08-1
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
 
 ``jitter_strength`` is SimCLR's colour strength ``s`` (b = c = s_at = 0.8 s, h = 0.2 s). Table 1's
 *strong* values are ``s = 0.5``, which is also the baseline of SCE's video study (Table 15:
 strength 0.5 vs 0.75 vs 1.0), so the SCE presets default to ``jitter_strength=0.5`` and scale
 their table values by ``jitter_strength / 0.5`` (1.0 doubles them). ``simclr`` defaults to
 ``s = 1.0`` (SimCLR ImageNet) and ``simclr_cifar`` to ``s = 0.5`` (SimCLR appendix B.9: CIFAR-10
-uses crop scale (0.08, 1), strength 0.5 and no blur at 32x32).
+uses crop scale (0.08, 1), strength 0.5 and no blur at 32x32). ``strong_alpha_cifar`` and
+``strong_beta_cifar`` are BYOL's two views (strong-alpha/beta) as the CIFAR recipes of BYOL and
+MoCo v3 use them: crop scale (0.08, 1), no blur (solo-learn's
+``scripts/pretrain/cifar/augmentations/asymmetric.yaml``; lightly's CIFAR-10 benchmark,
+``BYOLView1Transform`` / ``BYOLView2Transform`` with ``gaussian_blur=0.0``).
 
 Evaluation transforms (SCE appendix D.1/D.2): ``eval`` (validation) resizes the shorter side to
 ``round(size * 256 / 224)`` and centre-crops ``size`` (256 -> 224) for large datasets, and
@@ -145,7 +151,8 @@ _SIMCLR = replace(
 )
 
 #: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1)
-#: and SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur).
+#: and SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur);
+#: BYOL's strong-alpha/beta as the CIFAR recipes use them (crop (0.08, 1), no blur).
 PRESETS: dict[str, AugmentSpec] = {
     "weak": AugmentSpec(),
     "strong": replace(_STRONG, blur_p=0.5),
@@ -154,6 +161,8 @@ PRESETS: dict[str, AugmentSpec] = {
     "strong_gamma": replace(_BYOL, blur_p=0.5, solarize_p=0.2),
     "simclr": _SIMCLR,
     "simclr_cifar": replace(_SIMCLR, blur_p=0.0),
+    "strong_alpha_cifar": replace(_BYOL, crop_scale=(0.08, 1.0)),
+    "strong_beta_cifar": replace(_BYOL, crop_scale=(0.08, 1.0), solarize_p=0.2),
 }
 _DEFAULT_STRENGTH = {"simclr": 1.0}
 _EVAL = ("eval", "eval_train")
@@ -247,6 +256,7 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
     Args:
         name: one of :func:`preset_names`: ``weak``, ``strong``, ``strong_alpha``,
             ``strong_beta``, ``strong_gamma`` (SCE Table 1), ``simclr``, ``simclr_cifar``,
+            ``strong_alpha_cifar``, ``strong_beta_cifar`` (BYOL's views on CIFAR),
             ``eval`` (validation), ``eval_train`` (linear-evaluation training).
         size: output side in pixels.
         **options: ``jitter_strength`` (float >= 0, SimCLR strength ``s``; default 0.5 for SCE
