@@ -21,6 +21,7 @@ from contrastkit.data.sources.images.datasets import Digits
 from contrastkit.eval import EvalRequest, bootstrap_accuracy_difference, knn_predict
 from contrastkit.eval.baselines import RANDOM_INIT, baseline_setups
 from contrastkit.eval.plots import TIE
+from contrastkit.eval.report import format_signed
 from contrastkit.eval.setup import setup
 from contrastkit.figures import figure_caption
 
@@ -153,13 +154,15 @@ def test_analyze_shows_each_model_figure_beside_random_init(three_readings, work
     side = "above" if gap > 0 else "below"
     assert captions["local_separation.png"].startswith(
         f"pretrained: the two views of an image (green) sit {side} its nearest other image")
-    assert (f"median gap {gap:+.3f} ({_relation(gap, rand['local_separation_gap'])} random "
-            "init's)") in captions["local_separation.png"]
+    assert (f"median gap {format_signed(gap, 3)} "
+            f"({_relation(gap, rand['local_separation_gap'])} random init's)"
+            ) in captions["local_separation.png"]
     margin = pre["target_noise_margin"]
     side = "right of" if margin > 0 else "left of"
     assert f"lies {side} the other-class one" in captions["similarity_histograms.png"]
-    assert (f"margin {margin:+.3f} ({_relation(margin, rand['target_noise_margin'])} random "
-            "init's)") in captions["similarity_histograms.png"]
+    assert (f"margin {format_signed(margin, 3)} "
+            f"({_relation(margin, rand['target_noise_margin'])} random init's)"
+            ) in captions["similarity_histograms.png"]
     spread = "more" if pre["uniformity"] < rand["uniformity"] else "less"
     assert captions["uniformity_alignment.png"].startswith(
         f"pretrained spreads its embeddings {spread} evenly than random init (uniformity "
@@ -203,6 +206,29 @@ def test_lowshot_names_the_class_its_count_and_shots(tiny_checkpoint, work, caps
         f"contrastkit eval: error: --shots 500: class '{smallest}' has {counts.min()} images in "
         f"--train-split train, fewer than 500; pass --shots values of at most {counts.min()} "
         f"(e.g. --shots {counts.min() // 2} {counts.min()} all)")
+
+
+def test_eval_linear_says_when_its_validation_split_is_too_small(tiny_checkpoint, work, capsys):
+    """Issue 52, item 10: 5% of each digit class is 7 images, too few to choose an epoch; the
+    probe keeps the last epoch and the report, results.json and the verdict say so."""
+    code, stdout, err = _eval(capsys, work, tiny_checkpoint, "linear", "--epochs", "3",
+                              "--validation", "0.05", "--output", str(work / "small_val"))
+    assert code == 0, err
+    results = json.loads((work / "small_val" / "results.json").read_text())
+    assert results["config"]["validation_too_small"] == {"fewest": 7, "most": 7, "minimum": 10}
+    assert "early_stopping" not in results["config"]
+    assert "val_top1_per_epoch" not in results["curves"]
+    assert results["metrics"]["top1"] == pytest.approx(results["curves"]["test_top1_per_epoch"][-1])
+    assert ("| validation split | 5% of each class: 7 images per class, fewer than the 10 needed "
+            "to choose an epoch; the probe trains on every training image and the last epoch (3) "
+            "is used |") in stdout
+    from contrastkit.eval.answer import protocol_evidence
+
+    evidence = protocol_evidence("linear", results["config"], results["metrics"], 10,
+                                 {"raw pixels": {"difference": 0.1, "ci_low": 0.05,
+                                                 "ci_high": 0.15}})
+    assert evidence.settings == ("3 epochs, last epoch: the 5% validation split has 7 images "
+                                 "per class, fewer than the 10 needed to choose an epoch")
 
 
 def test_linear_baselines_need_the_fast_protocol(tiny_checkpoint, work, capsys):

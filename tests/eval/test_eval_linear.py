@@ -22,6 +22,7 @@ from contrastkit.eval import (
     stratified_holdout,
     train_linear_on_images,
 )
+from contrastkit.eval.linear import MIN_VALIDATION_PER_CLASS, too_small_text
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +89,23 @@ def test_stratified_holdout_keeps_every_class_on_both_sides():
 
 
 def test_validation_keeps_the_epoch_with_the_best_held_out_top1():
-    """A probe on a small labelled set (issue 37, item 3): 60 training images of 512 noisy
+    """A probe on a small labelled set (issue 37, item 3): 120 training images of 512 noisy
     dimensions, a weak class signal. Without validation it ends where it fits its training
-    images; with it, the epoch kept is the best on images it did not train on."""
+    images; with it (10 images of each class held out, the fewest that choose an epoch), the
+    epoch kept is the best on images it did not train on."""
     g = torch.Generator().manual_seed(0)
     classes, dim = 3, 512
     signal = 0.1 * torch.randn(classes, dim, generator=g)
-    y, yt = torch.arange(60) % classes, torch.arange(600) % classes
-    x = signal[y] + torch.randn(60, dim, generator=g)
+    y, yt = torch.arange(120) % classes, torch.arange(600) % classes
+    x = signal[y] + torch.randn(120, dim, generator=g)
     xt = signal[yt] + torch.randn(600, dim, generator=g)
     protocol = LinearProtocol(epochs=30, lr=0.5, batch_size=16)
     plain = linear_probe(x, y, xt, yt, protocol)
     assert plain["train_top1_curve"][-1] == 1.0  # memorised
+    assert MIN_VALIDATION_PER_CLASS == 10
     out = linear_probe(x, y, xt, yt, protocol, validation=0.25)
     val = out["val_top1_curve"]
-    assert (out["num_fit"], out["num_validation"]) == (45, 15)
+    assert (out["num_fit"], out["num_validation"]) == (90, 30)
     best = out["best_epoch"]
     assert val[best - 1] == max(val) and len(val) == 30 and best < 30
     # the returned classifier is that epoch's: its test top-1 is the curve's at that epoch
@@ -110,6 +113,37 @@ def test_validation_keeps_the_epoch_with_the_best_held_out_top1():
     held = stratified_holdout(y, 0.25, seed=0)[1]
     pred = out["classifier"](x[held]).argmax(1)
     assert float((pred == y[held]).float().mean()) == pytest.approx(val[best - 1])
+
+
+def test_a_validation_split_too_small_to_choose_an_epoch_falls_back_to_the_last_epoch():
+    """Issue 52, item 10: early stopping chosen on 4 validation images per class kept epoch 4
+    of 100. Below 10 held-out images in some class the probe does not early-stop: it trains on
+    every training image and keeps the last epoch, exactly as ``validation=0``, and says
+    why."""
+    g = torch.Generator().manual_seed(0)
+    signal = 0.3 * torch.randn(3, 64, generator=g)
+    y, yt = torch.arange(120) % 3, torch.arange(300) % 3
+    x, xt = signal[y] + torch.randn(120, 64, generator=g), signal[yt] + torch.randn(300, 64,
+                                                                                     generator=g)
+    protocol = LinearProtocol(epochs=8, lr=0.5, batch_size=16)
+    plain = linear_probe(x, y, xt, yt, protocol)
+    small = linear_probe(x, y, xt, yt, protocol, validation=0.1)  # 4 of 40 per class
+    assert small["validation_too_small"] == {"fewest": 4, "most": 4, "minimum": 10}
+    assert "best_epoch" not in small and "val_top1_curve" not in small
+    assert torch.equal(small["classifier"].weight, plain["classifier"].weight)
+    assert small["top1"] == plain["top1"]
+    assert too_small_text(small["validation_too_small"]) == (
+        "4 images per class, fewer than the 10 needed to choose an epoch")
+    # 10 per class is enough: early stopping on them
+    assert "best_epoch" in linear_probe(x, y, xt, yt, protocol, validation=0.25)
+    # classes of different sizes (one of a single image, which holds out none): the range
+    uneven = torch.tensor([0] * 40 + [1] * 100 + [2])
+    out = linear_probe(torch.randn(len(uneven), 64, generator=g), uneven, xt, yt, protocol,
+                       validation=0.1)
+    assert out["validation_too_small"] == {"fewest": 0, "most": 10, "minimum": 10}
+    assert too_small_text(out["validation_too_small"]).startswith("0 to 10 images per class")
+    with pytest.raises(ValueError, match="validation fraction"):
+        linear_probe(x, y, xt, yt, protocol, validation=-0.1)
 
 
 def test_protocol_schedules():

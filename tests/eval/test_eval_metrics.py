@@ -13,6 +13,7 @@ from contrastkit.eval import (
     hardness_weights,
     interclass_uniformity,
     local_separation,
+    mean_pairwise_similarity,
     sincere_kl_bound,
     target_noise_margin,
     tolerance,
@@ -97,6 +98,18 @@ def test_tolerance_matches_pair_loop():
     sims = [float(zn[i] @ zn[j]) for i in range(40) for j in range(40)
             if i != j and labels[i] == labels[j]]
     assert float(tolerance(z, labels)) == pytest.approx(sum(sims) / len(sims), rel=1e-12)
+
+
+def test_mean_pairwise_similarity_matches_pair_loop_and_flags_a_collapse():
+    z = random_z(40, 6, 4)
+    zn = unit(z)
+    sims = [float(zn[i] @ zn[j]) for i in range(40) for j in range(40) if i != j]
+    assert float(mean_pairwise_similarity(z)) == pytest.approx(sum(sims) / len(sims), rel=1e-12)
+    assert float(mean_pairwise_similarity(simplex(5))) == pytest.approx(-0.25, rel=1e-12)
+    collapsed = 10.0 + 0.1 * z  # every row nearly the same vector
+    assert float(mean_pairwise_similarity(collapsed)) > 0.99
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        mean_pairwise_similarity(z[:1])
 
 
 def test_interclass_uniformity_hand_case_centroids_not_renormalised():

@@ -26,6 +26,7 @@ from contrastkit.eval.plots import (
     plot_similarity_histograms,
     plot_uniformity_alignment,
 )
+from contrastkit.eval.report import format_signed
 from contrastkit.figures import figure_caption
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -58,7 +59,8 @@ def test_local_separation_caption_states_the_plotted_order(tmp_path):
     pos, nearest = loose["positive"].numpy(), loose["negatives"][:, 0].numpy()
     assert np.median(pos) < np.median(nearest)
     assert caption.startswith("pretrained: the two views of an image (green) sit below")
-    assert f"median gap {local_separation_gap(loose):+.3f} (lower than random init's)" in caption
+    gap = format_signed(local_separation_gap(loose), 3)
+    assert f"median gap {gap} (lower than random init's)" in caption
     flipped = figure_caption(plot_local_separation({"pretrained": tight, "random init": loose},
                                                    tmp_path / "t.png"))
     assert "sit above" in flipped and "(higher than random init's)" in flipped
@@ -80,7 +82,7 @@ def test_similarity_histogram_caption_states_the_margins(tmp_path):
     assert margin > 0 and margin > other
     assert caption.startswith("pretrained: the median same-class similarity (blue dotted) lies "
                               "right of the other-class one")
-    assert f"margin {margin:+.3f} (higher than random init's)" in caption
+    assert f"margin {format_signed(margin, 3)} (higher than random init's)" in caption
 
 
 def test_uniformity_alignment_caption_compares_the_two_points(tmp_path):

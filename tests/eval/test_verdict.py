@@ -127,8 +127,7 @@ def test_low_shot_comparisons_are_summarised_per_baseline():
                    Comparison("raw pixels", -0.01, -0.04, 0.02, "all labels"))
     line = Evidence("lowshot", "16/all images per class", comparisons).line()
     assert "at 16 shots" not in line  # one summary per baseline, the table has the rows
-    assert ("-1.0 to +3.0 points vs raw pixels (significantly better at 1, worse at 0 of 2 "
-            "settings)") in line
+    assert "Partly: beat raw pixels at 1 of 2 settings (-1.0 to +3.0 points)." in line
     with pytest.raises(ValueError, match="at least one protocol"):
         weigh([])
 
@@ -150,3 +149,85 @@ def test_an_overfitting_probe_is_flagged_in_its_line():
     fitting = protocol_evidence("linear", config, {"train_top1": 0.5, "validation_top1": 0.4},
                                 20, baselines)
     assert fitting.note == ""
+
+
+def _setting_comparisons(signs: dict[str, tuple[int, ...]]) -> tuple[Comparison, ...]:
+    """One comparison per baseline and shot count with the given signs (+1 significantly
+    better, -1 worse, 0 an interval across 0)."""
+    shots = ("16 shots", "32 shots", "64 shots", "all labels")
+    return tuple(Comparison(b, 0.04 * s, 0.04 * s - 0.03 + 0.02 * abs(s),
+                            0.04 * s + 0.03 - 0.02 * abs(s), shot)
+                 for b, values in signs.items() for s, shot in zip(values, shots, strict=False))
+
+
+def test_the_low_shot_headline_says_what_its_line_says():
+    """Issue 52, item 10: the headline said "beat raw pixels and random init" where the
+    low-shot line said "Partly" (better than raw pixels at some shot counts only)."""
+    comparisons = _setting_comparisons({"raw pixels": (1, 1, 0, 1),
+                                        "random init": (1, 1, 1, 1)})
+    lowshot = Evidence("lowshot", "16/32/64/all images per class", comparisons)
+    assert lowshot.outcome == "partly"
+    verdict = weigh([lowshot])
+    assert verdict.answer == "partly"
+    assert verdict.headline == (
+        "**Partly**: under the low-shot linear probes pretraining beat random init, beat raw "
+        "pixels at 3 of 4 settings (95% paired bootstrap intervals).")
+    line = lowshot.line()
+    assert "Partly: beat raw pixels at 3 of 4 settings (0 to +4.0 points); beat random init "\
+        "(+4.0 points)." in line
+    assert verdict.use == ("Are the features useful? To a classifier trained on a few labels "
+                           "per class: pretraining beat random init, beat raw pixels at 3 of 4 "
+                           "settings.")
+
+
+@pytest.mark.parametrize("settings", [1, 2, 3])
+def test_every_outcome_and_its_words_come_from_one_standing(settings):
+    """Every sign pattern of two baselines over 1-3 settings: the headline's words for a
+    protocol appear in its line, say "beat" a baseline unqualified only when every setting beat
+    it, and the outcome is "helped" exactly when they say "beat" both."""
+    import itertools
+
+    patterns = list(itertools.product((-1, 0, 1), repeat=settings))
+    for raw, rand in itertools.product(patterns, repeat=2):
+        e = Evidence("lowshot", "", _setting_comparisons({"raw pixels": raw,
+                                                          "random init": rand}))
+        clause = weigh([e]).headline.split("pretraining ", 1)[1].split(" (95%")[0]
+        for standing in e.standings():
+            assert standing.phrase() in e.line()
+            signs = raw if standing.baseline == "raw pixels" else rand
+            unqualified = standing.phrase() == f"beat {standing.baseline}"
+            assert unqualified == all(s == 1 for s in signs)
+        assert (clause == "beat raw pixels and random init") == (e.outcome == "helped"), clause
+        assert e.outcome == "helped" or "beat raw pixels and random init" not in clause
+
+
+def test_an_interval_end_that_rounds_to_zero_keeps_its_sign(tmp_path):
+    """Issue 52, item 10: a lower end of -0.000125 printed as "-0.0", which cannot be read
+    either way. Every printed difference and interval end shows its sign; an exact 0 is 0."""
+    from contrastkit.eval.baselines import baselines_markdown
+    from contrastkit.eval.compare import compare_markdown
+    from contrastkit.eval.report import format_signed
+
+    assert [format_signed(v) for v in (-0.0125, 0.0, -0.0, 2.0, -0.04, 0.0004, -6e-7)] == \
+        ["-0.01", "0", "0", "+2.0", "-0.04", "+0.0004", "-6e-07"]
+    assert format_signed(-0.00004, 3) == "-0.00004"
+    low = Comparison("raw pixels", 0.02, -0.000125, 0.04)
+    assert low.text() == "+2.0 points vs raw pixels [-0.01, +4.0]"
+    assert low.sign == 0
+    assert Comparison("random init", 0.02, 0.0, 0.04).text().endswith("[0, +4.0]")
+    # the low-shot line's range, the --baselines table and contrastkit compare's line
+    line = Evidence("lowshot", "", (Comparison("raw pixels", -0.0004, -0.01, 0.01, "16 shots"),
+                                    Comparison("raw pixels", 0.02, 0.01, 0.03, "all labels"))
+                    ).line()
+    assert "(-0.04 to +2.0 points)" in line
+    entry = {"metrics": {"top1": 0.5}, "difference": 0.02, "ci_low": -0.000125,
+             "ci_high": 0.04}
+    table = baselines_markdown({"top1": 0.52}, {"raw pixels": entry})
+    assert "+2.0 [-0.01, +4.0]" in table
+    summary = {"a": {"folder": "a", "protocol": "knn", "checkpoint": None},
+               "b": {"folder": "b", "protocol": "knn", "checkpoint": None},
+               "accuracy_a": 0.5, "accuracy_b": 0.5, "metrics": {}, "difference": 0.0,
+               "ci_low": -0.000125, "ci_high": 0.00004, "confidence": 0.95, "num_test": 1000,
+               "n_resamples": 1000, "verdict": "not significant", "reading": ""}
+    assert "A - B accuracy: 0 points, 95% bootstrap CI [-0.01, +0.004]" in \
+        compare_markdown(summary)

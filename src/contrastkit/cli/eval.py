@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from contrastkit.cli.common import DefaultsHelpFormatter, common_parser, eval_request, guard
 from contrastkit.cli.parsing import CommandParser
 from contrastkit.data.sources.registry import is_video_dataset
+from contrastkit.eval.linear import MIN_VALIDATION_PER_CLASS
 from contrastkit.eval.protocols import (
     FinetuneEval,
     KnnEval,
@@ -73,7 +74,9 @@ def eval_parser() -> argparse.ArgumentParser:
     _linear_options(lin)
     lin.add_argument("--validation", type=float, default=0.1, metavar="F",
                      help="fast: share of each class's training images held out; the probe "
-                     "of the epoch with the best validation top-1 is kept (0: none)")
+                     "of the epoch with the best validation top-1 is kept (0, or fewer than "
+                     f"{MIN_VALIDATION_PER_CLASS} images of a class held out: none, the last "
+                     "epoch)")
     _baselines_option(lin)
     ret = sub.add_parser("retrieval", parents=[common], help="recall@k (SCE Table 19)",
                          formatter_class=DefaultsHelpFormatter)

@@ -10,6 +10,12 @@ what one's own data can be judged against; the report ends with the verdict of
 :mod:`.answer` (kNN and linear probe against the baselines), and the reading of the margin
 says whether it agrees with it.
 
+A random init whose test embeddings are collapsed (mean pairwise cosine similarity at least
+:data:`COLLAPSED_SIMILARITY`: nearly one vector, so its alignment, margin and separation are
+near 0 by construction) is no bar for the geometry: the report, the table and the figures
+label it collapsed and give its values without comparing ours to them. The verdict does not
+read the geometry: it compares accuracies, which a collapsed random init still has.
+
 With ``paper_references``: the values the papers report beside ours, and the figures for
 reproducing them (hardness weights and temperature functions, DySTreSS eq. 4 and figs. 3-4,
 which do not depend on the checkpoint; uniformity and alignment among DySTreSS Table 13's
@@ -32,6 +38,7 @@ from contrastkit.eval import report
 from contrastkit.eval.baselines import RANDOM_INIT, baseline_setups
 from contrastkit.eval.paper_values import DYSTRESS_TABLE13, reference_notes, reference_range
 from contrastkit.eval.protocols import verdict_of
+from contrastkit.eval.report import format_signed
 from contrastkit.eval.results import (
     Evaluation,
     check_output,
@@ -51,6 +58,11 @@ from contrastkit.eval.verdict import Verdict
 from contrastkit.outputs import staged_folder
 
 PRETRAINED = "pretrained"
+
+#: A representation whose test embeddings have a mean pairwise cosine similarity at least this
+#: is collapsed (the study's threshold for a collapsed run's two views,
+#: ``studies.repro.verdicts.COLLAPSE_SIMILARITY``).
+COLLAPSED_SIMILARITY = 0.95
 
 
 @dataclass(frozen=True)
@@ -147,6 +159,7 @@ def geometry(s: Setup, presets: Sequence[str], idx: Tensor, neighbors: int) -> G
     metrics = {
         "alignment": float(m.alignment(z1, z2)),
         "uniformity": float(m.uniformity(xte)),
+        "mean_pairwise_similarity": float(m.mean_pairwise_similarity(xte)),
         "tolerance": float(m.tolerance(xte, yte)),
         "interclass_uniformity": float(m.interclass_uniformity(xte, yte)),
         "target_noise_margin": float(margin),
@@ -217,26 +230,35 @@ def diagnostics(s: Setup, a: AnalyzeOptions) -> tuple[dict[str, Geometry], dict]
     return shown, config
 
 
+def collapsed(shown: dict[str, Geometry]) -> dict[str, float]:
+    """``{name: mean pairwise similarity}`` of the representations in ``shown`` whose test
+    embeddings are collapsed (at least :data:`COLLAPSED_SIMILARITY`)."""
+    return {name: g.metrics["mean_pairwise_similarity"] for name, g in shown.items()
+            if g.metrics["mean_pairwise_similarity"] >= COLLAPSED_SIMILARITY}
+
+
 def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry]
             ) -> dict[str, str]:
-    """Write the figures of ``contrastkit analyze`` into ``out``; ``{file name: caption}``."""
+    """Write the figures of ``contrastkit analyze`` into ``out``; ``{file name: caption}``
+    (a collapsed representation labelled so, and not compared)."""
     from contrastkit.eval import plots
     from contrastkit.figures import figure_caption
 
+    flat = collapsed(shown)
     paths = [
         plots.plot_local_separation({k: g.separation for k, g in shown.items()},
-                                    out / "local_separation.png"),
+                                    out / "local_separation.png", collapsed=flat),
         plots.plot_similarity_histograms({k: (g.target_sims, g.noise_sims)
                                           for k, g in shown.items()},
-                                         out / "similarity_histograms.png"),
+                                         out / "similarity_histograms.png", collapsed=flat),
         plots.plot_uniformity_alignment({k: (g.metrics["alignment"], g.metrics["uniformity"])
                                          for k, g in shown.items()},
-                                        out / "uniformity_alignment.png"),
+                                        out / "uniformity_alignment.png", collapsed=flat),
     ]
     if a.embedding != "none":
         n = min(len(shown[PRETRAINED].labels), a.embedding_samples)
         paths.append(plots.plot_embedding_2d(
-            {k: (g.features[:n], g.labels[:n]) for k, g in shown.items()},
+            {plots.labelled(k, flat): (g.features[:n], g.labels[:n]) for k, g in shown.items()},
             out / f"embedding_{a.embedding}.png", method=a.embedding, seed=seed))
     if a.papers:
         from contrastkit.eval import paper_figures
@@ -288,20 +310,27 @@ def _knn_against(verdict: Verdict | None, baseline: str) -> int | None:
 
 
 def margin_reading(margin: float, baseline: float, classes: int,
-                   verdict: Verdict | None = None) -> str:
+                   verdict: Verdict | None = None, baseline_collapsed: bool = False) -> str:
     """The target-noise margin (Feeney & Hughes 2023, Table 1, Fig. 2) against random init's,
     and whether it agrees with the verdict's kNN comparison with random init (both read the
-    neighbourhoods of the test images; the margin only the nearest image of each kind)."""
+    neighbourhoods of the test images; the margin only the nearest image of each kind); a
+    collapsed random init (``baseline_collapsed``) is not compared."""
     from contrastkit.eval.plots import compared
 
     relation = compared(margin, baseline)
-    text = (f"target_noise_margin {margin:+.3f} (random init {baseline:+.3f}): median "
-            "similarity of a test image to its nearest same-class training image minus that to "
-            "its nearest other-class one; larger is better.")
+    state = ", collapsed" if baseline_collapsed else ""
+    text = (f"target_noise_margin {format_signed(margin, 3)} (random init "
+            f"{format_signed(baseline, 3)}{state}): median similarity of a test image to its "
+            "nearest same-class training image minus that to its nearest other-class one; "
+            "larger is better.")
     if margin <= 0:
         text += (f" Negative: for most test images an image of another class is the nearest;"
                  f" usual with {classes} classes (the other {classes - 1} supply most "
-                 "candidates), so compare it with random init rather than with 0.")
+                 "candidates), so " + ("read it against the verdict rather than against 0." if
+                                       baseline_collapsed else
+                                       "compare it with random init rather than with 0."))
+    if baseline_collapsed:
+        return text + " Not compared with random init's: a collapsed margin is no bar."
     than = {"higher": "Higher than", "lower": "Lower than", "about equal": "About equal to"}[
         relation]
     knn = _knn_against(verdict, RANDOM_INIT)
@@ -323,23 +352,41 @@ def margin_reading(margin: float, baseline: float, classes: int,
     return f"{text} {agreement}"
 
 
+def collapse_line(name: str, similarity: float) -> str:
+    """That ``name``'s test embeddings are collapsed, with the number (and, for a baseline,
+    that its geometry is no bar)."""
+    text = (f"{name} is collapsed: its test embeddings have a mean pairwise cosine similarity "
+            f"of {similarity:.3f} ({COLLAPSED_SIMILARITY} or more counts as collapsed), nearly "
+            "one vector, so its alignment, margin and separation are near 0 whatever the images")
+    if name == PRETRAINED:
+        return text + "."
+    return (text + f"; they are no bar to beat, and the lines below give {name}'s without "
+            "comparing. The verdict compares accuracies, which it still has (kNN ranks its "
+            "neighbours, the linear probe standardises its features).")
+
+
 def reading(shown: dict[str, Geometry], verdict: Verdict | None = None) -> list[str]:
     """What the diagnostics say against random init, one line each (the direction that is
-    better, and the margin's agreement with ``verdict``)."""
+    better, and the margin's agreement with ``verdict``); a collapsed representation said
+    first, and a collapsed random init not compared."""
     from contrastkit.eval.plots import compared
 
     pre, rand = shown[PRETRAINED].metrics, shown[RANDOM_INIT].metrics
     classes = int(shown[PRETRAINED].labels.max()) + 1
+    flat = collapsed(shown)
+    bar = RANDOM_INIT not in flat
 
     def compare(name: str, lower_better: bool) -> str:
+        if not bar:
+            return f"{name} {pre[name]:.3f} (random init {rand[name]:.3f}, collapsed)"
         word = compared(pre[name], rand[name], *(("worse", "better") if lower_better
                                                  else ("better", "worse")))
         return (f"{name} {pre[name]:.3f} (random init {rand[name]:.3f}): {word} "
                 f"{'to' if word == 'about equal' else 'than'} random init")
 
-    return [
+    return [collapse_line(name, value) for name, value in flat.items()] + [
         margin_reading(pre["target_noise_margin"], rand["target_noise_margin"], classes,
-                       verdict),
+                       verdict, baseline_collapsed=not bar),
         compare("local_separation_gap", False) + " (median similarity of the two views of an "
         "image minus that of its nearest other image; higher tells images apart better).",
         compare("alignment", True) + " (lower: two views of an image embed closer; a collapsed "
@@ -356,7 +403,10 @@ def _markdown(s: Setup, shown: dict[str, Geometry], config: dict,
                "split": r.test_split, "views": " ".join(config["views"]),
                "random init": f"the same architecture, weights drawn with seed {r.seed}",
                **data_context(s)}
-    header_row = ["metric", PRETRAINED, RANDOM_INIT]
+    from contrastkit.eval.plots import labelled
+
+    flat = collapsed(shown)
+    header_row = ["metric", labelled(PRETRAINED, flat), labelled(RANDOM_INIT, flat)]
     rows = [[k, v, shown[RANDOM_INIT].metrics.get(k)]
             for k, v in shown[PRETRAINED].metrics.items()]
     if references is not None:
@@ -388,6 +438,7 @@ def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
         results = {**header("analyze", argv), **s.record(), "config": config,
                    "metrics": metrics,
                    "baseline_metrics": {RANDOM_INIT: shown[RANDOM_INIT].metrics},
+                   "collapsed": collapsed(shown),
                    "figures": list(captions), "captions": captions,
                    "verdict": verdict.record()}
         references = reference_notes(metrics) if options.papers else None

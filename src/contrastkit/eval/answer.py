@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from contrastkit.eval.baselines import comparisons
+from contrastkit.eval.linear import too_small_text
 from contrastkit.eval.verdict import Evidence, Verdict, weigh
 
 #: A probe whose train top-1 exceeds its validation top-1 by more than this overfits.
@@ -49,10 +50,14 @@ def protocol_evidence(protocol: str, config: dict, metrics: dict, classes: int,
         return Evidence("lowshot", f"{shots} images per class, {len(c['seeds'])} seeds, "
                         f"{c['epochs']} epochs", comparisons(baselines))
     if protocol == "linear":
-        stop = c.get("early_stopping")
-        settings = f"{c['epochs']} epochs" + (
-            f", epoch {stop['best_epoch']} kept by a {100 * c['validation']:g}% validation split"
-            if stop else ", last epoch")
+        stop, small = c.get("early_stopping"), c.get("validation_too_small")
+        settings = f"{c['epochs']} epochs, last epoch"
+        if stop:
+            settings = (f"{c['epochs']} epochs, epoch {stop['best_epoch']} kept by a "
+                        f"{100 * c['validation']:g}% validation split")
+        elif small:
+            settings += (f": the {100 * c['validation']:g}% validation split has "
+                         f"{too_small_text(small)}")
         return Evidence("linear", settings, comparisons(baselines),
                         _linear_note(c, metrics, classes))
     raise ValueError(f"--baselines takes knn, linear or lowshot, not {protocol}")

@@ -106,7 +106,8 @@ def _pct(value: float) -> str:
 
 
 def _diff(c: dict) -> str:
-    return f"{100 * c['difference']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+    low, high = (report.format_signed(100 * c[k]) for k in ("ci_low", "ci_high"))
+    return f"{report.format_signed(100 * c['difference'])} [{low}, {high}]"
 
 
 def baselines_markdown(pretrained_metrics: dict, baselines: dict) -> str:

@@ -137,11 +137,11 @@ def compare_markdown(c: dict, pooled: Verdict | None = None) -> str:
             ["checkpoint sha256", (a["checkpoint"] or "-")[:16], (b["checkpoint"] or "-")[:16]],
             ["accuracy of predictions", c["accuracy_a"], c["accuracy_b"]]]
     rows += [[k, *v] for k, v in c["metrics"].items()]
-    pct = 100.0
-    line = (f"A - B accuracy: {pct * c['difference']:+.2f} points, "
-            f"{100 * c['confidence']:g}% bootstrap CI [{pct * c['ci_low']:+.2f}, "
-            f"{pct * c['ci_high']:+.2f}] over {c['num_test']} test samples "
-            f"({c['n_resamples']} resamples): {c['verdict']}")
+    diff, low, high = (report.format_signed(100 * c[k], 2)
+                       for k in ("difference", "ci_low", "ci_high"))
+    line = (f"A - B accuracy: {diff} points, {100 * c['confidence']:g}% bootstrap CI "
+            f"[{low}, {high}] over {c['num_test']} test samples ({c['n_resamples']} resamples): "
+            f"{c['verdict']}")
     text = ("# contrastkit compare\n\n" + report.markdown_table(["", "A", "B"], rows)
             + f"\n{line}\n\n{c['reading']}\n")
     return text + (pooled.markdown() if pooled is not None else "")

@@ -8,7 +8,9 @@ low-shot: Table 10), every classifier trained by the one loop of :mod:`.classifi
   features (the standardisation is folded into its weights). With ``validation`` it holds out a
   stratified share of the training features (:func:`stratified_holdout`) and keeps the
   classifier of the epoch with the best validation top-1 (early stopping): on a small labelled
-  set a probe otherwise ends where it fits its training images best;
+  set a probe otherwise ends where it fits its training images best. A split with fewer than
+  :data:`MIN_VALIDATION_PER_CLASS` images in some class is too small to choose an epoch: the
+  probe then trains on every training image and keeps the last epoch, and says so;
 * :func:`train_linear_on_images`: the frozen backbone runs on every augmented training batch;
 * :func:`lowshot_linear` on :func:`sample_per_class` draws, and the accuracies
   (:func:`classification_report`, :func:`mean_per_class_accuracy`).
@@ -45,6 +47,13 @@ SCE_D2 = LinearProtocol(
     epochs=90, lr=0.1, momentum=0.9, weight_decay=0.0, batch_size=1024, schedule="cosine",
     milestones=(), lr_reference_batch=256,
 )
+
+
+#: The fewest held-out images of a class with which the validation split chooses the probe's
+#: epoch. With ``n`` images a class's validation top-1 moves in steps of ``1 / n``: below 10
+#: (steps of more than 10 points) the best epoch is picked on the noise of a few images (issue
+#: 52: 4 images per class kept epoch 4 of 100).
+MIN_VALIDATION_PER_CLASS = 10
 
 
 def mean_per_class_accuracy(pred: Tensor, labels: Tensor, num_classes: int | None = None) -> float:
@@ -122,7 +131,10 @@ def linear_probe(
     (:func:`stratified_holdout`, seeded by ``seed``) is held out: the probe trains on the rest
     (statistics included) and, after every epoch, its top-1 on the held-out rows is measured;
     the weights of the epoch with the highest validation top-1 (ties: the lower validation
-    cross-entropy, then the earlier epoch) are the ones returned (early stopping).
+    cross-entropy, then the earlier epoch) are the ones returned (early stopping). When some
+    class would hold out fewer than :data:`MIN_VALIDATION_PER_CLASS` rows, nothing is held out:
+    the probe trains on every row and returns the last epoch's weights, as with
+    ``validation = 0``, and the result says why (``"validation_too_small"``).
 
     Args:
         train_features: ``(N_train, D)`` cached features.
@@ -135,7 +147,7 @@ def linear_probe(
         num_classes: number of classes (default: 1 + the largest train or test label).
         seed: seed of the shuffling generator and of the validation draw.
         validation: share of each class's training rows held out to choose the epoch
-            (0: none, the last epoch's weights).
+            (0, or a split too small: none, the last epoch's weights).
 
     Returns:
         ``{"top1", "top5", "mean_per_class"}`` test fractions, ``"classifier"`` (``nn.Linear`` on
@@ -143,7 +155,9 @@ def linear_probe(
         ``"train_top1_curve"`` / ``"test_top1_curve"`` (top-1 on the features it trains on /
         the test features after each epoch: their gap shows overfitting). With ``validation``
         also ``"val_top1_curve"``, ``"best_epoch"`` (1-based), ``"num_validation"`` and
-        ``"num_fit"``.
+        ``"num_fit"``; when the split was too small instead ``"validation_too_small"``:
+        ``{"fewest", "most"}`` (the held-out rows of the smallest and largest class) and
+        ``"minimum"`` (:data:`MIN_VALIDATION_PER_CLASS`).
     """
     protocol = LinearProtocol() if protocol is None else protocol
     _check_pair(train_features, train_labels, "train")
@@ -157,11 +171,14 @@ def linear_probe(
     device = x.device
     y = train_labels.to(device)
     held: tuple[Tensor, Tensor] | None = None
+    too_small: dict[str, int] | None = None
     if validation:
-        fit, val = stratified_holdout(train_labels, validation, seed)
-        fit, val = fit.to(device), val.to(device)
-        held = x[val], y[val]
-        x, y = x[fit], y[fit]
+        too_small = _too_small(train_labels, validation)
+        if too_small is None:
+            fit, val = stratified_holdout(train_labels, validation, seed)
+            fit, val = fit.to(device), val.to(device)
+            held = x[val], y[val]
+            x, y = x[fit], y[fit]
     mean = x.mean(dim=0) if standardize else torch.zeros(x.shape[1], device=device)
     std = x.std(dim=0).clamp_min(1e-6) if standardize and x.shape[0] > 1 else None
     std = std if std is not None else torch.ones(x.shape[1], device=device)
@@ -212,7 +229,42 @@ def linear_probe(
     if held is not None:
         report.update(val_top1_curve=val_top1, best_epoch=best_epoch,
                       num_validation=int(held[1].shape[0]), num_fit=int(y.shape[0]))
+    if too_small is not None:
+        report["validation_too_small"] = too_small
     return report
+
+
+def _too_small(labels: Tensor, fraction: float) -> dict[str, int] | None:
+    """``{"fewest", "most", "minimum"}`` (held-out rows of the smallest and largest class, and
+    :data:`MIN_VALIDATION_PER_CLASS`) when :func:`stratified_holdout` would hold out fewer than
+    that minimum of some class of ``labels``, else None."""
+    _check_holdout(labels, fraction)
+    sizes = torch.bincount(labels.cpu())
+    counts = [_held_count(int(n), fraction) for n in sizes[sizes > 0].tolist()]
+    if min(counts) >= MIN_VALIDATION_PER_CLASS:
+        return None
+    return {"fewest": min(counts), "most": max(counts), "minimum": MIN_VALIDATION_PER_CLASS}
+
+
+def too_small_text(too_small: dict[str, int]) -> str:
+    """``4 images per class, fewer than the 10 needed to choose an epoch``: a
+    ``"validation_too_small"`` record of :func:`linear_probe` in words (``3 to 5 images per
+    class`` when classes differ)."""
+    fewest, most = too_small["fewest"], too_small["most"]
+    count = str(fewest) if fewest == most else f"{fewest} to {most}"
+    return (f"{count} images per class, fewer than the {too_small['minimum']} needed to choose "
+            "an epoch")
+
+
+def _held_count(size: int, fraction: float) -> int:
+    """Rows of a class of ``size`` rows that :func:`stratified_holdout` holds out."""
+    return min(max(1, round(fraction * size)), size - 1)
+
+
+def _check_holdout(labels: Tensor, fraction: float) -> None:
+    check_labels("labels", labels, labels.shape[0] if isinstance(labels, Tensor) else 0, "labels")
+    if not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"the validation fraction must lie in (0, 1), got {fraction}")
 
 
 def stratified_holdout(labels: Tensor, fraction: float, seed: int = 0) -> tuple[Tensor, Tensor]:
@@ -223,16 +275,14 @@ def stratified_holdout(labels: Tensor, fraction: float, seed: int = 0) -> tuple[
     Raises:
         ValueError: for a ``fraction`` outside (0, 1) or when no row can be held out.
     """
-    check_labels("labels", labels, labels.shape[0] if isinstance(labels, Tensor) else 0, "labels")
-    if not 0.0 < float(fraction) < 1.0:
-        raise ValueError(f"the validation fraction must lie in (0, 1), got {fraction}")
+    _check_holdout(labels, fraction)
     generator = torch.Generator().manual_seed(seed)
     labels_cpu = labels.cpu()
     fit, held = [], []
     for c in torch.unique(labels_cpu).tolist():
         members = torch.nonzero(labels_cpu == c).flatten()
         members = members[torch.randperm(members.numel(), generator=generator)]
-        count = min(max(1, round(fraction * members.numel())), members.numel() - 1)
+        count = _held_count(members.numel(), fraction)
         held.append(members[:count])
         fit.append(members[count:])
     held_out = torch.cat(held).sort().values

@@ -138,6 +138,24 @@ def tolerance(z: Tensor, labels: Tensor) -> Tensor:
     return ((sums * sums).sum() - counts.sum()) / pairs
 
 
+def mean_pairwise_similarity(z: Tensor) -> Tensor:
+    """Mean cosine similarity of distinct pairs: Wang & Liu 2021's tolerance with every sample
+    in one class, ``S = sum_{i != j} s_ij / (N (N - 1)) = (||sum_i z_i||^2 - N) / (N (N - 1))``
+    on L2-normalised rows. Near 1 when every embedding is nearly the same vector (a collapsed
+    representation, whose alignment, margins and separations are all near 0).
+
+    Args:
+        z: ``(N, D)`` embeddings, ``N >= 2`` (L2-normalised inside).
+
+    Returns:
+        Scalar tensor in [-1, 1].
+    """
+    check_features("z", z)
+    if z.shape[0] < 2:
+        raise ValueError(f"z needs at least 2 samples for pairs, got {z.shape[0]}")
+    return tolerance(z, torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
+
+
 def class_centroids(z: Tensor, labels: Tensor, num_classes: int | None = None) -> Tensor:
     """Mean of the rows of each class, ``(C, D)``; rows are used as given (no normalisation).
 

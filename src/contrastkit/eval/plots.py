@@ -5,7 +5,10 @@ marker) per representation so that the pretrained model sits beside its random-i
 Each function writes one image atomically (temporary file in the same folder, then
 ``os.replace``) with a one-line caption computed from the data it draws (the caption is also
 the PNG's ``Description``, :func:`contrastkit.figures.figure_caption`), and returns its path.
-The format follows the suffix (``.png``, ``.pdf``, ...). The line plots that pretraining draws
+The format follows the suffix (``.png``, ``.pdf``, ...). A representation named in
+``collapsed`` (its test embeddings nearly one vector; :func:`contrastkit.eval.analyze.collapsed`)
+is labelled so, with its mean similarity, and the captions do not compare the model with it.
+The line plots that pretraining draws
 too (:func:`plot_curves`, :func:`plot_curve`) live in :mod:`contrastkit.figures`; the figures
 for reproducing the papers in :mod:`contrastkit.eval.paper_figures`.
 """
@@ -20,6 +23,7 @@ import torch
 from torch import Tensor
 
 from contrastkit.eval.metrics import local_separation_gap
+from contrastkit.eval.report import format_signed
 from contrastkit.figures import (
     PathLike,
     finite_array,
@@ -59,11 +63,27 @@ def compared(value: float, other: float, higher: str = "higher", lower: str = "l
     return higher if value > other else lower
 
 
-def _versus(values: dict[str, float], higher: str, lower: str) -> str:
-    """`` (higher than random init's)`` comparing the first representation with the others."""
+def labelled(name: str, collapsed: Mapping[str, float]) -> str:
+    """``random init (collapsed: mean similarity 0.99)`` for a name in ``collapsed``
+    (``{name: mean pairwise cosine similarity}``), else ``name``."""
+    if name not in collapsed:
+        return name
+    return f"{name} (collapsed: mean similarity {collapsed[name]:.2f})"
+
+
+def _title(name: str, collapsed: Mapping[str, float], what: str) -> str:
+    """A panel's title: ``name: what``, the collapsed label on a line of its own."""
+    return f"{labelled(name, collapsed)}{chr(10) if name in collapsed else ': '}{what}"
+
+
+def _versus(values: dict[str, float], higher: str, lower: str,
+            collapsed: Mapping[str, float]) -> str:
+    """`` (higher than random init's)`` comparing the first representation with the others
+    (`` (random init collapsed: not compared)`` for a collapsed one)."""
     names = list(values)
     first = values[names[0]]
-    parts = [f"{compared(first, values[n], higher, lower)} "
+    parts = [f"{n} collapsed: not compared" if n in collapsed else
+             f"{compared(first, values[n], higher, lower)} "
              f"{'to' if abs(first - values[n]) < TIE else 'than'} {n}'s" for n in names[1:]]
     return f" ({', '.join(parts)})" if parts else ""
 
@@ -72,8 +92,8 @@ def _side(value: float, positive: str, negative: str, zero: str) -> str:
     return positive if value > 0 else (negative if value < 0 else zero)
 
 
-def plot_local_separation(separations: Mapping[str, Mapping[str, Tensor]], path: PathLike
-                          ) -> Path:
+def plot_local_separation(separations: Mapping[str, Mapping[str, Tensor]], path: PathLike, *,
+                          collapsed: Mapping[str, float] | None = None) -> Path:
     """Box plots of the positive similarity and the 1st..k-th nearest-negative similarities,
     one panel per representation on a shared axis (like Wang & Liu 2021, supplement, figs.
     1-7).
@@ -83,7 +103,9 @@ def plot_local_separation(separations: Mapping[str, Mapping[str, Tensor]], path:
             contrastkit.eval.metrics.local_separation}`` (``{"positive": (N,), "negatives":
             (N, k)}``), the model first.
         path: output image path.
+        collapsed: ``{representation: mean pairwise similarity}`` of the collapsed ones.
     """
+    collapsed = collapsed or {}
     panels = _panels(separations, "separations")
     data = {}
     for name, sep in panels:
@@ -112,7 +134,7 @@ def plot_local_separation(separations: Mapping[str, Mapping[str, Tensor]], path:
         ends += [float(v) for line in box["whiskers"] for v in line.get_ydata()]
         gaps[name] = local_separation_gap({"positive": torch.from_numpy(pos),
                                            "negatives": torch.from_numpy(neg)})
-        ax.set_title(f"{name}: median gap {gaps[name]:+.3f}")
+        ax.set_title(_title(name, collapsed, f"median gap {format_signed(gaps[name], 3)}"))
     low, high = min(ends), max(ends)
     pad = max(0.02, 0.05 * (high - low))
     for ax in axes:  # one range for every panel: the whiskers' (no outliers are drawn)
@@ -121,12 +143,14 @@ def plot_local_separation(separations: Mapping[str, Mapping[str, Tensor]], path:
     where = _side(gaps[first], "above", "below", "level with")
     return save_figure(fig, path, caption=(
         f"{first}: the two views of an image (green) sit {where} its nearest other image "
-        f"(first blue box), median gap {gaps[first]:+.3f}{_versus(gaps, 'higher', 'lower')}; "
+        f"(first blue box), median gap {format_signed(gaps[first], 3)}"
+        f"{_versus(gaps, 'higher', 'lower', collapsed)}; "
         "a higher gap tells each image from its neighbours better."))
 
 
 def plot_similarity_histograms(sims: Mapping[str, tuple[Tensor, Tensor]], path: PathLike, *,
-                               bins: int = 50) -> Path:
+                               bins: int = 50, collapsed: Mapping[str, float] | None = None
+                               ) -> Path:
     """Histograms of each test image's similarity to its nearest same-class ("target") and
     nearest other-class ("noise") training image with their medians (Feeney & Hughes 2023,
     Fig. 2), one panel per representation on a shared axis.
@@ -135,7 +159,9 @@ def plot_similarity_histograms(sims: Mapping[str, tuple[Tensor, Tensor]], path: 
         sims: ``{representation: (target_sims, noise_sims)}``, each ``(N,)``, the model first.
         path: output image path.
         bins: number of histogram bins over the range of the values.
+        collapsed: as :func:`plot_local_separation`.
     """
+    collapsed = collapsed or {}
     panels = _panels(sims, "sims")
     data = {name: (finite_array(t, "target_sims"), finite_array(n, "noise_sims"))  # type: ignore[misc]
             for name, (t, n) in panels}  # type: ignore[misc]
@@ -155,18 +181,18 @@ def plot_similarity_histograms(sims: Mapping[str, tuple[Tensor, Tensor]], path: 
         ax.set_xlabel("cosine similarity to the nearest training image")
         ax.set_ylabel("test images")
         ax.legend()
-        ax.set_title(f"{name}: margin {margins[name]:+.3f}")
+        ax.set_title(_title(name, collapsed, f"margin {format_signed(margins[name], 3)}"))
     first = next(iter(margins))
     side = _side(margins[first], "right of", "left of", "on")
     return save_figure(fig, path, caption=(
         f"{first}: the median same-class similarity (blue dotted) lies {side} the "
-        f"other-class one (orange), margin {margins[first]:+.3f}"
-        f"{_versus(margins, 'higher', 'lower')}; a higher margin puts same-class images "
+        f"other-class one (orange), margin {format_signed(margins[first], 3)}"
+        f"{_versus(margins, 'higher', 'lower', collapsed)}; a higher margin puts same-class images "
         "nearer."))
 
 
-def plot_uniformity_alignment(points: Mapping[str, tuple[float, float]], path: PathLike
-                              ) -> Path:
+def plot_uniformity_alignment(points: Mapping[str, tuple[float, float]], path: PathLike, *,
+                              collapsed: Mapping[str, float] | None = None) -> Path:
     """Each representation's (alignment, uniformity) (Manna et al. 2023, eqs. 16-17): lower
     alignment, two views of an image embed closer; lower uniformity, the embeddings spread more
     evenly on the sphere.
@@ -174,7 +200,9 @@ def plot_uniformity_alignment(points: Mapping[str, tuple[float, float]], path: P
     Args:
         points: ``{representation: (alignment, uniformity)}``, the model first.
         path: output image path.
+        collapsed: as :func:`plot_local_separation`.
     """
+    collapsed = collapsed or {}
     panels = _panels(points, "points")
     values = {name: finite_array(torch.tensor(list(p)), f"points[{name!r}]")  # type: ignore[arg-type]
               for name, p in panels}
@@ -182,7 +210,7 @@ def plot_uniformity_alignment(points: Mapping[str, tuple[float, float]], path: P
     ax = fig.add_subplot(1, 1, 1)
     for (name, (x, y)), colour, marker in zip(values.items(), COLOURS, "*os^", strict=False):
         ax.scatter([x], [y], marker=marker, s=220 if marker == "*" else 90, color=colour,
-                   label=f"{name} ({x:.3f}, {y:.3f})")
+                   label=f"{labelled(name, collapsed)} ({x:.3f}, {y:.3f})")
     xs = [float(v[0]) for v in values.values()]
     ys = [float(v[1]) for v in values.values()]
     pad_x = max(0.02, 0.1 * (max(xs) - min(xs)))
@@ -196,7 +224,12 @@ def plot_uniformity_alignment(points: Mapping[str, tuple[float, float]], path: P
     ax.set_title("Uniformity and alignment")
     names = list(values)
     first = names[0]
-    if len(names) > 1:
+    if len(names) > 1 and names[1] in collapsed:
+        caption = (f"{first}: uniformity {ys[0]:.3f}, alignment {xs[0]:.3f}; lower is better "
+                   f"on both axes. {labelled(names[1], collapsed)} is not compared: its "
+                   "embeddings are nearly one vector, so its alignment is near 0 and its "
+                   "uniformity near 0 whatever the images.")
+    elif len(names) > 1:
         other = names[1]
         spread = "more" if ys[0] < ys[1] else "less"
         views = "closer" if xs[0] < xs[1] else "farther apart"

@@ -39,6 +39,7 @@ from contrastkit.eval.linear import (
     linear_probe,
     lowshot_linear,
     mean_per_class_accuracy,
+    too_small_text,
     train_linear_on_images,
 )
 from contrastkit.eval.results import (
@@ -238,7 +239,9 @@ def run_linear(s: Setup, o: LinearEval, out: Path | None) -> Outcome:
                               validation=o.validation)
         config = {"protocol": "fast", **kwargs, "standardize": True, "seed": a.seed,
                   "validation": o.validation}
-        if o.validation:
+        if "validation_too_small" in result:
+            config["validation_too_small"] = result["validation_too_small"]
+        elif o.validation:
             config["early_stopping"] = {k: result[k] for k in ("best_epoch", "num_validation",
                                                                  "num_fit")}
     else:
@@ -443,7 +446,12 @@ RUNNERS: dict[str, Callable[[Setup, Protocol, Path | None], Outcome]] = {
 
 
 def early_stopping_line(config: dict, metrics: dict) -> str | None:
-    """How the fast linear probe guarded against overfitting, in words (None: it did not)."""
+    """How the fast linear probe guarded against overfitting, in words, or why its validation
+    split could not (None: it was not asked to)."""
+    if "validation_too_small" in config:
+        return (f"{100 * config['validation']:g}% of each class: "
+                f"{too_small_text(config['validation_too_small'])}; the probe trains on every "
+                f"training image and the last epoch ({config['epochs']}) is used")
     stop = config.get("early_stopping")
     if not stop:
         return None
@@ -462,7 +470,9 @@ def _markdown(title: str, s: Setup, outcome: Outcome) -> str:
                                   if not isinstance(v, (dict, list))}}
     stopping = early_stopping_line(outcome.config, outcome.metrics)
     if stopping:
-        context["early stopping"] = stopping
+        key = "validation split" if "validation_too_small" in outcome.config else \
+            "early stopping"
+        context[key] = stopping
     if "shots" not in outcome.metrics:
         return report.metrics_markdown(title, outcome.metrics, context)
     rows = [[shot, r["mean"], r["std"], r["top1"], r["num_train"]]

@@ -27,6 +27,7 @@ from contrastkit.outputs import write_bytes_atomic
 
 __all__ = [
     "flatten_metrics",
+    "format_signed",
     "format_value",
     "load_run",
     "markdown_table",
@@ -136,6 +137,20 @@ def format_value(value: object, digits: int = 4) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(format_value(v, digits) for v in value) + "]"
     return str(value)
+
+
+def format_signed(value: float, decimals: int = 1) -> str:
+    """A difference with its sign readable: ``+1.2``, ``-0.4``; a nonzero value that would round
+    to a signed zero at ``decimals`` gets the decimals its first nonzero digit needs, up to 3
+    more (``-0.0125`` -> ``-0.01``, never ``-0.0``), then one significant digit in exponent form
+    (``-6e-07``); an exact zero is ``0``."""
+    if value == 0 or math.isnan(value):
+        return "0" if value == 0 else "nan"
+    for places in range(decimals, decimals + 4):
+        text = f"{value:+.{places}f}"
+        if not math.isfinite(value) or float(text) != 0:
+            return text
+    return f"{value:+.0e}"
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

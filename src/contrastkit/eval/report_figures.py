@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from contrastkit.eval.report import format_signed
 from contrastkit.figures import PathLike, finite_array, new_figure, save_figure
 
 __all__ = ["plot_per_class_accuracy", "plot_probe_accuracy"]
@@ -49,13 +50,13 @@ def plot_probe_accuracy(train_top1: Sequence[float], test_top1: Sequence[float],
     gap = train[last - 1] - test[last - 1]
     if kept_epoch is None:
         caption = (f"Final train {train[-1]:.1f}%, test {test[-1]:.1f}%: a gap that grows over "
-                   f"the epochs (here {gap:+.1f} points) means the probe overfits the training "
-                   "features.")
+                   f"the epochs (here {format_signed(gap)} points) means the probe overfits the "
+                   "training features.")
     else:
         kept = curves["validation"][last - 1]
         caption = (f"Epoch {kept_epoch} (best validation top-1, {kept:.1f}%) is kept: train "
                    f"{train[last - 1]:.1f}%, test {test[last - 1]:.1f}% "
-                   f"(gap {gap:+.1f} points; a larger gap means the probe overfits).")
+                   f"(gap {format_signed(gap)} points; a larger gap means the probe overfits).")
     return save_figure(fig, path, caption=caption)
 
 

@@ -17,6 +17,12 @@ The verdict over the protocols: ``yes`` when every protocol helped; ``partly`` w
 and none better; ``mixed`` otherwise. The protocols answer different questions
 (:data:`QUESTIONS`): kNN reads the features as they are, a linear probe what a classifier
 trained on the labels makes of them; the verdict names each.
+
+One source of wording: a protocol's :class:`Standing` against each baseline (at how many of its
+settings it was significantly better or worse) gives its outcome, its words in the headline and
+the use line (``beat raw pixels``, or ``beat raw pixels at 2 of 3 settings`` when not at every
+one) and its line's summary, so none can say more than another. Differences print with
+:func:`~contrastkit.eval.report.format_signed` (never a signed zero).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from torch import Tensor
 
 from contrastkit.eval.bootstrap import bootstrap_accuracy_difference
+from contrastkit.eval.report import format_signed
 
 #: What each protocol's accuracy answers about the features.
 QUESTIONS = {
@@ -57,10 +64,47 @@ class Comparison:
         return 1 if self.low > 0 else (-1 if self.high < 0 else 0)
 
     def text(self) -> str:
-        """``+9.5 points vs raw pixels [+5.0, +14.0]`` (pretrained minus baseline)."""
+        """``+9.5 points vs raw pixels [+5.0, +14.0]`` (pretrained minus baseline; an end that
+        is not 0 keeps its sign: ``[-0.01, +3.2]``)."""
         where = f" at {self.setting}" if self.setting else ""
-        return (f"{100 * self.difference:+.1f} points vs {self.baseline}{where} "
-                f"[{100 * self.low:+.1f}, {100 * self.high:+.1f}]")
+        return (f"{format_signed(100 * self.difference)} points vs {self.baseline}{where} "
+                f"[{format_signed(100 * self.low)}, {format_signed(100 * self.high)}]")
+
+
+#: A protocol's relation to a baseline when every setting agrees.
+BEAT, WORSE, SAME = "beat", "did worse than", "did not significantly differ from"
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Pretrained against one baseline over a protocol's comparisons with it (one per setting):
+    at how many of its ``settings`` the difference was significantly positive (``better``) or
+    negative (``worse``)."""
+
+    baseline: str
+    better: int
+    worse: int
+    settings: int
+
+    @property
+    def kind(self) -> str:
+        """:data:`BEAT`, :data:`WORSE` or :data:`SAME` when every setting agrees, else
+        ``partly``."""
+        if self.better == self.settings:
+            return BEAT
+        if self.worse == self.settings:
+            return WORSE
+        return SAME if self.better == self.worse == 0 else "partly"
+
+    def phrase(self) -> str:
+        """``beat raw pixels``; when the settings differ, ``beat raw pixels at 2 of 3
+        settings``, ``beat raw pixels at 1 and did worse than it at 1 of 3 settings``."""
+        if self.kind != "partly":
+            return f"{self.kind} {self.baseline}"
+        parts = [f"beat {self.baseline} at {self.better}"] if self.better else []
+        if self.worse:
+            parts.append(f"{WORSE} {'it' if self.better else self.baseline} at {self.worse}")
+        return " and ".join(parts) + f" of {self.settings} settings"
 
 
 @dataclass(frozen=True)
@@ -79,17 +123,27 @@ class Evidence:
     comparisons: tuple[Comparison, ...]
     note: str = ""
 
+    def standings(self) -> tuple[Standing, ...]:
+        """One :class:`Standing` per baseline, in the order of the comparisons."""
+        out = []
+        for name in dict.fromkeys(c.baseline for c in self.comparisons):
+            signs = [c.sign for c in self.comparisons if c.baseline == name]
+            out.append(Standing(name, signs.count(1), signs.count(-1), len(signs)))
+        return tuple(out)
+
     @property
     def outcome(self) -> str:
         """``helped``, ``partly``, ``not shown``, ``worse`` or ``mixed`` (module docstring)."""
-        signs = {c.sign for c in self.comparisons}
-        if 1 in signs and -1 in signs:
+        standings = self.standings()
+        better = any(s.better for s in standings)
+        worse = any(s.worse for s in standings)
+        if better and worse:
             return "mixed"
-        if -1 in signs:
+        if worse:
             return "worse"
-        if signs == {1}:
+        if all(s.kind == BEAT for s in standings):
             return "helped"
-        return "partly" if 1 in signs else "not shown"
+        return "partly" if better else "not shown"
 
     def line(self) -> str:
         """``kNN (k 200) - are images ...? Helped: +9.5 points vs raw pixels [...]; ...``;
@@ -105,17 +159,16 @@ class Evidence:
         return text + (f" {self.note}" if self.note else "")
 
     def _per_baseline(self) -> str:
-        """``-28.6 to -23.2 points vs raw pixels (significantly better at 0, worse at 3 of 3
-        settings); ...``."""
+        """``beat raw pixels at 2 of 3 settings (-1.0 to +3.0 points); did worse than random
+        init (-28.6 to -23.2 points)``: each baseline's :meth:`Standing.phrase`, the words of
+        the headline."""
         parts = []
-        for name in dict.fromkeys(c.baseline for c in self.comparisons):
-            mine = [c for c in self.comparisons if c.baseline == name]
-            diffs = [100 * c.difference for c in mine]
-            better = sum(c.sign > 0 for c in mine)
-            worse = sum(c.sign < 0 for c in mine)
-            parts.append(f"{min(diffs):+.1f} to {max(diffs):+.1f} points vs {name} "
-                         f"(significantly better at {better}, worse at {worse} of {len(mine)} "
-                         "settings)")
+        for standing in self.standings():
+            diffs = [100 * c.difference for c in self.comparisons
+                     if c.baseline == standing.baseline]
+            low, high = format_signed(min(diffs)), format_signed(max(diffs))
+            span = low if low == high else f"{low} to {high}"
+            parts.append(f"{standing.phrase()} ({span} points)")
         return "; ".join(parts)
 
 
@@ -173,18 +226,15 @@ def _joined(names: Sequence[str]) -> str:
 
 
 def _relation(e: Evidence) -> str:
-    """``beat raw pixels and random init``, ``beat random init, did worse than raw pixels``..."""
-    baselines = list(dict.fromkeys(c.baseline for c in e.comparisons))
-    better = [b for b in baselines if any(c.sign > 0 for c in e.comparisons if c.baseline == b)]
-    worse = [b for b in baselines if any(c.sign < 0 for c in e.comparisons if c.baseline == b)]
-    rest = [b for b in baselines if b not in better and b not in worse]
-    parts = []
-    if better:
-        parts.append(f"beat {_joined(better)}")
-    if worse:
-        parts.append(f"did worse than {_joined(worse)}")
-    if rest:
-        parts.append(f"did not significantly differ from {_joined(rest)}")
+    """``beat raw pixels and random init``, ``beat random init, did worse than raw pixels``,
+    ``beat random init, beat raw pixels at 2 of 3 settings``: the baselines that every setting
+    agrees on grouped by :class:`Standing` kind, the others each with its count."""
+    standings = e.standings()
+    grouped = {kind: [s.baseline for s in standings if s.kind == kind]
+               for kind in (BEAT, WORSE, SAME)}
+    parts = [f"{BEAT} {_joined(grouped[BEAT])}"] if grouped[BEAT] else []
+    parts += [s.phrase() for s in standings if s.kind == "partly"]
+    parts += [f"{kind} {_joined(grouped[kind])}" for kind in (WORSE, SAME) if grouped[kind]]
     return ", ".join(parts)
 
 
