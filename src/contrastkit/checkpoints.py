@@ -25,7 +25,7 @@ Three formats:
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
 * a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
-  which carries the description as above.
+  which carries the description as above, once :func:`check_export_folder` finds it whole.
 
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
@@ -135,17 +135,106 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
 
 #: The weights file of a Hub-format folder (``contrastkit export --format hf``).
 HUB_WEIGHTS = "model.safetensors"
+#: The Hub-format folder's config; its :data:`EXPORT_RECORD` says the folder is whole.
+HUB_CONFIG = "config.json"
+#: Key of ``config.json`` listing the files the export wrote (``files``) and the digest of
+#: its weights (``weights_sha256``): present only in a folder written whole.
+EXPORT_RECORD = "contrastkit_export"
+#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
+DIGEST_METADATA = "contrastkit_weights_sha256"
+#: In an export's staging folder (:func:`export_stage`): an earlier export moved aside while
+#: the new one takes its place.
+EARLIER_EXPORT = "earlier"
+
+
+def export_stage(output: str | os.PathLike) -> Path:
+    """The staging folder of an export to ``output``: ``.NAME.export-partial`` beside it."""
+    output = Path(output)
+    return output.parent / f".{output.name}.export-partial"
 
 
 def weights_file(path: str | os.PathLike) -> Path:
     """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
-    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub)."""
+    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub), which
+    must be whole (:func:`check_export_folder`).
+
+    Raises:
+        ValueError: for a folder that is not a whole export.
+    """
     path = Path(path)
-    return path / HUB_WEIGHTS if path.is_dir() and (path / HUB_WEIGHTS).is_file() else path
+    if not path.is_dir():
+        return path
+    check_export_folder(path)
+    return path / HUB_WEIGHTS
 
 
-#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
-DIGEST_METADATA = "contrastkit_weights_sha256"
+def _header(path: Path) -> dict[str, str]:
+    """The metadata of the ``.safetensors`` file ``path``'s header (its tensors are not read).
+
+    Raises:
+        ValueError: naming the file, when it cannot be read.
+    """
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.metadata() or {}
+    except Exception as err:  # truncated, random bytes, another format: all unreadable
+        raise ValueError(f"checkpoint {path} could not be read "
+                         f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+
+
+def check_export_folder(folder: Path) -> None:
+    """Refuse a folder that is not a whole Hub-format export: no ``config.json`` with the
+    export's record (an export stopped midway before the folder was staged, or one written
+    before the record existed), a file it lists missing, a file it does not list (hidden
+    files, such as the Hub's ``.gitattributes``, aside), or weights of another export than
+    the config's.
+
+    Raises:
+        ValueError: naming the folder and what is wrong, with the command that exports it again.
+    """
+    again = (f"export it again: contrastkit export --checkpoint CKPT --format hf --output "
+             f"{folder} --overwrite")
+    config_path = folder / HUB_CONFIG
+    if not config_path.is_file() and not (folder / HUB_WEIGHTS).is_file():
+        raise ValueError(f"checkpoint {folder} is a folder without {HUB_WEIGHTS} or "
+                         f"{HUB_CONFIG}: pass a checkpoint file (a run's checkpoints/last.ckpt) "
+                         "or a folder written by contrastkit export --format hf")
+    try:
+        record = json.loads(config_path.read_text()).get(EXPORT_RECORD)
+    except (OSError, ValueError, AttributeError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("files"), list):
+        raise ValueError(f"checkpoint {folder} is not a whole export (no {HUB_CONFIG} with its "
+                         f"{EXPORT_RECORD} record: an export stopped midway, or written before "
+                         f"the record existed); {again}")
+    listed = {str(name) for name in record["files"]}
+    missing = sorted(name for name in listed if not (folder / name).is_file())
+    if missing:
+        raise ValueError(f"checkpoint {folder} is an incomplete export ({', '.join(missing)} "
+                         f"missing); {again}")
+    extra = sorted(e.name for e in folder.iterdir()
+                   if not e.name.startswith(".") and e.name not in listed)
+    if extra:
+        raise ValueError(f"checkpoint {folder} holds files its export did not write "
+                         f"({', '.join(extra[:5])}): move them out of the folder")
+    metadata = _header(folder / HUB_WEIGHTS)
+    if metadata.get(DIGEST_METADATA) != record.get("weights_sha256"):
+        raise ValueError(f"checkpoint {folder} mixes two exports: its {HUB_WEIGHTS} is not the "
+                         f"one its {HUB_CONFIG} was written with; {again}")
+
+
+def _missing(path: Path) -> FileNotFoundError:
+    """``path`` does not exist; says so, and what an export stopped midway left beside it."""
+    message = f"checkpoint {path} does not exist"
+    stage = export_stage(path)
+    if stage.is_dir():
+        earlier = stage / EARLIER_EXPORT
+        message += (": an export into it was stopped midway; run the same contrastkit export "
+                    "again" + (f" (it first puts back the earlier export, kept in {earlier})"
+                               if earlier.exists() else ""))
+    return FileNotFoundError(message)
 
 
 def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike) -> None:
@@ -165,7 +254,7 @@ def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
     path = weights_file(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        raise _missing(path)
     if path.suffix != ".safetensors":
         data = load_checkpoint_file(path)
         verify_weights(data, path)
@@ -201,16 +290,9 @@ def read_metadata(path: str | os.PathLike) -> dict:
     """
     path = weights_file(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        raise _missing(path)
     if path.suffix == ".safetensors":
-        try:
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as handle:
-                spec = (handle.metadata() or {}).get(SPEC_METADATA)
-        except Exception as err:
-            raise ValueError(f"checkpoint {path} could not be read "
-                             f"({type(err).__name__}: {err})") from None
+        spec = _header(path).get(SPEC_METADATA)
         return {} if spec is None else {"backbone": json.loads(spec)}
     try:
         data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
