@@ -27,6 +27,11 @@ Three formats:
 * a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
   which carries the description as above, once :func:`check_export_folder` finds it whole.
 
+An export made from a checkpoint that records its run's settings (``views``, ``data``,
+``monitor``) carries them (``contrastkit_settings``, :mod:`contrastkit.export_metadata`);
+:func:`read_metadata` gives them as a checkpoint's entry does, so evaluating the export starts
+from the same settings (the normalisation above all) as evaluating its checkpoint.
+
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
 function (``os.system``, ...) is refused before anything in it runs. Checkpoints written since
@@ -142,6 +147,9 @@ HUB_CONFIG = "config.json"
 EXPORT_RECORD = "contrastkit_export"
 #: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
 DIGEST_METADATA = "contrastkit_weights_sha256"
+#: Metadata key of the run's settings an export carries (JSON: ``views``, ``data``,
+#: ``monitor`` of the checkpoint's entry, and the normalisation's values).
+SETTINGS_METADATA = "contrastkit_settings"
 #: In an export's staging folder (:func:`export_stage`): an earlier export moved aside while
 #: the new one takes its place.
 EARLIER_EXPORT = "earlier"
@@ -188,8 +196,8 @@ def check_export_folder(folder: Path) -> None:
     """Refuse a folder that is not a whole Hub-format export: no ``config.json`` with the
     export's record (an export stopped midway before the folder was staged, or one written
     before the record existed), a file it lists missing, a file it does not list (hidden
-    files, such as the Hub's ``.gitattributes``, aside), or weights of another export than
-    the config's.
+    files, such as the Hub's ``.gitattributes``, aside), weights of another export than the
+    config's, or a config whose ``normalize`` / ``input_size`` contradict the weights' record.
 
     Raises:
         ValueError: naming the folder and what is wrong, with the command that exports it again.
@@ -202,9 +210,10 @@ def check_export_folder(folder: Path) -> None:
                          f"{HUB_CONFIG}: pass a checkpoint file (a run's checkpoints/last.ckpt) "
                          "or a folder written by contrastkit export --format hf")
     try:
-        record = json.loads(config_path.read_text()).get(EXPORT_RECORD)
+        config = json.loads(config_path.read_text())
+        record = config.get(EXPORT_RECORD)
     except (OSError, ValueError, AttributeError):
-        record = None
+        config, record = {}, None
     if not isinstance(record, dict) or not isinstance(record.get("files"), list):
         raise ValueError(f"checkpoint {folder} is not a whole export (no {HUB_CONFIG} with its "
                          f"{EXPORT_RECORD} record: an export stopped midway, or written before "
@@ -223,6 +232,31 @@ def check_export_folder(folder: Path) -> None:
     if metadata.get(DIGEST_METADATA) != record.get("weights_sha256"):
         raise ValueError(f"checkpoint {folder} mixes two exports: its {HUB_WEIGHTS} is not the "
                          f"one its {HUB_CONFIG} was written with; {again}")
+    views = _settings(metadata, folder / HUB_WEIGHTS).get("views") or {}
+    for key, recorded in (("normalize", views.get("normalize")), ("input_size", views.get("size"))):
+        if config.get(key) != recorded:
+            raise ValueError(f"checkpoint {folder}: its {HUB_CONFIG} gives {key} "
+                             f"{config.get(key)!r}, its {HUB_WEIGHTS} records {recorded!r} (the "
+                             f"config was edited, or the folder mixes two exports); {again}")
+
+
+def _settings(metadata: dict, path: Path) -> dict:
+    """The run's settings an export's metadata carries (``{}`` when it carries none).
+
+    Raises:
+        ValueError: naming the file, when they are not a JSON object.
+    """
+    text = metadata.get(SETTINGS_METADATA)
+    if text is None:
+        return {}
+    try:
+        settings = json.loads(text)
+    except (TypeError, ValueError):
+        settings = None
+    if not isinstance(settings, dict):
+        raise ValueError(f"checkpoint {path}: its {SETTINGS_METADATA} metadata is not a JSON "
+                         "object; export it again from its checkpoint")
+    return settings
 
 
 def _missing(path: Path) -> FileNotFoundError:
@@ -278,8 +312,9 @@ def _read(path: str | os.PathLike) -> dict:
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
-    """The ``contrastkit`` entry of a checkpoint or exported backbone; ``{}`` when it has none
-    (a torchvision-layout state_dict).
+    """The ``contrastkit`` entry of a checkpoint or exported backbone (an export's settings,
+    ``views``, ``data`` and ``monitor``, as a checkpoint's entry holds them); ``{}`` when it has
+    none (a torchvision-layout state_dict).
 
     The weights are not read: a ``.ckpt`` / ``.pth`` is memory-mapped, a ``.safetensors`` file
     gives its header only.
@@ -292,16 +327,20 @@ def read_metadata(path: str | os.PathLike) -> dict:
     if not path.is_file():
         raise _missing(path)
     if path.suffix == ".safetensors":
-        spec = _header(path).get(SPEC_METADATA)
-        return {} if spec is None else {"backbone": json.loads(spec)}
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError:
-        data = load_checkpoint_file(path)  # raises the one-line refusal
-    except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
-        data = _read(path)
-    entry = data.get("contrastkit") if isinstance(data, dict) else None
-    return dict(entry) if isinstance(entry, dict) else {}
+        metadata = _header(path)
+        spec = metadata.get(SPEC_METADATA)
+        entry = {} if spec is None else {"backbone": json.loads(spec)}
+    else:
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except pickle.UnpicklingError:
+            data = load_checkpoint_file(path)  # raises the one-line refusal
+        except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
+            data = _read(path)
+        found = data.get("contrastkit") if isinstance(data, dict) else None
+        entry = dict(found) if isinstance(found, dict) else {}
+        metadata = entry
+    return {**entry, **_settings(metadata, path)}
 
 
 def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:

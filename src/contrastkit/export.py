@@ -27,9 +27,10 @@ from contrastkit.checkpoints import (
     export_stage,
     load_backbone,
     load_checkpoint_file,
+    read_metadata,
     weights_file,
 )
-from contrastkit.export_metadata import RUN_METADATA, export_metadata, run_record
+from contrastkit.export_metadata import RUN_METADATA, export_metadata, run_record, run_settings
 from contrastkit.models.resnet import ResNet
 from contrastkit.models.torchvision_layout import to_torchvision_state_dict
 from contrastkit.outputs import LOCK_FILE, FolderInUseError, FolderLock, check_output_path
@@ -72,8 +73,10 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     :class:`~contrastkit.models.factory.BackboneSpec`. Every exported file loads back with
     :func:`contrastkit.checkpoints.load_backbone` and in ``contrastkit eval`` / ``analyze``.
     A ``.safetensors`` file (and a ``.pth`` of a non-ResNet backbone) carries the SHA-256 of
-    its tensors and the run's identity (:mod:`contrastkit.export_metadata`), the digest checked
-    on every load; a ResNet's ``.pth`` is a bare torchvision state_dict and carries neither.
+    its tensors, the run's identity and the run's settings (normalisation, input size, data,
+    kNN monitor: :mod:`contrastkit.export_metadata`), the digest checked on every load and the
+    settings read by ``eval`` / ``analyze``; a ResNet's ``.pth`` is a bare torchvision
+    state_dict and carries none of them.
 
     Raises:
         ValueError: for an unsupported output extension or an unreadable checkpoint.
@@ -90,7 +93,8 @@ def export_backbone(checkpoint: str | os.PathLike, output: str | os.PathLike,
     backbone, spec = load_backbone(checkpoint)
     native = not isinstance(backbone, ResNet)
     state = backbone_state(backbone)
-    metadata = export_metadata(state, run_identity_of(checkpoint))
+    metadata = export_metadata(state, run_identity_of(checkpoint),
+                               run_settings(read_metadata(checkpoint)))
     if output.suffix == ".safetensors":
         if native:
             metadata[SPEC_METADATA] = json.dumps(asdict(spec))

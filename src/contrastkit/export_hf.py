@@ -8,10 +8,11 @@ older ``huggingface-cli upload``; nothing here uploads):
   export_backbone` writes (torchvision's keys for contrastkit's ResNets, timm's own keys for
   ``timm:<model>`` backbones, contrastkit's keys otherwise), with the backbone's description
   in the header metadata (``contrastkit_backbone``), ``format: pt``, and the SHA-256 of the
-  tensors with the run's identity (:mod:`contrastkit.export_metadata`; the digest is checked
-  whenever contrastkit loads the folder);
+  tensors with the run's identity and settings (:mod:`contrastkit.export_metadata`; the
+  digest is checked whenever contrastkit loads the folder);
 * ``config.json``: the backbone description, its feature size, the method, the data and the
-  input the run used; for timm backbones also timm's own fields (``architecture``,
+  input the run used (``input_size``, ``normalize`` with its ``image_mean`` and
+  ``image_std``); for timm backbones also timm's own fields (``architecture``,
   ``num_classes``, ``num_features``, ``model_args``, ``pretrained_cfg``), so that
   ``timm.create_model("hf-hub:<user>/<repo>")`` builds and loads it once uploaded; and
   ``contrastkit_export``, the files the export wrote and the digest of its weights, which says
@@ -25,7 +26,9 @@ older ``huggingface-cli upload``; nothing here uploads):
 The folder is written whole or not at all (:func:`contrastkit.export.write_export`); two
 exports of one checkpoint are byte-identical. :func:`contrastkit.checkpoints.load_backbone`
 reads the folder (or a snapshot of it downloaded with ``huggingface_hub.snapshot_download``)
-directly, once :func:`~contrastkit.checkpoints.check_export_folder` finds it whole.
+directly, once :func:`~contrastkit.checkpoints.check_export_folder` finds it whole; ``eval``
+and ``analyze`` start from the settings its weights carry (normalisation, input size, data,
+kNN monitor), as for the checkpoint.
 """
 
 from __future__ import annotations
@@ -46,9 +49,9 @@ from contrastkit.checkpoints import (
     file_hash,
     load_backbone,
     load_checkpoint_file,
+    read_metadata,
     weights_file,
 )
-from contrastkit.data.augment import NORMALIZATION
 from contrastkit.export import (
     backbone_state,
     recover_export,
@@ -56,7 +59,7 @@ from contrastkit.export import (
     safetensors_bytes,
     write_export,
 )
-from contrastkit.export_metadata import export_metadata
+from contrastkit.export_metadata import export_metadata, run_settings
 from contrastkit.models.timm_backbone import timm_model_name
 from contrastkit.outputs import check_output_folder, evaluations_folder
 from contrastkit.provenance import source_commit
@@ -121,30 +124,22 @@ def hub_config(spec: dict, entry: dict, out_dim: int, timm_kwargs: dict | None) 
     """``config.json``: the backbone and the run (module doc); timm's fields for timm
     backbones."""
     views = entry.get("views") or {}
+    stats = entry.get("normalization") or {}
     config: dict[str, Any] = {
         "library_name": "contrastkit", "contrastkit_version": __version__,
         "backbone": spec, "feature_dim": out_dim, "method": entry.get("method"),
         "data": entry.get("data") or {}, "input_size": views.get("size"),
-        "normalize": views.get("normalize"),
+        "normalize": views.get("normalize"), "image_mean": stats.get("mean"),
+        "image_std": stats.get("std"),
     }
     model = timm_model_name(spec["name"])
     if model is not None:
-        size, stats = views.get("size"), _mean_std(views.get("normalize"))
+        size = views.get("size")
         pretrained = {"num_classes": 0, **({"input_size": [3, size, size]} if size else {}),
-                      **({"mean": stats[0], "std": stats[1]} if stats else {})}
+                      **({"mean": stats["mean"], "std": stats["std"]} if stats else {})}
         config.update({"architecture": model, "num_classes": 0, "num_features": out_dim,
                        "model_args": timm_kwargs or {}, "pretrained_cfg": pretrained})
     return config
-
-
-def _mean_std(normalize: Any) -> tuple[list[float], list[float]] | None:
-    """The ``(mean, std)`` of the run's normalisation (a name or a pair); None without."""
-    if isinstance(normalize, str) and normalize in NORMALIZATION:
-        mean, std = NORMALIZATION[normalize]
-        return list(mean), list(std)
-    if isinstance(normalize, (list, tuple)) and len(normalize) == 2:
-        return list(normalize[0]), list(normalize[1])
-    return None
 
 
 def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: str | None,
@@ -237,7 +232,9 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
                         what="export")
     backbone, spec = load_backbone(source)
     data = load_checkpoint_file(source) if source.suffix in (".ckpt", ".pth", ".pt") else {}
-    entry = (data.get("contrastkit") or {}) if isinstance(data, dict) else {}
+    settings = run_settings(read_metadata(source))
+    entry = {**((data.get("contrastkit") or {}) if isinstance(data, dict) else {}),
+             **(settings or {})}
     run = source.parent.parent if source.parent.name == "checkpoints" else None
     found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
     run_config = run / "config.yaml" if run is not None else None
@@ -250,7 +247,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
                       (identity or {}).get("commit"), source_commit())
     state = backbone_state(backbone)
     metadata = {"format": "pt", SPEC_METADATA: json.dumps(spec_dict),
-                **export_metadata(state, identity)}
+                **export_metadata(state, identity, settings)}
     config[EXPORT_RECORD] = {"files": sorted(HUB_FILES),
                              "weights_sha256": metadata[DIGEST_METADATA]}
     return write_export(output, {HUB_WEIGHTS: safetensors_bytes(state, metadata),

@@ -149,20 +149,26 @@ def test_an_incomplete_export_folder_is_refused_in_one_line(tiny_checkpoint, tmp
     err = _one_line(capsys, ["analyze", "--checkpoint", str(only), "--data", "digits",
                              "--no-cache", "--quiet"])
     assert "is not a whole export" in err
-    folders = {name: tmp_path / name for name in ("no_card", "extra", "mixed")}
+    folders = {name: tmp_path / name for name in ("no_card", "extra", "mixed", "edited")}
     for folder in folders.values():
         shutil.copytree(whole, folder)
     (folders["no_card"] / "README.md").unlink()
     (folders["extra"] / "pytorch_model.bin").write_bytes(b"other weights")
-    path = folders["mixed"] / "config.json"  # the config of an export of other weights
-    config = json.loads(path.read_text())
-    config["contrastkit_export"]["weights_sha256"] = "0" * 64
-    path.write_text(json.dumps(config))
+    for name in ("mixed", "edited"):
+        path = folders[name] / "config.json"
+        config = json.loads(path.read_text())
+        if name == "mixed":  # the config of an export of other weights
+            config["contrastkit_export"]["weights_sha256"] = "0" * 64
+        else:
+            config["normalize"] = "imagenet"
+        path.write_text(json.dumps(config))
     expected = {only: "is not a whole export (no config.json with its contrastkit_export "
                       "record: an export stopped midway",
                 folders["no_card"]: "is an incomplete export (README.md missing)",
                 folders["extra"]: "holds files its export did not write (pytorch_model.bin)",
-                folders["mixed"]: "mixes two exports"}
+                folders["mixed"]: "mixes two exports",
+                folders["edited"]: "its config.json gives normalize 'imagenet', its "
+                                   "model.safetensors records None"}
     for folder, fragment in expected.items():
         err = _one_line(capsys, ["eval", "knn", "--checkpoint", str(folder), "--data", "digits",
                                  "--no-cache", "--quiet"])
@@ -208,7 +214,7 @@ def test_two_exports_of_one_checkpoint_are_the_same_bytes(tiny_checkpoint, tmp_p
         raw = path.read_bytes()
         header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
         keys = list(header["__metadata__"])
-        assert keys == sorted(keys) and len(keys) >= 3, keys
+        assert keys == sorted(keys) and len(keys) >= 4, keys
 
 
 def test_the_card_lists_the_evaluations_pretraining_suggests(tiny_run, tmp_path):
