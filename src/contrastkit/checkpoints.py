@@ -25,7 +25,12 @@ Three formats:
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
 * a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
-  which carries the description as above.
+  which carries the description as above, once :func:`check_export_folder` finds it whole.
+
+An export made from a checkpoint that records its run's settings (``views``, ``data``,
+``monitor``) carries them (``contrastkit_settings``, :mod:`contrastkit.export_metadata`);
+:func:`read_metadata` gives them as a checkpoint's entry does, so evaluating the export starts
+from the same settings (the normalisation above all) as evaluating its checkpoint.
 
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
@@ -135,17 +140,135 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
 
 #: The weights file of a Hub-format folder (``contrastkit export --format hf``).
 HUB_WEIGHTS = "model.safetensors"
+#: The Hub-format folder's config; its :data:`EXPORT_RECORD` says the folder is whole.
+HUB_CONFIG = "config.json"
+#: Key of ``config.json`` listing the files the export wrote (``files``) and the digest of
+#: its weights (``weights_sha256``): present only in a folder written whole.
+EXPORT_RECORD = "contrastkit_export"
+#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
+DIGEST_METADATA = "contrastkit_weights_sha256"
+#: Metadata key of the run's settings an export carries (JSON: ``views``, ``data``,
+#: ``monitor`` of the checkpoint's entry, and the normalisation's values).
+SETTINGS_METADATA = "contrastkit_settings"
+#: In an export's staging folder (:func:`export_stage`): an earlier export moved aside while
+#: the new one takes its place.
+EARLIER_EXPORT = "earlier"
+
+
+def export_stage(output: str | os.PathLike) -> Path:
+    """The staging folder of an export to ``output``: ``.NAME.export-partial`` beside it."""
+    output = Path(output)
+    return output.parent / f".{output.name}.export-partial"
 
 
 def weights_file(path: str | os.PathLike) -> Path:
     """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
-    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub)."""
+    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub), which
+    must be whole (:func:`check_export_folder`).
+
+    Raises:
+        ValueError: for a folder that is not a whole export.
+    """
     path = Path(path)
-    return path / HUB_WEIGHTS if path.is_dir() and (path / HUB_WEIGHTS).is_file() else path
+    if not path.is_dir():
+        return path
+    check_export_folder(path)
+    return path / HUB_WEIGHTS
 
 
-#: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).
-DIGEST_METADATA = "contrastkit_weights_sha256"
+def _header(path: Path) -> dict[str, str]:
+    """The metadata of the ``.safetensors`` file ``path``'s header (its tensors are not read).
+
+    Raises:
+        ValueError: naming the file, when it cannot be read.
+    """
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.metadata() or {}
+    except Exception as err:  # truncated, random bytes, another format: all unreadable
+        raise ValueError(f"checkpoint {path} could not be read "
+                         f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+
+
+def check_export_folder(folder: Path) -> None:
+    """Refuse a folder that is not a whole Hub-format export: no ``config.json`` with the
+    export's record (an export stopped midway before the folder was staged, or one written
+    before the record existed), a file it lists missing, a file it does not list (hidden
+    files, such as the Hub's ``.gitattributes``, aside), weights of another export than the
+    config's, or a config whose ``normalize`` / ``input_size`` contradict the weights' record.
+
+    Raises:
+        ValueError: naming the folder and what is wrong, with the command that exports it again.
+    """
+    again = (f"export it again: contrastkit export --checkpoint CKPT --format hf --output "
+             f"{folder} --overwrite")
+    config_path = folder / HUB_CONFIG
+    if not config_path.is_file() and not (folder / HUB_WEIGHTS).is_file():
+        raise ValueError(f"checkpoint {folder} is a folder without {HUB_WEIGHTS} or "
+                         f"{HUB_CONFIG}: pass a checkpoint file (a run's checkpoints/last.ckpt) "
+                         "or a folder written by contrastkit export --format hf")
+    try:
+        config = json.loads(config_path.read_text())
+        record = config.get(EXPORT_RECORD)
+    except (OSError, ValueError, AttributeError):
+        config, record = {}, None
+    if not isinstance(record, dict) or not isinstance(record.get("files"), list):
+        raise ValueError(f"checkpoint {folder} is not a whole export (no {HUB_CONFIG} with its "
+                         f"{EXPORT_RECORD} record: an export stopped midway, or written before "
+                         f"the record existed); {again}")
+    listed = {str(name) for name in record["files"]}
+    missing = sorted(name for name in listed if not (folder / name).is_file())
+    if missing:
+        raise ValueError(f"checkpoint {folder} is an incomplete export ({', '.join(missing)} "
+                         f"missing); {again}")
+    extra = sorted(e.name for e in folder.iterdir()
+                   if not e.name.startswith(".") and e.name not in listed)
+    if extra:
+        raise ValueError(f"checkpoint {folder} holds files its export did not write "
+                         f"({', '.join(extra[:5])}): move them out of the folder")
+    metadata = _header(folder / HUB_WEIGHTS)
+    if metadata.get(DIGEST_METADATA) != record.get("weights_sha256"):
+        raise ValueError(f"checkpoint {folder} mixes two exports: its {HUB_WEIGHTS} is not the "
+                         f"one its {HUB_CONFIG} was written with; {again}")
+    views = _settings(metadata, folder / HUB_WEIGHTS).get("views") or {}
+    for key, recorded in (("normalize", views.get("normalize")), ("input_size", views.get("size"))):
+        if config.get(key) != recorded:
+            raise ValueError(f"checkpoint {folder}: its {HUB_CONFIG} gives {key} "
+                             f"{config.get(key)!r}, its {HUB_WEIGHTS} records {recorded!r} (the "
+                             f"config was edited, or the folder mixes two exports); {again}")
+
+
+def _settings(metadata: dict, path: Path) -> dict:
+    """The run's settings an export's metadata carries (``{}`` when it carries none).
+
+    Raises:
+        ValueError: naming the file, when they are not a JSON object.
+    """
+    text = metadata.get(SETTINGS_METADATA)
+    if text is None:
+        return {}
+    try:
+        settings = json.loads(text)
+    except (TypeError, ValueError):
+        settings = None
+    if not isinstance(settings, dict):
+        raise ValueError(f"checkpoint {path}: its {SETTINGS_METADATA} metadata is not a JSON "
+                         "object; export it again from its checkpoint")
+    return settings
+
+
+def _missing(path: Path) -> FileNotFoundError:
+    """``path`` does not exist; says so, and what an export stopped midway left beside it."""
+    message = f"checkpoint {path} does not exist"
+    stage = export_stage(path)
+    if stage.is_dir():
+        earlier = stage / EARLIER_EXPORT
+        message += (": an export into it was stopped midway; run the same contrastkit export "
+                    "again" + (f" (it first puts back the earlier export, kept in {earlier})"
+                               if earlier.exists() else ""))
+    return FileNotFoundError(message)
 
 
 def verify_export(tensors: dict, metadata: dict | None, path: str | os.PathLike) -> None:
@@ -165,7 +288,7 @@ def _read(path: str | os.PathLike) -> dict:
     """The file's content; a ``.safetensors`` file's metadata spec lands under ``contrastkit``."""
     path = weights_file(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        raise _missing(path)
     if path.suffix != ".safetensors":
         data = load_checkpoint_file(path)
         verify_weights(data, path)
@@ -189,8 +312,9 @@ def _read(path: str | os.PathLike) -> dict:
 
 
 def read_metadata(path: str | os.PathLike) -> dict:
-    """The ``contrastkit`` entry of a checkpoint or exported backbone; ``{}`` when it has none
-    (a torchvision-layout state_dict).
+    """The ``contrastkit`` entry of a checkpoint or exported backbone (an export's settings,
+    ``views``, ``data`` and ``monitor``, as a checkpoint's entry holds them); ``{}`` when it has
+    none (a torchvision-layout state_dict).
 
     The weights are not read: a ``.ckpt`` / ``.pth`` is memory-mapped, a ``.safetensors`` file
     gives its header only.
@@ -201,25 +325,22 @@ def read_metadata(path: str | os.PathLike) -> dict:
     """
     path = weights_file(path)
     if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {path} does not exist")
+        raise _missing(path)
     if path.suffix == ".safetensors":
+        metadata = _header(path)
+        spec = metadata.get(SPEC_METADATA)
+        entry = {} if spec is None else {"backbone": json.loads(spec)}
+    else:
         try:
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as handle:
-                spec = (handle.metadata() or {}).get(SPEC_METADATA)
-        except Exception as err:
-            raise ValueError(f"checkpoint {path} could not be read "
-                             f"({type(err).__name__}: {err})") from None
-        return {} if spec is None else {"backbone": json.loads(spec)}
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except pickle.UnpicklingError:
-        data = load_checkpoint_file(path)  # raises the one-line refusal
-    except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
-        data = _read(path)
-    entry = data.get("contrastkit") if isinstance(data, dict) else None
-    return dict(entry) if isinstance(entry, dict) else {}
+            data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except pickle.UnpicklingError:
+            data = load_checkpoint_file(path)  # raises the one-line refusal
+        except Exception:  # torch's legacy (non-zip) format cannot be memory-mapped
+            data = _read(path)
+        found = data.get("contrastkit") if isinstance(data, dict) else None
+        entry = dict(found) if isinstance(found, dict) else {}
+        metadata = entry
+    return {**entry, **_settings(metadata, path)}
 
 
 def infer_torchvision_spec(state_dict: dict) -> BackboneSpec:

@@ -18,17 +18,17 @@ import pickle
 from pathlib import Path
 
 from contrastkit.checkpoints import load_backbone
-from contrastkit.export import check_export_path
+from contrastkit.export import check_export_path, recover_export, write_export
 from contrastkit.models.detectron2_layout import to_detectron2_state_dict
-from contrastkit.outputs import write_bytes_atomic
 
 __all__ = ["export_detectron2"]
 
 
 def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike,
                       overwrite: bool = False) -> Path:
-    """Write the backbone of ``checkpoint`` to ``output`` (``.pkl``), atomically; an existing
-    ``output`` is replaced only with ``overwrite``.
+    """Write the backbone of ``checkpoint`` to ``output`` (``.pkl``), whole or not at all
+    (:func:`contrastkit.export.write_export`); an existing ``output`` is replaced only with
+    ``overwrite``.
 
     Raises:
         ValueError: for another extension, an unreadable checkpoint, a backbone that is not a
@@ -36,10 +36,12 @@ def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike,
         FileNotFoundError: when ``checkpoint`` does not exist.
         NotADirectoryError: when a parent of ``output`` is a file.
         FileExistsError: when ``output`` exists and ``overwrite`` is false.
+        OSError: when it cannot be written (a full disk), naming ``output``.
     """
     output = Path(output)
     if output.suffix != ".pkl":
         raise ValueError(f"--output must end in .pkl for --format detectron2, got {output.name}")
+    recover_export(output)
     check_export_path(output, overwrite)
     backbone, _ = load_backbone(checkpoint)
     try:
@@ -47,4 +49,4 @@ def export_detectron2(checkpoint: str | os.PathLike, output: str | os.PathLike,
     except ValueError as err:
         raise ValueError(f"checkpoint {checkpoint}: {err}") from None
     data = {"model": state, "__author__": "contrastkit", "matching_heuristics": True}
-    return write_bytes_atomic(output, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    return write_export(output, pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))

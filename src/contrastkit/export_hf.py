@@ -8,19 +8,27 @@ older ``huggingface-cli upload``; nothing here uploads):
   export_backbone` writes (torchvision's keys for contrastkit's ResNets, timm's own keys for
   ``timm:<model>`` backbones, contrastkit's keys otherwise), with the backbone's description
   in the header metadata (``contrastkit_backbone``), ``format: pt``, and the SHA-256 of the
-  tensors with the run's identity (:mod:`contrastkit.export_metadata`; the digest is checked
-  whenever contrastkit loads the folder);
+  tensors with the run's identity and settings (:mod:`contrastkit.export_metadata`; the
+  digest is checked whenever contrastkit loads the folder);
 * ``config.json``: the backbone description, its feature size, the method, the data and the
-  input the run used; for timm backbones also timm's own fields (``architecture``,
+  input the run used (``input_size``, ``normalize`` with its ``image_mean`` and
+  ``image_std``); for timm backbones also timm's own fields (``architecture``,
   ``num_classes``, ``num_features``, ``model_args``, ``pretrained_cfg``), so that
-  ``timm.create_model("hf-hub:<user>/<repo>")`` builds and loads it once uploaded;
+  ``timm.create_model("hf-hub:<user>/<repo>")`` builds and loads it once uploaded; and
+  ``contrastkit_export``, the files the export wrote and the digest of its weights, which says
+  the folder is whole;
 * ``README.md``: the model card: Hub metadata (YAML front matter), method, backbone, data,
-  epochs, the run's evaluation results (every ``results.json`` in the run folder that
+  epochs, the run's evaluation results (every ``results.json`` in the run folder, or in the
+  ``RUN-eval`` folder beside it where the commands that pretraining suggests write, that
   evaluated this very checkpoint, by SHA-256, and any ``--results`` folder), how to load it,
   the run's ``config.yaml`` and the commits.
 
-:func:`contrastkit.checkpoints.load_backbone` reads the folder (or a snapshot of it downloaded
-with ``huggingface_hub.snapshot_download``) directly.
+The folder is written whole or not at all (:func:`contrastkit.export.write_export`); two
+exports of one checkpoint are byte-identical. :func:`contrastkit.checkpoints.load_backbone`
+reads the folder (or a snapshot of it downloaded with ``huggingface_hub.snapshot_download``)
+directly, once :func:`~contrastkit.checkpoints.check_export_folder` finds it whole; ``eval``
+and ``analyze`` start from the settings its weights carry (normalisation, input size, data,
+kNN monitor), as for the checkpoint.
 """
 
 from __future__ import annotations
@@ -33,23 +41,31 @@ from typing import Any
 
 from contrastkit import __version__
 from contrastkit.checkpoints import (
+    DIGEST_METADATA,
+    EXPORT_RECORD,
+    HUB_CONFIG,
     HUB_WEIGHTS,
     SPEC_METADATA,
     file_hash,
     load_backbone,
     load_checkpoint_file,
+    read_metadata,
     weights_file,
 )
-from contrastkit.data.augment import NORMALIZATION
-from contrastkit.export import backbone_state, run_identity_of
-from contrastkit.export_metadata import export_metadata
+from contrastkit.export import (
+    backbone_state,
+    recover_export,
+    run_identity_of,
+    safetensors_bytes,
+    write_export,
+)
+from contrastkit.export_metadata import export_metadata, run_settings
 from contrastkit.models.timm_backbone import timm_model_name
-from contrastkit.outputs import check_output_folder, clear_outputs, write_bytes_atomic
+from contrastkit.outputs import check_output_folder, evaluations_folder
 from contrastkit.provenance import source_commit
 
 __all__ = ["export_hub_folder"]
 
-HUB_CONFIG = "config.json"
 MODEL_CARD = "README.md"
 #: What the folder holds (``--overwrite`` replaces these, and refuses a folder with others).
 HUB_FILES = frozenset({HUB_CONFIG, HUB_WEIGHTS, MODEL_CARD})
@@ -58,11 +74,14 @@ RESULTS_JSON = "results.json"
 
 
 def _results(run: Path | None, extra: list[Path], sha256: str) -> list[dict]:
-    """The evaluations of the checkpoint: every ``results.json`` under ``run`` whose checkpoint
-    SHA-256 is ``sha256``, then the ``extra`` folders (which must have evaluated it too)."""
+    """The evaluations of the checkpoint: every ``results.json`` under ``run`` and under the
+    ``RUN-eval`` folder beside it (:func:`~contrastkit.outputs.evaluations_folder`) whose
+    checkpoint SHA-256 is ``sha256``, then the ``extra`` folders (which must have evaluated it
+    too)."""
     found: list[dict] = []
     seen: set[Path] = set()
-    candidates = sorted(run.rglob(RESULTS_JSON)) if run is not None else []
+    candidates = [path for folder in ((run, evaluations_folder(run)) if run else ())
+                  for path in sorted(folder.rglob(RESULTS_JSON))]
     for folder in extra:
         path = Path(folder) / RESULTS_JSON
         if not path.is_file():
@@ -105,30 +124,22 @@ def hub_config(spec: dict, entry: dict, out_dim: int, timm_kwargs: dict | None) 
     """``config.json``: the backbone and the run (module doc); timm's fields for timm
     backbones."""
     views = entry.get("views") or {}
+    stats = entry.get("normalization") or {}
     config: dict[str, Any] = {
         "library_name": "contrastkit", "contrastkit_version": __version__,
         "backbone": spec, "feature_dim": out_dim, "method": entry.get("method"),
         "data": entry.get("data") or {}, "input_size": views.get("size"),
-        "normalize": views.get("normalize"),
+        "normalize": views.get("normalize"), "image_mean": stats.get("mean"),
+        "image_std": stats.get("std"),
     }
     model = timm_model_name(spec["name"])
     if model is not None:
-        size, stats = views.get("size"), _mean_std(views.get("normalize"))
+        size = views.get("size")
         pretrained = {"num_classes": 0, **({"input_size": [3, size, size]} if size else {}),
-                      **({"mean": stats[0], "std": stats[1]} if stats else {})}
+                      **({"mean": stats["mean"], "std": stats["std"]} if stats else {})}
         config.update({"architecture": model, "num_classes": 0, "num_features": out_dim,
                        "model_args": timm_kwargs or {}, "pretrained_cfg": pretrained})
     return config
-
-
-def _mean_std(normalize: Any) -> tuple[list[float], list[float]] | None:
-    """The ``(mean, std)`` of the run's normalisation (a name or a pair); None without."""
-    if isinstance(normalize, str) and normalize in NORMALIZATION:
-        mean, std = NORMALIZATION[normalize]
-        return list(mean), list(std)
-    if isinstance(normalize, (list, tuple)) and len(normalize) == 2:
-        return list(normalize[0]), list(normalize[1])
-    return None
 
 
 def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: str | None,
@@ -176,9 +187,11 @@ def model_card(config: dict, checkpoint: dict, results: list[dict], run_config: 
                 lines.append(f"| {protocol} | {name} | {_number(value)} | "
                              f"{Path(record['folder']).name} |")
     else:
-        lines.append("No evaluation of this checkpoint was found in its run folder "
-                     "(`contrastkit eval ... --output DIR`, then export again or pass "
-                     "`--results DIR`).")
+        lines.append("No evaluation of this checkpoint was found in its run folder or in the "
+                     "`RUN-eval` folder beside it. To list one here, evaluate the checkpoint "
+                     "into that folder (`contrastkit eval knn --checkpoint CKPT --data NAME "
+                     "--baselines --output RUN-eval/knn`, the command pretraining prints last) "
+                     "and export again, or pass `--results DIR` to `contrastkit export`.")
     lines += ["", "## Use", "", "```python", "from contrastkit.checkpoints import load_backbone",
               "from huggingface_hub import snapshot_download", "",
               'backbone, spec = load_backbone(snapshot_download("USER/REPO"))  # or a local '
@@ -202,21 +215,26 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
         output: the folder to write (new, empty, or with ``overwrite`` an earlier export).
         overwrite: replace an earlier export in ``output``.
         results: evaluation folders (``results.json``) of this checkpoint to list besides
-            those found in its run folder.
+            those found in its run folder and the ``RUN-eval`` folder beside it.
 
     Raises:
         FileNotFoundError: when ``checkpoint`` or a ``results`` folder is missing.
         FileExistsError: when ``output`` is not empty and ``overwrite`` is false, or holds
             other files.
         ValueError: for an unreadable checkpoint, or a ``results`` folder of another one.
+        OSError: when the folder cannot be written (a full disk), naming it; an earlier
+            export there is kept.
     """
     source = Path(checkpoint)
     output = Path(output)
-    earlier = check_output_folder(output, overwrite=overwrite, owned=HUB_FILES.__contains__,
-                                  what="export")
+    recover_export(output)
+    check_output_folder(output, overwrite=overwrite, owned=HUB_FILES.__contains__,
+                        what="export")
     backbone, spec = load_backbone(source)
     data = load_checkpoint_file(source) if source.suffix in (".ckpt", ".pth", ".pt") else {}
-    entry = (data.get("contrastkit") or {}) if isinstance(data, dict) else {}
+    settings = run_settings(read_metadata(source))
+    entry = {**((data.get("contrastkit") or {}) if isinstance(data, dict) else {}),
+             **(settings or {})}
     run = source.parent.parent if source.parent.name == "checkpoints" else None
     found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
     run_config = run / "config.yaml" if run is not None else None
@@ -227,14 +245,11 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
     card = model_card(config, data if isinstance(data, dict) else {}, found,
                       run_config.read_text() if run_config and run_config.is_file() else None,
                       (identity or {}).get("commit"), source_commit())
-    from safetensors.torch import save
-
     state = backbone_state(backbone)
-    weights = save(state, metadata={"format": "pt", SPEC_METADATA: json.dumps(spec_dict),
-                                    **export_metadata(state, identity)})
-    clear_outputs(earlier)
-    output.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(output / HUB_WEIGHTS, weights)
-    write_bytes_atomic(output / HUB_CONFIG, (json.dumps(config, indent=2) + "\n").encode())
-    write_bytes_atomic(output / MODEL_CARD, card.encode())
-    return output
+    metadata = {"format": "pt", SPEC_METADATA: json.dumps(spec_dict),
+                **export_metadata(state, identity, settings)}
+    config[EXPORT_RECORD] = {"files": sorted(HUB_FILES),
+                             "weights_sha256": metadata[DIGEST_METADATA]}
+    return write_export(output, {HUB_WEIGHTS: safetensors_bytes(state, metadata),
+                                 HUB_CONFIG: (json.dumps(config, indent=2) + "\n").encode(),
+                                 MODEL_CARD: card.encode()})

@@ -115,6 +115,13 @@ def merge_skipped(folder: Path, log: str | os.PathLike) -> list[str]:
     return new
 
 
+def evaluations_folder(run: str | os.PathLike) -> Path:
+    """``RUN-eval``, the folder beside the run folder ``run`` where the evaluations a finished
+    pretraining suggests write (``contrastkit eval knn ... --output RUN-eval/knn``), and where
+    a Hub-format export looks for them."""
+    return Path(f"{run}-eval")
+
+
 #: Lock file of an output folder, held (``flock``) by the run writing there; its text is the
 #: holder's process id. Not a run's output: ``--overwrite`` and the emptiness check ignore it.
 LOCK_FILE = ".contrastkit.lock"

@@ -11,7 +11,7 @@ import pytest
 import torch
 from own_images import make_own_folder
 
-from contrastkit.checkpoints import load_backbone
+from contrastkit.checkpoints import SETTINGS_METADATA, load_backbone
 from contrastkit.cli import main
 from contrastkit.cli.eval import eval_parser
 from contrastkit.eval.protocols import KNN_K, KNN_TEMPERATURE
@@ -63,6 +63,26 @@ def _one_line_error(capsys, argv: list[str], *fragments: str) -> str:
     return err
 
 
+def _export_without_settings(checkpoint: Path, exported: Path) -> Path:
+    """Export ``checkpoint`` to ``exported`` (``.pth`` or ``.safetensors``), then drop the
+    run's settings the export carries: an export written before they were recorded, which
+    gives evaluation no defaults from the run."""
+    assert main(["export", "--checkpoint", str(checkpoint), "--output", str(exported)]) == 0
+    if exported.suffix == ".pth":
+        data = torch.load(exported, weights_only=True)
+        del data["contrastkit"][SETTINGS_METADATA]
+        torch.save(data, exported)
+        return exported
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(exported), framework="pt") as handle:
+        tensors = {k: handle.get_tensor(k) for k in handle.keys()}
+        metadata = {k: v for k, v in handle.metadata().items() if k != SETTINGS_METADATA}
+    save_file(tensors, exported, metadata=metadata)
+    return exported
+
+
 def _data(own: Path, tmp_path: Path, *extra: str) -> list[str]:
     return ["--data", "folder", "--root", str(own), "--quiet", "--cache-dir",
             str(tmp_path / "cache"), *extra]
@@ -71,8 +91,7 @@ def _data(own: Path, tmp_path: Path, *extra: str) -> list[str]:
 def test_a_flat_folder_has_no_test_split_unless_one_is_held_out(run, own, tmp_path, capsys):
     base = ["eval", "knn", "--checkpoint", str(run), "--k", "1", "--skip-corrupt",
             "--load-size", "16"]
-    exported = tmp_path / "backbone.pth"  # no run config: no defaults from the run
-    assert main(["export", "--checkpoint", str(run), "--output", str(exported)]) == 0
+    exported = _export_without_settings(run, tmp_path / "backbone.pth")
     _one_line_error(capsys, ["eval", "knn", "--checkpoint", str(exported), "--k", "1",
                              *_data(own, tmp_path, "--skip-corrupt", "--load-size", "16")],
                     "no test/ sub-folder", "--test-fraction 0.2")
@@ -117,8 +136,7 @@ def test_unreadable_images_are_skipped_and_listed_only_when_asked(run, own, tmp_
 
 
 def test_images_of_different_sizes_need_a_load_size(run, own, tmp_path, capsys):
-    exported = tmp_path / "backbone.safetensors"
-    assert main(["export", "--checkpoint", str(run), "--output", str(exported)]) == 0
+    exported = _export_without_settings(run, tmp_path / "backbone.safetensors")
     common = ["--checkpoint", str(exported), "--test-fraction", "0.25", "--size", "16",
               *_data(own, tmp_path, "--skip-corrupt")]
     _one_line_error(capsys, ["eval", "knn", *common], "images of different sizes",

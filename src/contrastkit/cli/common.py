@@ -36,7 +36,8 @@ def common_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("checkpoint and data")
     g.add_argument("--checkpoint", required=True,
-                   help="contrastkit .ckpt, or torchvision-layout ResNet .pth/.safetensors")
+                   help="contrastkit .ckpt, an export of one (.safetensors, .pth, a --format hf "
+                   "folder), or a torchvision-layout ResNet .pth/.safetensors")
     g.add_argument("--space", choices=("backbone", "projector"), default="backbone",
                    help="embeddings evaluated: the backbone's features, or the pretraining "
                    "projector's output on them (the space the loss sees, where SINCERE measures "
@@ -60,7 +61,8 @@ def common_parser() -> argparse.ArgumentParser:
                       "(default: the pretraining run's, else --small)")
     g.add_argument("--normalize", default=None,
                    help="normalisation name (cifar10, imagenet, ...) or 'none' (default: the "
-                   "pretraining run's, else none)")
+                   "one the checkpoint or its export records, else none; one that contradicts "
+                   "the record is refused)")
     g.add_argument("--image-size", type=int, default=None,
                    help="resize file images when decoding them into --data-cache-dir "
                    "(default: no resize)")

@@ -40,7 +40,7 @@ from contrastkit.eval.finetune_images import (
     finetune_images,
 )
 from contrastkit.eval.results import header
-from contrastkit.eval.run_defaults import run_defaults
+from contrastkit.eval.run_defaults import resolve_normalize, run_defaults
 from contrastkit.outputs import check_output_folder, staged_folder
 
 STATE = "finetune_state.pt"
@@ -82,7 +82,8 @@ def finetune_images_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=None,
                    help=f"training / test crop (default: the protocol's, {a2.size})")
     p.add_argument("--normalize", default=None,
-                   help="normalisation name or 'none' (default: the pretraining run's)")
+                   help="normalisation name or 'none' (default: the one the checkpoint or export "
+                   "records, else none; one that contradicts the record is refused)")
     p.add_argument("--class-weights", default="paper",
                    help="'paper' (DySTreSS A.2 weights for mura, isic2016, mhist, chaoyang; "
                    "none elsewhere), 'none', or comma-separated numbers")
@@ -154,9 +155,7 @@ def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:
                                       owned=OUTPUT_FILES.__contains__, what="fine-tuning")
     path = Path(args.checkpoint).expanduser().resolve()
     backbone, spec = load_backbone(path)
-    normalize = args.normalize if args.normalize is not None else \
-        run_defaults(path, read_metadata(path)).normalize
-    normalize = None if normalize in (None, "none") else normalize
+    normalize, _ = resolve_normalize(args.normalize, run_defaults(path, read_metadata(path)))
     train_split, test_split = (args.train_split or SPLITS.get(args.data, ("train",))[0],
                                args.test_split or SPLITS.get(args.data, ("", "test"))[1])
     load = round(protocol.size * 256 / 224)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning as L
 
+from contrastkit.outputs import evaluations_folder
 from contrastkit.train.extend import how_to_extend
 from contrastkit.train.summary_figure import SUMMARY_FIGURE
 
@@ -49,7 +50,7 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
     data = eval_data_args(datamodule)
     if data is not None:
         command = ["contrastkit", "eval", "knn", "--checkpoint", str(checkpoint), *data,
-                   "--baselines", "--output", f"{output}-eval/knn"]
+                   "--baselines", "--output", str(evaluations_folder(output) / "knn")]
         lines.append(f"next:    {shlex.join(command)}")
         lines.append("         (against raw pixels and a random initialisation; "
                      "docs/evaluation.md has the other protocols)")

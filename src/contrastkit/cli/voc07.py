@@ -32,7 +32,7 @@ from contrastkit.data.sources.wrappers import ResizedSquare
 from contrastkit.eval import report
 from contrastkit.eval.features import extract_features, feature_cache_key
 from contrastkit.eval.results import header
-from contrastkit.eval.run_defaults import run_defaults
+from contrastkit.eval.run_defaults import resolve_normalize, run_defaults
 from contrastkit.eval.setup import DEFAULT_CACHE
 from contrastkit.eval.voc_svm import VOC07_SVM, SVMProtocol, sample_low_shot, voc07_svm
 from contrastkit.outputs import check_output_folder, staged_folder
@@ -58,7 +58,8 @@ def voc07_parser() -> argparse.ArgumentParser:
                    help="only these classes (default: every <class>_<split>.txt list)")
     p.add_argument("--size", type=int, default=224, help="centre crop side")
     p.add_argument("--normalize", default=None,
-                   help="normalisation name or 'none' (default: the pretraining run's)")
+                   help="normalisation name or 'none' (default: the one the checkpoint or export "
+                   "records, else none; one that contradicts the record is refused)")
     p.add_argument("--shots", nargs="+", default=["16", "32", "64", "all"],
                    help="positives k per class, with (classes - 1) k negatives (integers or "
                    "'all'; SCE Table 10)")
@@ -175,8 +176,7 @@ def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:
     path = Path(args.checkpoint).expanduser().resolve()
     backbone, spec = load_backbone(path)
     run = run_defaults(path, read_metadata(path))
-    normalize = args.normalize if args.normalize is not None else run.normalize
-    normalize = None if normalize in (None, "none") else normalize
+    normalize, _ = resolve_normalize(args.normalize, run)
     train = read_voc07(args.root, args.train_split, args.classes)
     test = read_voc07(args.root, args.test_split, train.classes)
     for shot in shots:  # a class too small for a --shots value stops before any feature

@@ -41,9 +41,9 @@ class Evaluation:
 
 
 def data_context(s: Setup) -> dict:
-    """Report lines on the embedding space, how the splits were made and what was skipped
-    (when they apply)."""
-    context: dict = {}
+    """Report lines on the normalisation (and where it comes from), the embedding space, how
+    the splits were made and what was skipped (when they apply)."""
+    context: dict = {"normalisation": f"{s.normalize or 'none'} ({s.normalize_from})"}
     if s.projector is not None:
         p = s.projector
         context["space"] = (f"projector output ({p['out_dim']}-d; {p['num_layers']} layers, "

@@ -4,8 +4,10 @@ options of ``contrastkit eval | analyze``.
 A checkpoint written by ``contrastkit pretrain`` carries them in its ``contrastkit`` entry
 (see :mod:`contrastkit.checkpoints`): the view size, normalisation, eval resize and view
 presets, and the data options (dataset, held-out split, load size, clip sampling), so that
-evaluating it needs the checkpoint alone. Checkpoints written before that entry held them
-are read through :func:`legacy_run_defaults`, the run folder's ``config.yaml``.
+evaluating it needs the checkpoint alone; an export of it carries the same records
+(:mod:`contrastkit.export_metadata`), read here alike. Checkpoints written before that entry
+held them are read through :func:`legacy_run_defaults`, the run folder's ``config.yaml``.
+The normalisation is the run's, always (:func:`resolve_normalize`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RunDefaults", "legacy_run_defaults", "run_defaults"]
+__all__ = ["RunDefaults", "legacy_run_defaults", "resolve_normalize", "run_defaults"]
 
 
 @dataclass(frozen=True)
@@ -23,9 +25,10 @@ class RunDefaults:
     """The pretraining run's settings that evaluation starts from (None: not known).
 
     Attributes:
-        source: where they were read: the checkpoint, the run's ``config.yaml`` (checkpoints
-            written before the record) or None (nothing known: an exported backbone, a
-            torchvision state_dict, a checkpoint outside its run folder).
+        source: where they were read: the checkpoint or the export carrying them, the run's
+            ``config.yaml`` (checkpoints written before the record) or None (nothing known: an
+            export without them, a torchvision state_dict, a checkpoint written before the
+            record outside its run folder).
         size: view size.
         eval_resize: ``small`` or ``large`` (the evaluation transform).
         normalize: normalisation name.
@@ -72,6 +75,32 @@ def run_defaults(checkpoint: Path, entry: dict) -> RunDefaults:
     return replace(_defaults(checkpoint, views, data, views.get("online"), views.get("target")),
                    knn_k=monitor.get("knn_k"), knn_temperature=monitor.get("knn_temperature"),
                    monitor_split=monitor.get("val_split"))
+
+
+def resolve_normalize(given: str | None, run: RunDefaults) -> tuple[str | None, str]:
+    """The normalisation to evaluate with (None: none) and where it comes from, in words.
+
+    A backbone reads images normalised as in its training, so where the run's settings are
+    known (``run.source``: the checkpoint, an export carrying them, the run's
+    ``config.yaml``) their normalisation is used, and a ``given`` one (``--normalize``; ``none``
+    for none) that contradicts it is refused: its features would not be the model's. Without a
+    record (an older export, a torchvision state_dict), ``given`` or none.
+
+    Raises:
+        ValueError: naming both values and the file that records the run's, for a ``given``
+            normalisation that contradicts it.
+    """
+    name = None if given in (None, "none") else given
+    if run.source is None:
+        return name, ("--normalize" if given is not None else
+                      "not recorded by the checkpoint: pass --normalize NAME if it was trained "
+                      "with one")
+    recorded = None if run.normalize in (None, "none") else run.normalize
+    if given is not None and name != recorded:
+        raise ValueError(f"--normalize {given} contradicts the normalisation the model was "
+                         f"trained with, {recorded or 'none'}, recorded in {run.source}: leave "
+                         "--normalize out (the recorded one is used)")
+    return recorded, f"recorded in {run.source.name}"
 
 
 def _defaults(source: Path, views: dict, data: dict, online: object,

@@ -32,7 +32,7 @@ from contrastkit.data.sources.registry import DATASET_NAMES, build_video_dataset
 from contrastkit.data.sources.wrappers import fixed_subset
 from contrastkit.data.specs import VideoDataSpec
 from contrastkit.eval.features import extract_features, feature_cache_key
-from contrastkit.eval.run_defaults import RunDefaults, run_defaults
+from contrastkit.eval.run_defaults import RunDefaults, resolve_normalize, run_defaults
 
 DEFAULT_CACHE = Path.home() / ".cache" / "contrastkit" / "features"
 #: The query split's name with ``held_out`` (images of ``train_split``, see there).
@@ -48,8 +48,8 @@ class EvalRequest:
     (:mod:`.run_defaults`), else the built-in default.
 
     Attributes:
-        checkpoint: contrastkit ``.ckpt``, or a torchvision-layout ResNet ``.pth`` /
-            ``.safetensors``.
+        checkpoint: contrastkit ``.ckpt``, an export of one (``.safetensors``, ``.pth``, a
+            Hub-format folder), or a torchvision-layout ResNet ``.pth`` / ``.safetensors``.
         data: dataset name of the registry (``digits`` needs no ``root``).
         root: dataset folder or archive.
         space: ``backbone`` (its features) or ``projector`` (the pretraining projector's
@@ -58,7 +58,8 @@ class EvalRequest:
         classes: keep only these classes, relabelled ``0..k-1`` in this order.
         size, small, normalize: evaluation image size, small-dataset transform (resize to
             ``size``; False: resize to ``size * 256 / 224`` and centre-crop), normalisation
-            name (``"none"``: none).
+            name (``"none"``: none; one that contradicts the normalisation the checkpoint
+            records is refused: :func:`~.run_defaults.resolve_normalize`).
         image_size, data_cache_dir: resize of file images decoded into the uint8 cache folder.
         load_size, test_fraction, split_seed: shorter-side resize and centre crop when loading;
             a held-out stratified test share of a folder without ``test/`` and its seed.
@@ -130,6 +131,7 @@ class Setup:
     normalize: str | None
     device: torch.device
     run: RunDefaults = field(default_factory=RunDefaults)
+    normalize_from: str = "--normalize"  # where ``normalize`` comes from, in words
     datasets: dict = field(default_factory=dict)
     load_size: int | None = None
     test_fraction: float | None = None
@@ -159,6 +161,7 @@ class Setup:
                      **({"subset": a.subset, "held_out": a.held_out,
                          "subset_seed": a.subset_seed} if a.subset is not None else {}),
                      "size": self.size, "small": self.small, "normalize": self.normalize,
+                     "normalize_from": self.normalize_from,
                      "image_size": a.image_size, "load_size": self.load_size,
                      "skip_corrupt": a.skip_corrupt, "num_skipped": len(self.skipped),
                      "skipped_files": list(self.skipped),
@@ -262,15 +265,14 @@ def setup(request: EvalRequest) -> Setup:
     run = run_defaults(path, entry)
     size = request.size or int(run.size or 32)
     small = request.small if request.small is not None else (run.eval_resize or "small") == "small"
-    normalize = request.normalize if request.normalize is not None else run.normalize
-    normalize = None if normalize in (None, "none") else normalize
+    normalize, normalize_from = resolve_normalize(request.normalize, run)
 
     def data_option(name: str) -> Any:  # the command line's, else the run's on its dataset
         given = getattr(request, name)
         return given if given is not None else run.data_option(name, request.data)
 
     return Setup(request, backbone, spec, path, file_hash(path), size, small, normalize, device,
-                 run, load_size=data_option("load_size"),
+                 run, normalize_from, load_size=data_option("load_size"),
                  test_fraction=data_option("test_fraction"),
                  split_seed=int(data_option("split_seed") or 0), projector=projector)
 
