@@ -11,14 +11,18 @@ from loss_inputs import make
 from contrastkit.losses import (
     DySTreSSTemperature,
     dcl,
+    dino,
     eps_supinfonce,
     hard_contrastive,
     info_nce,
+    nnclr,
     nt_xent,
     ressl,
     sce,
     sincere,
+    sinkhorn_knopp,
     supcon,
+    swav,
 )
 
 LABELS = torch.arange(16) % 5
@@ -36,6 +40,10 @@ LOSSES = {
     "supcon": lambda q, k, n: supcon(torch.stack([q, k], 1), LABELS),
     "sincere": lambda q, k, n: sincere(torch.stack([q, k], 1), LABELS),
     "eps_supinfonce": lambda q, k, n: eps_supinfonce(torch.stack([q, k], 1), LABELS),
+    # q, k as prototype scores / head outputs (K = 32); n's rows as a centre or neighbours
+    "swav": lambda q, k, n: swav([q, k], [sinkhorn_knopp(q), sinkhorn_knopp(k)]),
+    "dino": lambda q, k, n: dino([q, k], [k, q], n[0]),
+    "nnclr": lambda q, k, n: nnclr(n[:16], n[16:32], q, k),
 }
 
 

@@ -1,7 +1,9 @@
-"""Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE.
+"""Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE,
+and of the baselines their tables compare with.
 
-Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
-anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
+Every loss is a pure function on embeddings returning the mean over anchors (the contrastive
+ones L2-normalise inside, most with an ``nn.Module`` wrapper taking the same keyword arguments;
+SwAV's and DINO's take prototype scores and head outputs). One file per paper:
 
 * ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023) and
   :func:`sce_reference`, eqs. 8-10 as the paper writes them;
@@ -12,13 +14,17 @@ anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One fi
   (Huang et al. 2023) live in :mod:`contrastkit.schedules` and are re-exported here;
 * ``sincere.py``: :func:`supcon`, :func:`sincere`, :func:`eps_supinfonce` (Feeney & Hughes 2023);
 * ``infonce.py``: the baselines :func:`info_nce`, :func:`nt_xent`, :func:`dcl`, and
-  :func:`simcse` (Gao et al. 2021: InfoNCE on two dropout encodings of each sentence).
+  :func:`simcse` (Gao et al. 2021: InfoNCE on two dropout encodings of each sentence);
+* ``swav.py``: :func:`sinkhorn_knopp` and :func:`swav` (Caron et al. 2020);
+* ``dino.py``: :func:`dino` (Caron et al. 2021);
+* ``nnclr.py``: :func:`nearest_neighbours` and :func:`nnclr` (Dwibedi et al. 2021).
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
 pairs). Argument validation: :mod:`contrastkit.checks`.
 """
 
+from contrastkit.losses.dino import dino
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
@@ -35,6 +41,7 @@ from contrastkit.losses.infonce import (
     nt_xent,
     simcse,
 )
+from contrastkit.losses.nnclr import nearest_neighbours, nnclr
 from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
@@ -44,6 +51,7 @@ from contrastkit.losses.sincere import (
     sincere,
     supcon,
 )
+from contrastkit.losses.swav import sinkhorn_knopp, swav
 from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
@@ -72,9 +80,12 @@ __all__ = [
     "SupConLoss",
     "Temperature",
     "dcl",
+    "dino",
     "eps_supinfonce",
     "hard_contrastive",
     "info_nce",
+    "nearest_neighbours",
+    "nnclr",
     "nt_xent",
     "resolve_temperature",
     "ressl",
@@ -83,5 +94,7 @@ __all__ = [
     "sce_terms",
     "simcse",
     "sincere",
+    "sinkhorn_knopp",
     "supcon",
+    "swav",
 ]
