@@ -9,7 +9,9 @@ commit).
 
 Online encoder: ``backbone -> projector [-> predictor]``. Target branch (when ``momentum`` is
 set): an EMA copy of ``backbone -> projector`` whose momentum follows the cosine schedule of
-Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1.
+Denize et al. 2023 (SCE), appendix D.1, from ``momentum`` to 1 (BYOL's schedule, Grill et al.
+2020), or stays at ``momentum`` (``momentum_schedule: constant``, lightly's CIFAR-10
+benchmark).
 
 Temperature: one setting, ``temperature``, a :data:`~contrastkit.losses.temperature.Temperature`
 (a float, a per-pair function of the cosine similarity, or a schedule), checked here and
@@ -23,11 +25,12 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
+from contrastkit.gradients import GradientFreeze
 from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
@@ -73,7 +76,8 @@ class ContrastiveMethod(nn.Module, ABC):
         projector: projector description (SCE Tables 21/24).
         predictor: optional predictor on top of the online projector (SCE Table 24).
         momentum: initial EMA momentum of the target branch (``None``: no target branch).
-            Follows ``cosine_momentum`` from this value to 1 over training.
+        momentum_schedule: ``cosine`` (``cosine_momentum`` from ``momentum`` to 1 over
+            training) or ``constant`` (``momentum`` at every step).
         queue_size: rows of the memory queue of target keys (0: no queue, in-batch
             negatives).
         queue_init: ``random`` (MoCo's L2-normalised Gaussian start, the default) or
@@ -86,6 +90,11 @@ class ContrastiveMethod(nn.Module, ABC):
             :class:`~contrastkit.losses.DySTreSSTemperature`, or a
             :class:`~contrastkit.losses.PairTemperature`. Each method sets its own default.
 
+    Attributes:
+        gradient_freezes: layers kept fixed at the start of training, by parameter name
+            prefix (:class:`~contrastkit.gradients.GradientFreeze`); the engine drops their
+            gradients before each optimiser step while a freeze lasts. Empty by default.
+
     Raises:
         ValueError: for a combination the method does not support, with the reason.
     """
@@ -96,6 +105,10 @@ class ContrastiveMethod(nn.Module, ABC):
     needs_labels: ClassVar[bool] = False
     per_pair_temperature: ClassVar[bool] = False
     default_views: ClassVar[tuple[str, str]] = ("simclr", "simclr")
+    #: Whether ``model.performance.step: captured`` can run the method: False for a method
+    #: that updates state of its own after the step (the captured step replays only the EMA
+    #: update and the write of ``queue``).
+    captured_step: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -106,6 +119,7 @@ class ContrastiveMethod(nn.Module, ABC):
         queue_size: int = 0,
         queue_init: str = "random",
         temperature: Temperature = 0.1,
+        momentum_schedule: Literal["cosine", "constant"] = "cosine",
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -123,6 +137,9 @@ class ContrastiveMethod(nn.Module, ABC):
             )
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
+        if momentum_schedule not in ("cosine", "constant"):
+            raise ValueError(f"momentum_schedule must be 'cosine' or 'constant', got "
+                             f"{momentum_schedule!r}")
         if queue_size < 0:
             raise ValueError(f"queue_size must be >= 0, got {queue_size}")
         if queue_size and not self.supports_queue:
@@ -134,7 +151,7 @@ class ContrastiveMethod(nn.Module, ABC):
             raise ValueError(f"queue_init must be 'random' or 'empty', got {queue_init!r}")
         self.backbone_spec = backbone
         self.backbone = build_backbone(backbone)
-        self.projector = build_head(projector, self.backbone.out_dim)
+        self.projector = self.build_projector(projector, self.backbone.out_dim)
         self.predictor = build_head(predictor, projector.out_dim) if predictor else None
         if predictor is not None and predictor.out_dim != projector.out_dim:
             raise ValueError(
@@ -142,20 +159,27 @@ class ContrastiveMethod(nn.Module, ABC):
                 f"({projector.out_dim}): predictions are compared with target projections"
             )
         self.base_momentum = momentum
+        self.momentum_schedule = momentum_schedule
+        self.gradient_freezes: dict[str, GradientFreeze] = {}
         self.target = (
             MomentumBranch(nn.Sequential(self.backbone, self.projector))
             if momentum is not None
             else None
         )
         self.queue = (
-            MemoryQueue(queue_size, projector.out_dim, init=queue_init, gather=True)  # type: ignore[arg-type]
+            MemoryQueue(queue_size, self.projector.out_dim, init=queue_init, gather=True)  # type: ignore[arg-type]
             if queue_size
             else None
         )
-        self.embed_dim = projector.out_dim
+        self.embed_dim = self.projector.out_dim
         # under autocast, each branch's weight casts as one multi-tensor copy per step
         self.online_casts = CastWeights(self.backbone, self.projector, self.predictor)
         self.target_casts = CastWeights(self.target.target if self.target else None)
+
+    def build_projector(self, spec: HeadSpec, in_dim: int) -> nn.Module:
+        """The projector ``spec`` describes, on ``in_dim`` backbone features: an MLP head
+        (a method whose head is not one, DINO's, builds its own); it has an ``out_dim``."""
+        return build_head(spec, in_dim)
 
     # --- encoders -----------------------------------------------------------------------------
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -186,10 +210,8 @@ class ContrastiveMethod(nn.Module, ABC):
         if len(views) < 2:
             raise ValueError(f"{type(self).__name__} needs at least 2 views, got {len(views)}")
         if len(views) > 2 and not self.supports_multicrop:
-            raise ValueError(
-                f"{type(self).__name__} got {len(views)} views: multi-crop needs a momentum "
-                "target branch (local crops are queries only); use SCE, MoCo or ReSSL"
-            )
+            raise ValueError(f"{type(self).__name__} got {len(views)} views: multi-crop is for "
+                             "SCE, MoCo, ReSSL, SwAV and DINO")
         if views[0].shape[0] < 2:
             raise ValueError(
                 f"batch of {views[0].shape[0]} per process: contrastive losses need at least 2"
@@ -234,6 +256,15 @@ class ContrastiveMethod(nn.Module, ABC):
         return self.queue.negatives()
 
     # --- after the optimiser step -------------------------------------------------------------
+    def momentum_at(self, step: int, total_steps: int) -> float:
+        """The EMA momentum of the update after optimiser step ``step`` of ``total_steps``:
+        ``cosine_momentum`` from ``momentum`` to 1, or ``momentum`` itself (``constant``)."""
+        if self.base_momentum is None:
+            raise ValueError(f"{type(self).__name__} has no momentum target branch")
+        if self.momentum_schedule == "constant":
+            return self.base_momentum
+        return cosine_momentum(step, total_steps, self.base_momentum)
+
     @torch.no_grad()
     def after_optimizer_step(self, state: ScheduleState) -> dict[str, float]:
         """EMA update of the target branch and commit of the keys staged for the queue.
@@ -243,7 +274,7 @@ class ContrastiveMethod(nn.Module, ABC):
         """
         logs: dict[str, float] = {}
         if self.target is not None and self.base_momentum is not None:
-            m = cosine_momentum(state.step, state.total_steps, self.base_momentum)
+            m = self.momentum_at(state.step, state.total_steps)
             self.target.update(m)
             logs["momentum"] = m
         if self.queue is not None:

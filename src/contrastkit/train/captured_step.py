@@ -49,7 +49,6 @@ from torch import Tensor
 
 from contrastkit.distributed import is_distributed, world_size
 from contrastkit.hot_path import hot_path
-from contrastkit.models.momentum import cosine_momentum
 from contrastkit.schedules import Schedule
 from contrastkit.train.graph_optim import OptimizerUpdate, at_step, step_table
 
@@ -71,6 +70,16 @@ def check_capturable(module: PretrainModule, trainer: Any) -> None:
         raise ValueError(f"model.performance.step captured: {', '.join(scheduled)} of "
                          f"{type(method).__name__} is a schedule (its value would be frozen in "
                          f"the graph); use a number {fix}")
+    if not method.captured_step:
+        raise ValueError(f"model.performance.step captured: {type(method).__name__} keeps state "
+                         f"the captured step does not update (see its docstring) {fix}")
+    frozen = sorted(name for name, freeze in method.gradient_freezes.items() if freeze.until)
+    if frozen:
+        raise ValueError(f"model.performance.step captured does not freeze layers "
+                         f"({', '.join(frozen)} of {type(method).__name__}) {fix}")
+    if module.optimizer_spec.clip_grad_per_parameter is not None:
+        raise ValueError(f"model.performance.step captured does not clip gradients: unset "
+                         f"model.optimizer.clip_grad_per_parameter {fix}")
     if module.views_spec.video is not None:
         raise ValueError(f"model.performance.step captured runs image views: {fix} for video")
     if module.optimizer_spec.name not in ("sgd", "lars"):
@@ -114,9 +123,9 @@ class CapturedStep:
         self.update = OptimizerUpdate(optimizer, rates, total, device)
         optimizer.zero_grad(set_to_none=True)  # the optimiser's own step must find no .grad
         target, base = self.method.target, self.method.base_momentum
-        self.ema_rate = (step_table(lambda k: 1.0 - cosine_momentum(k, total, base), total,
+        self.ema_rate = (step_table(lambda k: 1.0 - self.method.momentum_at(k, total), total,
                                     device) if target is not None and base is not None else None)
-        self.total_steps, self.base_momentum = total, base
+        self.total_steps = total
         self.images, self.labels = torch.empty_like(images), torch.empty_like(labels)
         self.world = world_size()
         self.key_shuffle = getattr(self.method, "key_shuffle", None)
@@ -247,7 +256,7 @@ class CapturedStep:
         the eager path's, whose EMA update runs before Lightning counts the step."""
         if self.ema_rate is None:
             return None
-        return cosine_momentum(step, self.total_steps, self.base_momentum)
+        return self.method.momentum_at(step, self.total_steps)
 
     def release(self) -> None:
         """Give the method back to eager steps (the shuffle-BN draws and kernel)."""
