@@ -132,6 +132,10 @@ TABLE1 = {  # jitter p, b, c, s, h, gray, blur, solarize (SCE Table 1)
     "strong_gamma": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.5, 0.2),
     "simclr": (0.8, 0.8, 0.8, 0.8, 0.2, 0.2, 0.5, 0.0),
     "simclr_cifar": (0.8, 0.4, 0.4, 0.4, 0.1, 0.2, 0.0, 0.0),
+    # BYOL's views without blur (solo-learn's CIFAR asymmetric.yaml), DINO's local crops
+    "strong_alpha_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.0),
+    "strong_beta_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.2),
+    "dino_local": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.5, 0.0),
 }
 
 

@@ -17,17 +17,27 @@ Pretraining pipeline (SCE, Denize et al., Table 1; appendix D.1/D.2), in this or
 5. solarization with the table's probability: ``x -> 1 - x`` where ``x >= 0.5``;
 6. optional normalisation (:data:`NORMALIZATION`).
 
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-preset       jitter  b    c     s     h    gray   blur  solar  crop
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-weak         0      -    -     -     -     0     0     0     0.2-1
-strong       0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
-strong_alpha 0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
-strong_beta  0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
-strong_gamma 0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
-simclr       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
-simclr_cifar 0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+preset             jitter b    c     s     h     gray  blur  solar crop
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+weak               0      -    -     -     -     0     0     0     0.2-1
+strong             0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
+strong_alpha       0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
+strong_beta        0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
+strong_gamma       0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
+simclr             0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
+simclr_cifar       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
+strong_alpha_cifar 0.8    0.4  0.4   0.2   0.1   0.2   0     0     0.2-1
+strong_beta_cifar  0.8    0.4  0.4   0.2   0.1   0.2   0     0.2   0.2-1
+dino_local         0.8    0.4  0.4   0.2   0.1   0.2   0.5   0     0.2-1
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+
+The two ``*_cifar`` presets after ``simclr_cifar`` are BYOL's two views without blur
+(``strong_alpha`` / ``strong_beta`` without blur: solo-learn's ``asymmetric.yaml`` CIFAR views
+and lightly's CIFAR-10 benchmark's ``BYOLView1Transform`` / ``BYOLView2Transform(gaussian_blur
+=0.0)`` and ``DINOTransform(gaussian_blur=(0, 0, 0))``; set ``views.crop_scale``).
+``dino_local`` is DINO's local crops (``DataAugmentationDINO.local_transfo``: BYOL's jitter,
+blur 0.5, no solarization).
 
 ``jitter_strength`` is SimCLR's colour strength ``s`` (b = c = s_at = 0.8 s, h = 0.2 s). Table 1's
 *strong* values are ``s = 0.5``, which is also the baseline of SCE's video study (Table 15:
@@ -144,8 +154,9 @@ _SIMCLR = replace(
     blur_p=0.5, base_strength=1.0,
 )
 
-#: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1)
-#: and SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur).
+#: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1),
+#: SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur),
+#: the baselines' CIFAR views without blur (BYOL's two) and DINO's local crops.
 PRESETS: dict[str, AugmentSpec] = {
     "weak": AugmentSpec(),
     "strong": replace(_STRONG, blur_p=0.5),
@@ -154,6 +165,9 @@ PRESETS: dict[str, AugmentSpec] = {
     "strong_gamma": replace(_BYOL, blur_p=0.5, solarize_p=0.2),
     "simclr": _SIMCLR,
     "simclr_cifar": replace(_SIMCLR, blur_p=0.0),
+    "strong_alpha_cifar": _BYOL,
+    "strong_beta_cifar": replace(_BYOL, solarize_p=0.2),
+    "dino_local": replace(_BYOL, blur_p=0.5),
 }
 _DEFAULT_STRENGTH = {"simclr": 1.0}
 _EVAL = ("eval", "eval_train")
@@ -247,6 +261,7 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
     Args:
         name: one of :func:`preset_names`: ``weak``, ``strong``, ``strong_alpha``,
             ``strong_beta``, ``strong_gamma`` (SCE Table 1), ``simclr``, ``simclr_cifar``,
+            ``strong_alpha_cifar``, ``strong_beta_cifar``, ``dino_local``,
             ``eval`` (validation), ``eval_train`` (linear-evaluation training).
         size: output side in pixels.
         **options: ``jitter_strength`` (float >= 0, SimCLR strength ``s``; default 0.5 for SCE
