@@ -216,14 +216,15 @@ def build_optimizer(
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
 ) -> Optimizer:
-    """Build ``"sgd"`` (with momentum), ``"lars"`` or ``"adamw"``.
+    """Build ``"sgd"`` (with momentum), ``"lars"``, ``"adamw"`` or ``"adam"``.
 
     Given an ``nn.Module``, parameters are grouped with :func:`param_groups` (biases and
     normalisation parameters get no decay, and no LARS adaptation); given parameters or
     groups, they are used as passed with ``weight_decay`` as the default.
 
     Args:
-        name: ``"sgd"``, ``"lars"`` or ``"adamw"`` (case-insensitive).
+        name: ``"sgd"``, ``"lars"``, ``"adamw"`` or ``"adam"`` (case-insensitive; Adam's weight
+            decay is the L2 term added to the gradient, AdamW's decoupled, as in torch).
         params_or_model: model, iterable of parameters, or iterable of param-group dicts.
         lr: learning rate (already scaled, e.g. with :func:`scaled_lr`).
         weight_decay: weight decay (AdamW's is decoupled, as in torch).
@@ -231,8 +232,8 @@ def build_optimizer(
         exclude_bias_and_norm: passed to :func:`param_groups` when given a model.
         eta: LARS trust coefficient.
         nesterov: Nesterov momentum for SGD.
-        betas: AdamW betas.
-        eps: AdamW epsilon.
+        betas: AdamW / Adam betas.
+        eps: AdamW / Adam epsilon.
 
     Raises:
         ValueError: on an unknown ``name`` or invalid hyper-parameter.
@@ -250,7 +251,9 @@ def build_optimizer(
         return LARS(params, lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta)
     if key == "adamw":
         return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-    raise ValueError(f"optimizer name must be 'sgd', 'lars' or 'adamw', got {name!r}")
+    if key == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    raise ValueError(f"optimizer name must be 'sgd', 'lars', 'adamw' or 'adam', got {name!r}")
 
 
 def scaled_lr(base_lr: float, global_batch: int, reference_batch: int = 256) -> float:

@@ -5,11 +5,11 @@ value`` taking a :class:`ScheduleState` (step, total steps, fractional epoch, to
 for alignment-adaptive temperatures, the positive-pair cosine similarities). Schedules hold no
 mutable state, so resuming from a checkpoint only needs the step/epoch.
 
-This module holds the generic schedules (constant, linear, cosine, warm-up), usable for any
-coefficient such as SCE's ``lambda`` or a temperature, and the temperature schedules of
-Kukleva et al. 2023 and MACL (Huang et al. 2023). What else a temperature may be:
-:mod:`contrastkit.losses.temperature`. The momentum (EMA) coefficient schedule lives with the
-momentum branch in :mod:`contrastkit.models.momentum`.
+This module holds the generic schedules (constant, linear, cosine, warm-up in steps or in whole
+epochs as DINO's teacher temperature), usable for any coefficient such as SCE's ``lambda`` or a
+temperature, and the temperature schedules of Kukleva et al. 2023 and MACL (Huang et al. 2023).
+What else a temperature may be: :mod:`contrastkit.losses.temperature`. The momentum (EMA)
+coefficient schedule lives with the momentum branch in :mod:`contrastkit.models.momentum`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from contrastkit.cosine import cosine_anneal
 __all__ = [
     "ConstantSchedule",
     "CosineSchedule",
+    "EpochWarmupSchedule",
     "KuklevaCosineTemperature",
     "LinearSchedule",
     "MACLTemperature",
@@ -148,6 +149,49 @@ class WarmupSchedule(Schedule):
             return float(self.end)
         frac = min(state.step / self.warmup_steps, 1.0)
         return self.start + (self.end - self.start) * frac
+
+
+@dataclass(frozen=True)
+class EpochWarmupSchedule(Schedule):
+    """Linear warm-up in whole epochs from ``start`` to ``end``, then constant ``end``: DINO's
+    teacher-temperature warm-up (Caron et al. 2021; facebookresearch/dino ``DINOLoss``:
+    ``np.linspace(warmup_teacher_temp, teacher_temp, warmup_teacher_temp_epochs)`` indexed by the
+    epoch, then ``teacher_temp``; lightly's and solo-learn's ``DINOLoss`` do the same).
+
+    With ``e`` the current epoch (``floor(state.epoch)``, so the value changes at epoch starts)
+    and ``W = epochs``::
+
+        e <  W : value = start + (end - start) * e / (W - 1)     (start when W = 1)
+        e >= W : value = end
+
+    so ``end`` is first reached in epoch ``W - 1``, as ``np.linspace``'s last point. ``W = 0``:
+    ``end`` throughout. Unlike :class:`WarmupSchedule` (linear in steps), the value is constant
+    within an epoch.
+
+    Raises:
+        ValueError: if ``epochs`` is negative or not an int.
+    """
+
+    start: float
+    end: float
+    epochs: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epochs, bool) or not isinstance(self.epochs, int) or self.epochs < 0:
+            raise ValueError(f"epochs must be an int >= 0, got {self.epochs!r}")
+
+    def __call__(self, state: ScheduleState) -> float:
+        epoch = math.floor(state.epoch + _EPOCH_ROUNDING)
+        if epoch >= self.epochs:
+            return float(self.end)
+        if self.epochs == 1:
+            return float(self.start)
+        return self.start + (self.end - self.start) * epoch / (self.epochs - 1)
+
+
+#: ``state.epoch`` is ``step / steps_per_epoch`` in floating point: an epoch's first step may read
+#: a hair below its whole number.
+_EPOCH_ROUNDING = 1e-9
 
 
 @dataclass(frozen=True)

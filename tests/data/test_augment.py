@@ -135,6 +135,7 @@ TABLE1 = {  # jitter p, b, c, s, h, gray, blur, solarize (SCE Table 1)
     # BYOL's views on CIFAR (solo-learn's asymmetric.yaml, lightly's benchmark): no blur
     "strong_alpha_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.0),
     "strong_beta_cifar": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.0, 0.2),
+    "dino_local": (0.8, 0.4, 0.4, 0.2, 0.1, 0.2, 0.5, 0.0),  # DINO's local crops
 }
 
 

@@ -14,12 +14,14 @@ TINY = [
 
 
 def method_args(name: str, **extra: object) -> list[str]:
-    """CLI arguments selecting a tiny method ``name`` with ``extra`` init args."""
+    """CLI arguments selecting a tiny method ``name`` with ``extra`` init args (a tiny MLP
+    projector unless ``extra`` gives one: DINO's head takes other keys)."""
     args = [
         "--model.method", f"contrastkit.methods.{name}",
         "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
-        "--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}',
     ]
+    if "projector" not in extra:
+        args += ["--model.method.projector", '{"hidden_dim": 16, "out_dim": 8}']
     for key, value in extra.items():
         args += [f"--model.method.{key}", str(value)]
     return args

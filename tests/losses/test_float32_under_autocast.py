@@ -13,15 +13,19 @@ from contrastkit.losses import (
     byol,
     dcl,
     dclw,
+    dino,
     eps_supinfonce,
     hard_contrastive,
     info_nce,
     moco_v3,
+    nnclr,
     nt_xent,
     ressl,
     sce,
     sincere,
+    sinkhorn_knopp,
     supcon,
+    swav,
     wmse,
 )
 from contrastkit.losses.wmse import draw_sub_batches
@@ -48,6 +52,10 @@ LOSSES = {
     "supcon": lambda q, k, n: supcon(torch.stack([q, k], 1), LABELS),
     "sincere": lambda q, k, n: sincere(torch.stack([q, k], 1), LABELS),
     "eps_supinfonce": lambda q, k, n: eps_supinfonce(torch.stack([q, k], 1), LABELS),
+    # q, k as prototype scores / head outputs (K = 32); n's rows as a centre or neighbours
+    "swav": lambda q, k, n: swav([q, k], [sinkhorn_knopp(q), sinkhorn_knopp(k)]),
+    "dino": lambda q, k, n: dino([q, k], [k, q], n[0]),
+    "nnclr": lambda q, k, n: nnclr(n[:16], n[16:32], q, k),
 }
 
 

@@ -201,7 +201,7 @@ def test_incompatible_choices_are_explained(cls, kwargs, match):
 
 def test_multicrop_without_target_and_tiny_batches_are_refused():
     method = SimCLR(**TINY)
-    with pytest.raises(ValueError, match="multi-crop needs a momentum"):
+    with pytest.raises(ValueError, match="multi-crop is for SCE, MoCo, ReSSL, SwAV and DINO"):
         method(_views(k=3), _labels(), STATE)
     with pytest.raises(ValueError, match="at least 2"):
         method(_views(n=1), _labels(1), STATE)

@@ -102,7 +102,7 @@ def _ids(paths: list[Path]) -> list[str]:
 
 def test_configs_exist():
     groups = {p.relative_to(REPO / "configs").parts[0] for p in CONFIGS}
-    assert {"sce", "dystress", "sincere", "understanding", "cpu", "demo"} <= groups
+    assert {"sce", "dystress", "sincere", "understanding", "cpu", "demo", "baselines"} <= groups
     assert len(CONFIGS) >= 80
 
 
@@ -115,13 +115,17 @@ SCE_D1 = [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyima
                                          "imagenet100", "imagenet")
           for m in ("sce", "moco", "ressl")] + [f"repro/gpu/table6_{m}.yaml"
                                                  for m in ("sce", "moco", "ressl")]
-DECAY_EVERY_PARAMETER = SCE_D1 + [
+#: The baselines whose sources decay every parameter (configs/README.md, "Weight decay"):
+#: lightly's CIFAR-10 benchmark (one parameter group), W-MSE's codes (Adam over every
+#: parameter) and the official SwAV code (LARC over SGD on every parameter).
+BASELINES_DECAY_ALL = [
+    *(f"baselines/cifar10_{m}_lightly.yaml" for m in ("byol", "dclw", "swav", "dino", "nnclr")),
+    "baselines/cifar10_wmse_sololearn.yaml", "baselines/cifar100_wmse_sololearn.yaml",
+    "baselines/imagenet100_wmse.yaml", "baselines/imagenet100_swav.yaml",
+]
+DECAY_EVERY_PARAMETER = SCE_D1 + BASELINES_DECAY_ALL + [
     name for name in _ids(CONFIGS)
     if name.startswith(("dystress/cifar", "sincere/", "understanding/", "repro/gpu/table3_"))
-] + [  # the baselines whose sources decay every parameter (configs/README.md, Baselines)
-    "baselines/cifar10_byol_lightly.yaml", "baselines/cifar10_dclw_lightly.yaml",
-    "baselines/cifar10_wmse_sololearn.yaml", "baselines/cifar100_wmse_sololearn.yaml",
-    "baselines/imagenet100_wmse.yaml",
 ]
 #: Shuffled key batch norm over 8 groups (MoCo v2's shuffling BN; configs/README.md): the SCE
 #: D.1 configs and the Part A momentum configs. Not the D.2/D.3 LARS recipes (synchronised BN,
@@ -165,7 +169,7 @@ def test_config_parses_and_builds(path):
 def test_expectation_lists_name_existing_configs():
     """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
     names = set(_ids(CONFIGS))
-    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 86
+    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 92
     assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 24
     cifar = set(_ids(CIFAR_MOMENTUM))
     assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
@@ -315,6 +319,138 @@ def test_sce_video_configs_match_table_24(row):
     assert views.video.rgb_difference_p == 0.2 and views.size == 224
     assert data.video.frames == 8 and data.video.duration_s == pytest.approx(2.56)
     assert data.video.num_clips == 2
+
+
+def _linears(head) -> list[int]:
+    return [m.out_features for m in head.modules() if m.__class__.__name__ == "Linear"]
+
+
+def _optimizer(model) -> tuple:
+    spec = model.optimizer_spec
+    return (spec.name, spec.base_lr, spec.weight_decay, spec.warmup_epochs, spec.scale_lr,
+            spec.exclude_bias_and_norm, spec.clip_grad_per_parameter)
+
+
+def _batch(config, data) -> int:
+    devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
+    return data.batch_size * devices * (config.trainer.num_nodes or 1)
+
+
+#: The SwAV recipes (config headers): file -> (K, projector widths, queue rows per global crop,
+#: queue start epoch, prototypes' freeze, optimizer (name, lr, wd, warm-up epochs, lr scaled,
+#: biases and norms excluded, per-parameter clip), global batch, epochs, local crops)
+SWAV = {
+    "baselines/cifar10_swav_sololearn.yaml":
+        (3000, [2048, 128], 3840, 50, (2, "epoch"),
+         ("lars", 0.6, 1e-6, 10, True, True, None), 256, 1000, 0),
+    "baselines/cifar10_swav_lightly.yaml":
+        (512, [512, 128], None, 15, (0, "step"),
+         ("adam", 1e-3, 1e-6, 0, False, False, None), 128, 200, 0),
+    "baselines/imagenet100_swav.yaml":
+        (3000, [2048, 128], 3840, 15, (1, "epoch"),
+         ("lars", 0.6, 1e-6, 0, False, False, None), 256, 200, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SWAV))
+def test_swav_configs_keep_their_recipe(name):
+    k, widths, queue, start, freeze, optimizer, batch, epochs, local = SWAV[name]
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    method = model.method
+    assert method.prototypes.weight.shape == (k, 128) and method.prototypes.bias is None
+    assert _linears(method.projector) == widths
+    assert (method.temperature, method.sinkhorn_epsilon, method.sinkhorn_iterations) == (
+        0.1, 0.05, 3)
+    assert (method.queues[0].size if method.queues else None) == queue
+    assert method.queue_start_epoch == start
+    freeze_ = method.gradient_freezes["prototypes"]
+    assert (freeze_.until, freeze_.unit) == freeze
+    assert _optimizer(model) == pytest.approx(optimizer)
+    assert _batch(config, data) == batch and config.trainer.max_epochs == epochs
+    multicrop = model.views_spec.multicrop
+    assert (len(multicrop.local_sizes) if multicrop else 0) == local
+    assert model.views_spec.online == model.views_spec.target
+    assert model.views_spec.online.startswith("simclr")
+
+
+#: file -> (K, MLP widths, teacher temperature(s), EMA momentum, its schedule, last layer's
+#: freeze, optimizer, global batch, epochs, local crops)
+DINO_RECIPES = {
+    "baselines/cifar10_dino_sololearn.yaml":
+        (4096, [2048, 2048, 256], 0.07, 0.9995, "cosine", (1, "epoch"),
+         ("lars", 0.3, 1e-6, 10, True, True, None), 256, 1000, 0),
+    "baselines/cifar10_dino_lightly.yaml":
+        (2048, [2048, 256], 0.04, 0.99, "constant", (0, "epoch"),
+         ("sgd", 0.06, 5e-4, 0, False, False, None), 128, 200, 0),
+    "dystress/cifar10_dino.yaml":
+        (2048, [2048, 256], 0.04, 0.99, "constant", (0, "epoch"),
+         ("sgd", 0.06, 5e-4, 0, False, False, None), 256, 200, 0),
+    "dystress/cifar100_dino.yaml":
+        (2048, [2048, 256], 0.04, 0.99, "constant", (0, "epoch"),
+         ("sgd", 0.06, 5e-4, 0, False, False, None), 256, 200, 0),
+    "baselines/imagenet100_dino.yaml":
+        (65536, [2048, 2048, 256], 0.04, 0.996, "cosine", (1, "epoch"),
+         ("sgd", 0.03, 1e-4, 10, True, True, 3.0), 512, 100, 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DINO_RECIPES))
+def test_dino_configs_keep_their_recipe(name):
+    k, widths, teacher, ema, schedule, freeze, optimizer, batch, epochs, local = \
+        DINO_RECIPES[name]
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    method = model.method
+    head = method.projector
+    assert head.out_dim == k and head.last_layer.gain is None  # norm_last_layer
+    assert _linears(head.mlp) == widths
+    assert (method.temperature, method.teacher_temperature, method.center_momentum) == (
+        0.1, teacher, 0.9)
+    assert (method.base_momentum, method.momentum_schedule) == (ema, schedule)
+    freeze_ = method.gradient_freezes["projector.last_layer"]
+    assert (freeze_.until, freeze_.unit) == freeze
+    assert _optimizer(model) == pytest.approx(optimizer)
+    assert _batch(config, data) == batch and config.trainer.max_epochs == epochs
+    multicrop = model.views_spec.multicrop
+    assert (len(multicrop.local_sizes) if multicrop else 0) == local
+    assert (model.views_spec.online, model.views_spec.target) in (
+        ("strong_alpha", "strong_beta"), ("strong_alpha_cifar", "strong_beta_cifar"))
+
+
+#: file -> (projector widths, predictor widths, support set rows, tau, form, optimizer, global
+#: batch, epochs)
+NNCLR_RECIPES = {
+    "baselines/cifar10_nnclr_sololearn.yaml":
+        ([2048, 2048, 256], [4096, 256], 65536, 0.2, "info_nce",
+         ("lars", 0.4, 1e-5, 10, True, True, None), 256, 1000),
+    "baselines/cifar10_nnclr_lightly.yaml":
+        ([2048, 256], [4096, 256], 4096, 0.5, "nt_xent",
+         ("sgd", 0.06, 5e-4, 0, False, False, None), 128, 200),
+    "baselines/imagenet100_nnclr.yaml":
+        ([2048, 2048, 256], [4096, 256], 65536, 0.2, "info_nce",
+         ("lars", 0.4, 1e-5, 10, True, True, None), 256, 400),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NNCLR_RECIPES))
+def test_nnclr_configs_keep_their_recipe(name):
+    proj, pred, rows, tau, form, optimizer, batch, epochs = NNCLR_RECIPES[name]
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    method = model.method
+    assert _linears(method.projector) == proj and _linears(method.predictor) == pred
+    norms = [m for m in method.projector.layers if "BatchNorm" in type(m).__name__]
+    assert len(norms) == len(proj)  # the projector ends in BN
+    assert method.queue.size == rows and method.queue.num_valid == rows  # random at the start
+    assert (method.temperature, method.form) == (tau, form)
+    assert _optimizer(model) == pytest.approx(optimizer)
+    assert _batch(config, data) == batch and config.trainer.max_epochs == epochs
+
+
+def test_every_swav_dino_nnclr_config_is_checked():
+    """The recipe tables above name every baselines/ and dystress/ config of the three."""
+    names = {n for n in _ids(CONFIGS) if n.startswith(("baselines/", "dystress/"))
+             and any(m in n for m in ("swav", "dino", "nnclr"))}
+    assert names == set(SWAV) | set(DINO_RECIPES) | set(NNCLR_RECIPES) | {
+        f"baselines/cifar100_{m}_sololearn.yaml" for m in ("swav", "dino", "nnclr")}
 
 
 @pytest.mark.parametrize("name", ["sce/cifar10_sce.yaml", "sce/imagenet_sce_multicrop.yaml"])

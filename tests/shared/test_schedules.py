@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from contrastkit.schedules import (
     ConstantSchedule,
     CosineSchedule,
+    EpochWarmupSchedule,
     KuklevaCosineTemperature,
     LinearSchedule,
     MACLTemperature,
@@ -64,6 +66,25 @@ def test_warmup_then_constant() -> None:
     assert WarmupSchedule(0.1, 0.05, 0)(_at(0)) == 0.05
     with pytest.raises(ValueError, match="warmup_steps"):
         WarmupSchedule(0.1, 0.05, -1)
+
+
+def test_epoch_warmup_is_dinos_linspace_per_epoch() -> None:
+    """DINO's teacher temperature: np.linspace(0.04, 0.07, 30)[epoch] for the first 30 epochs
+    (0.07 already in epoch 29), then 0.07; constant inside an epoch."""
+    s = EpochWarmupSchedule(start=0.04, end=0.07, epochs=30)
+    official = np.concatenate([np.linspace(0.04, 0.07, 30), np.full(70, 0.07)])
+    steps_per_epoch = 7
+    for step in range(100 * steps_per_epoch):
+        state = ScheduleState(step=step, total_steps=700, epoch=step / steps_per_epoch,
+                              total_epochs=100.0)
+        assert s(state) == pytest.approx(official[step // steps_per_epoch], rel=1e-12), step
+    assert EpochWarmupSchedule(0.04, 0.07, 1)(ScheduleState(epoch=0.5)) == 0.04
+    assert EpochWarmupSchedule(0.04, 0.07, 1)(ScheduleState(epoch=1.0)) == 0.07
+    assert EpochWarmupSchedule(0.04, 0.07, 0)(ScheduleState(epoch=0.0)) == 0.07
+    with pytest.raises(ValueError, match="epochs"):
+        EpochWarmupSchedule(0.04, 0.07, -1)
+    with pytest.raises(ValueError, match="epochs"):
+        EpochWarmupSchedule(0.04, 0.07, 2.5)  # type: ignore[arg-type]
 
 
 def test_kukleva_cosine_temperature_by_epoch() -> None:

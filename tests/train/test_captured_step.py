@@ -56,11 +56,12 @@ def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
     assert torch.equal(metrics_a["train/loss"].cpu(), metrics_b["train/loss"].cpu())
 
 
-# Three runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
+# Four runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
 # queue is checked by the resume test below, whose eager epoch continues a captured one):
 # SCE with shuffle BN, a queue that fills during the run (uncaptured until full), the online
 # classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS, in float32; BYOL
-# (a predictor, no queue) with a constant EMA momentum.
+# (a predictor, no queue) with a constant EMA momentum; NNCLR (its support set the queue, full
+# from the start).
 CASES = {
     "sce_shuffle_bn_queue_filling_classifier_bf16": [
         *method_args("SCE", queue_size=80, queue_init="empty", shuffle_bn=4),
@@ -70,6 +71,8 @@ CASES = {
     # the EMA table follows the method's momentum schedule, here a constant one
     "byol_constant_momentum": method_args("BYOL", momentum=0.9, momentum_schedule="constant",
                                           predictor='{"hidden_dim": 16, "out_dim": 8}'),
+    # NNCLR: nearest neighbours in the support set (the queue), predictions gathered
+    "nnclr": method_args("NNCLR", queue_size=64, predictor='{"hidden_dim": 16, "out_dim": 8}'),
 }
 
 
@@ -186,7 +189,9 @@ class KeepCaptured(L.Callback):
       "temperature of SCE is a schedule"),
      (["--trainer.gradient_clip_val", "1.0"], "does not clip gradients"),
      (["--model.optimizer.name", "adamw"], "computes SGD and LARS steps, not adamw"),
-     (["--trainer.accumulate_grad_batches", "2"], "one batch per optimiser step")],
+     (["--trainer.accumulate_grad_batches", "2"], "one batch per optimiser step"),
+     (["--model.optimizer.clip_grad_per_parameter", "3.0"], "unset "
+      "model.optimizer.clip_grad_per_parameter")],
 )
 def test_what_a_captured_step_cannot_compute_is_one_line(tmp_path, extra, message) -> None:
     """Refused before anything runs, naming the option and the way out."""

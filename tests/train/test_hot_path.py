@@ -129,6 +129,20 @@ SETTINGS = [
         ("BYOL", {"predictor": '{"hidden_dim": 16, "out_dim": 8}'}, []),
         ("MoCoV3", {"predictor": '{"hidden_dim": 16, "out_dim": 8}', "temperature": 0.2}, []),
         ("WMSE", {"w_size": 16}, []),
+        # SwAV: multi-crop, Sinkhorn over the gathered batch, a queue full from step 2, the
+        # prototypes frozen for 2 steps and normalised after each
+        ("SwAV", {"num_prototypes": 16, "queue_size": 32, "queue_start_epoch": 0,
+                  "freeze_prototypes": '{"until": 2}'},
+         ["--model.views.multicrop", '{"local_sizes": [8, 8], "local_scales": [[0.05, 0.3], '
+          '[0.05, 0.3]], "local_preset": "simclr"}']),
+        # DINO: its head, a scheduled teacher temperature, the centre, the last layer frozen
+        # for 2 steps, each gradient clipped on its own
+        ("DINO", {"projector": '{"hidden_dim": 16, "bottleneck_dim": 8, "num_prototypes": 32}',
+                  "teacher_temperature": '{"class_path": "contrastkit.schedules.'
+                  'EpochWarmupSchedule", "init_args": {"start": 0.04, "end": 0.07, "epochs": 2}}',
+                  "freeze_last_layer": '{"until": 2}'},
+         ["--model.optimizer.clip_grad_per_parameter", "3.0"]),
+        ("NNCLR", {"queue_size": 32, "predictor": '{"hidden_dim": 16, "out_dim": 8}'}, []),
     ],
 )
 def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:

@@ -1,8 +1,9 @@
 """Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE,
 and of the baselines in their comparison tables.
 
-Every loss is a pure function on embeddings (L2-normalised inside) returning the mean over
-anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One file per paper:
+Every loss is a pure function on embeddings returning the mean over anchors (the contrastive
+ones L2-normalise inside, most with an ``nn.Module`` wrapper taking the same keyword arguments;
+SwAV's and DINO's take prototype scores and head outputs). One file per paper:
 
 * ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023) and
   :func:`sce_reference`, eqs. 8-10 as the paper writes them;
@@ -16,7 +17,10 @@ anchors, with an ``nn.Module`` wrapper taking the same keyword arguments. One fi
   (Yeh et al. 2022), :func:`moco_v3` (Chen, Xie & He 2021), and :func:`simcse` (Gao et al.
   2021: InfoNCE on two dropout encodings of each sentence);
 * ``byol.py``: :func:`byol` (Grill et al. 2020); ``wmse.py``: :func:`wmse` (Ermolov et al.
-  2021, whitening by Cholesky factors of sub-batch covariances).
+  2021, whitening by Cholesky factors of sub-batch covariances);
+* ``swav.py``: :func:`sinkhorn_knopp` and :func:`swav` (Caron et al. 2020);
+* ``dino.py``: :func:`dino` (Caron et al. 2021);
+* ``nnclr.py``: :func:`nearest_neighbours` and :func:`nnclr` (Dwibedi et al. 2021).
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
@@ -24,6 +28,7 @@ pairs). Argument validation: :mod:`contrastkit.checks`.
 """
 
 from contrastkit.losses.byol import BYOLLoss, byol
+from contrastkit.losses.dino import dino
 from contrastkit.losses.dystress import (
     DySTreSSTemperature,
     ExponentialTemperature,
@@ -44,6 +49,7 @@ from contrastkit.losses.infonce import (
     nt_xent,
     simcse,
 )
+from contrastkit.losses.nnclr import nearest_neighbours, nnclr
 from contrastkit.losses.sce import RESSLLoss, SCELoss, ressl, sce, sce_reference, sce_terms
 from contrastkit.losses.sincere import (
     EpsSupInfoNCELoss,
@@ -53,6 +59,7 @@ from contrastkit.losses.sincere import (
     sincere,
     supcon,
 )
+from contrastkit.losses.swav import sinkhorn_knopp, swav
 from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
@@ -88,10 +95,13 @@ __all__ = [
     "byol",
     "dcl",
     "dclw",
+    "dino",
     "eps_supinfonce",
     "hard_contrastive",
     "info_nce",
     "moco_v3",
+    "nearest_neighbours",
+    "nnclr",
     "nt_xent",
     "resolve_temperature",
     "ressl",
@@ -100,6 +110,8 @@ __all__ = [
     "sce_terms",
     "simcse",
     "sincere",
+    "sinkhorn_knopp",
     "supcon",
+    "swav",
     "wmse",
 ]

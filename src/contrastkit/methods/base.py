@@ -30,6 +30,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import Tensor, nn
 
+from contrastkit.gradients import GradientFreeze
 from contrastkit.losses.temperature import (
     PairTemperature,
     SimilarityTemperature,
@@ -89,6 +90,11 @@ class ContrastiveMethod(nn.Module, ABC):
             :class:`~contrastkit.losses.DySTreSSTemperature`, or a
             :class:`~contrastkit.losses.PairTemperature`. Each method sets its own default.
 
+    Attributes:
+        gradient_freezes: layers kept fixed at the start of training, by parameter name
+            prefix (:class:`~contrastkit.gradients.GradientFreeze`); the engine drops their
+            gradients before each optimiser step while a freeze lasts. Empty by default.
+
     Raises:
         ValueError: for a combination the method does not support, with the reason.
     """
@@ -99,6 +105,10 @@ class ContrastiveMethod(nn.Module, ABC):
     needs_labels: ClassVar[bool] = False
     per_pair_temperature: ClassVar[bool] = False
     default_views: ClassVar[tuple[str, str]] = ("simclr", "simclr")
+    #: Whether ``model.performance.step: captured`` can run the method: False for a method
+    #: that updates state of its own after the step (the captured step replays only the EMA
+    #: update and the write of ``queue``).
+    captured_step: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -141,7 +151,7 @@ class ContrastiveMethod(nn.Module, ABC):
             raise ValueError(f"queue_init must be 'random' or 'empty', got {queue_init!r}")
         self.backbone_spec = backbone
         self.backbone = build_backbone(backbone)
-        self.projector = build_head(projector, self.backbone.out_dim)
+        self.projector = self.build_projector(projector, self.backbone.out_dim)
         self.predictor = build_head(predictor, projector.out_dim) if predictor else None
         if predictor is not None and predictor.out_dim != projector.out_dim:
             raise ValueError(
@@ -150,20 +160,26 @@ class ContrastiveMethod(nn.Module, ABC):
             )
         self.base_momentum = momentum
         self.momentum_schedule = momentum_schedule
+        self.gradient_freezes: dict[str, GradientFreeze] = {}
         self.target = (
             MomentumBranch(nn.Sequential(self.backbone, self.projector))
             if momentum is not None
             else None
         )
         self.queue = (
-            MemoryQueue(queue_size, projector.out_dim, init=queue_init, gather=True)  # type: ignore[arg-type]
+            MemoryQueue(queue_size, self.projector.out_dim, init=queue_init, gather=True)  # type: ignore[arg-type]
             if queue_size
             else None
         )
-        self.embed_dim = projector.out_dim
+        self.embed_dim = self.projector.out_dim
         # under autocast, each branch's weight casts as one multi-tensor copy per step
         self.online_casts = CastWeights(self.backbone, self.projector, self.predictor)
         self.target_casts = CastWeights(self.target.target if self.target else None)
+
+    def build_projector(self, spec: HeadSpec, in_dim: int) -> nn.Module:
+        """The projector ``spec`` describes, on ``in_dim`` backbone features: an MLP head
+        (a method whose head is not one, DINO's, builds its own); it has an ``out_dim``."""
+        return build_head(spec, in_dim)
 
     # --- encoders -----------------------------------------------------------------------------
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -194,10 +210,8 @@ class ContrastiveMethod(nn.Module, ABC):
         if len(views) < 2:
             raise ValueError(f"{type(self).__name__} needs at least 2 views, got {len(views)}")
         if len(views) > 2 and not self.supports_multicrop:
-            raise ValueError(
-                f"{type(self).__name__} got {len(views)} views: multi-crop needs a momentum "
-                "target branch (local crops are queries only); use SCE, MoCo or ReSSL"
-            )
+            raise ValueError(f"{type(self).__name__} got {len(views)} views: multi-crop is for "
+                             "SCE, MoCo, ReSSL, SwAV and DINO")
         if views[0].shape[0] < 2:
             raise ValueError(
                 f"batch of {views[0].shape[0]} per process: contrastive losses need at least 2"

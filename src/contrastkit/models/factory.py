@@ -71,6 +71,28 @@ class HeadSpec:
     batch_norm: Literal["none", "hidden", "all"] = "hidden"
 
 
+@dataclass(frozen=True)
+class DINOHeadSpec:
+    """DINO's head (Caron et al. 2021; :class:`~contrastkit.models.prototypes.DINOHead`): an MLP
+    with GELU to a bottleneck, L2 normalisation, a weight-normalised layer to K outputs.
+
+    Attributes:
+        hidden_dim: size of the hidden layers (2048 in DINO).
+        bottleneck_dim: size before the last layer (256).
+        num_prototypes: K, the number of outputs (65,536 in DINO).
+        num_layers: linear layers of the MLP (3).
+        batch_norm: BN after each hidden layer (DINO's ``--use_bn_in_head``, off by default).
+        norm_last_layer: fix the last layer's row norms to 1 (DINO's default).
+    """
+
+    hidden_dim: int = 2048
+    bottleneck_dim: int = 256
+    num_prototypes: int = 65536
+    num_layers: int = 3
+    batch_norm: bool = False
+    norm_last_layer: bool = True
+
+
 def build_backbone(spec: BackboneSpec) -> nn.Module:
     """Build the backbone a :class:`BackboneSpec` names; the result has an ``out_dim``.
 

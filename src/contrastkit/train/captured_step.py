@@ -70,6 +70,16 @@ def check_capturable(module: PretrainModule, trainer: Any) -> None:
         raise ValueError(f"model.performance.step captured: {', '.join(scheduled)} of "
                          f"{type(method).__name__} is a schedule (its value would be frozen in "
                          f"the graph); use a number {fix}")
+    if not method.captured_step:
+        raise ValueError(f"model.performance.step captured: {type(method).__name__} keeps state "
+                         f"the captured step does not update (see its docstring) {fix}")
+    frozen = sorted(name for name, freeze in method.gradient_freezes.items() if freeze.until)
+    if frozen:
+        raise ValueError(f"model.performance.step captured does not freeze layers "
+                         f"({', '.join(frozen)} of {type(method).__name__}) {fix}")
+    if module.optimizer_spec.clip_grad_per_parameter is not None:
+        raise ValueError(f"model.performance.step captured does not clip gradients: unset "
+                         f"model.optimizer.clip_grad_per_parameter {fix}")
     if module.views_spec.video is not None:
         raise ValueError(f"model.performance.step captured runs image views: {fix} for video")
     if module.optimizer_spec.name not in ("sgd", "lars"):

@@ -34,10 +34,12 @@ import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_info
 from torch import Tensor, nn
 
+from contrastkit.checks import check_positive_float
 from contrastkit.data import augment
 from contrastkit.data.augment.views import build_eval_view, build_train_views
 from contrastkit.data.specs import ViewsSpec
 from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_size
+from contrastkit.gradients import clip_grad_norm_per_parameter_, drop_frozen_gradients
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
 from contrastkit.methods.base import ContrastiveMethod, Loggable
@@ -92,10 +94,11 @@ class PretrainModule(L.LightningModule):
         self.online_spec = online_eval or OnlineEvalSpec()
         self.performance = performance or PerformanceSpec()
         if self.views_spec.multicrop is not None and not method.supports_multicrop:
-            raise ValueError(
-                f"views.multicrop is set but {type(method).__name__} has no momentum target "
-                "branch: local crops are queries only, use SCE, MoCo or ReSSL"
-            )
+            raise ValueError(f"views.multicrop is set but {type(method).__name__} takes two "
+                             "views: multi-crop is for SCE, MoCo, ReSSL, SwAV and DINO")
+        if self.optimizer_spec.clip_grad_per_parameter is not None:
+            check_positive_float("optimizer.clip_grad_per_parameter",
+                                 self.optimizer_spec.clip_grad_per_parameter)
         self.num_classes = num_classes
         self.train_views = build_train_views(self.views_spec, method.default_views)
         self.eval_view = build_eval_view(self.views_spec)
@@ -266,6 +269,17 @@ class PretrainModule(L.LightningModule):
         if self._captured is not None:
             self._captured.release()
             self._captured = None
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """Between the backward pass (all micro-batches, loss scale removed) and the step: the
+        per-parameter gradient clipping of ``optimizer.clip_grad_per_parameter`` and the
+        method's frozen layers (:mod:`contrastkit.gradients`), on the method's parameters."""
+        clip = self.optimizer_spec.clip_grad_per_parameter
+        if clip is not None:
+            clip_grad_norm_per_parameter_(self.method.parameters(), clip)
+        if self.method.gradient_freezes:
+            drop_frozen_gradients(self.method, self.method.gradient_freezes,
+                                  self.schedule_state())
 
     def optimizer_step(self, *args, **kwargs) -> None:
         super().optimizer_step(*args, **kwargs)

@@ -11,7 +11,8 @@ class OptimizerSpec:
     """Optimiser and learning-rate schedule (Denize et al. 2023, appendix D.1/D.2).
 
     Attributes:
-        name: ``sgd``, ``lars`` or ``adamw``.
+        name: ``sgd``, ``lars``, ``adamw`` or ``adam`` (L2 weight decay added to the gradient:
+            lightly's CIFAR-10 SwAV benchmark).
         base_lr: learning rate for a global batch of 256; scaled linearly with the global
             batch (``lr = base_lr * global_batch / 256``) unless ``scale_lr`` is False.
         weight_decay: weight decay of the decayed parameters.
@@ -30,9 +31,14 @@ class OptimizerSpec:
         warmup_start_ratio: learning rate at step 0 as a fraction of the peak (warm-up start).
         scale_lr: apply the linear scaling rule.
         online_lr: learning rate of the online linear classifier (SGD, no decay).
+        clip_grad_per_parameter: clip each of the method's parameter gradients to this L2
+            norm on its own before every optimiser step (DINO's ``--clip_grad 3.0``;
+            :func:`contrastkit.gradients.clip_grad_norm_per_parameter_`); ``None``: no
+            clipping. Not ``trainer.gradient_clip_val``, which clips the joint norm of all
+            gradients by one factor.
     """
 
-    name: Literal["sgd", "lars", "adamw"] = "sgd"
+    name: Literal["sgd", "lars", "adamw", "adam"] = "sgd"
     base_lr: float = 0.06
     weight_decay: float = 5e-4
     exclude_bias_and_norm: bool = True
@@ -43,6 +49,7 @@ class OptimizerSpec:
     warmup_start_ratio: float = 0.0
     scale_lr: bool = True
     online_lr: float = 0.1
+    clip_grad_per_parameter: float | None = None
 
 
 @dataclass(frozen=True)
