@@ -284,10 +284,16 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None,
     Temperatures are checked by the methods when they are built (before this).
 
     Raises:
-        ValueError: for a method that needs labels on unlabelled images, a checkpoint to
-            resume whose model differs from the configured one, or a finished run resumed
-            without ``--extend-to`` (``extending``: the run's length may change).
+        ValueError: for a run of 0 epochs or steps, a method that needs labels on unlabelled
+            images, a checkpoint to resume whose model differs from the configured one, or a
+            finished run resumed without ``--extend-to`` (``extending``: the run's length may
+            change).
     """
+    trainer = cli.trainer
+    for key, value in (("max_epochs", trainer.max_epochs), ("max_steps", trainer.max_steps)):
+        if value == 0:
+            raise ValueError(f"trainer.{key} is 0: the run would train nothing and write no "
+                             "checkpoint; give 1 or more")
     method = cli.model.method
     data = cli.datamodule
     if getattr(data, "crops", "device") != "device":  # the views' crops, cut in the loader
@@ -359,6 +365,23 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     return cli, ckpt_path
 
 
+def _check_last_is_a_file(folder: Path) -> None:
+    """Refuse ``--resume last`` where ``last.ckpt`` is something other than a file: the run
+    would resume from another checkpoint, train an epoch, and fail to write its own.
+
+    Raises:
+        ValueError: naming it, the way out and the checkpoint that is then resumed.
+    """
+    last = folder / "last.ckpt"
+    if not last.exists() or last.is_file():
+        return
+    others = sorted(p.name for p in folder.glob("*.ckpt") if p.is_file())
+    then = (f"; --resume last then continues from the intact one of {', '.join(others)} with "
+            "the most steps" if others else "")
+    raise ValueError(f"--resume last: {last} is a folder, not a checkpoint, and the run writes "
+                     f"its last checkpoint there: move it away{then}")
+
+
 def _epochs_option(value: str | None) -> int | None:
     """The number of ``--extend-to EPOCHS`` (None when absent)."""
     if value is None:
@@ -377,6 +400,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path = None
         earlier = _check_run_folder(output_dir, overwrite)
     elif resume == "last":
+        _check_last_is_a_file(Path(output_dir) / "checkpoints")
         ckpt_path, resumed = newest_checkpoint(Path(output_dir) / "checkpoints")
     else:
         ckpt_path, resumed = resume, read_checkpoint(resume)
