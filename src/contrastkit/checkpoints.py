@@ -25,7 +25,8 @@ Three formats:
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
 * a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
-  which carries the description as above.
+  which carries the description as above; a pretraining run folder through its
+  ``checkpoints/last.ckpt`` (:func:`weights_file`).
 
 Every ``.ckpt`` / ``.pth`` is read by :func:`load_checkpoint_file`, with
 ``torch.load(weights_only=True)``: tensors and plain values only, so a file whose pickle names a
@@ -137,11 +138,34 @@ def verify_weights(checkpoint: dict, path: str | os.PathLike) -> None:
 HUB_WEIGHTS = "model.safetensors"
 
 
+#: In a folder given as a checkpoint, the file read: a Hub-format folder's weights, a
+#: pretraining run folder's last checkpoint, the last one of its ``checkpoints/`` folder.
+FOLDER_CHECKPOINTS = (HUB_WEIGHTS, "checkpoints/last.ckpt", "last.ckpt")
+
+
 def weights_file(path: str | os.PathLike) -> Path:
-    """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
-    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub)."""
+    """``path`` itself; for a folder, the checkpoint in it (:data:`FOLDER_CHECKPOINTS`): the
+    ``model.safetensors`` of a Hub-format folder (written by ``contrastkit export --format
+    hf``, or a snapshot of it downloaded from the Hub), or the ``checkpoints/last.ckpt`` of a
+    pretraining run folder (``last.ckpt`` of its ``checkpoints/`` folder).
+
+    Raises:
+        IsADirectoryError: for a folder that holds none of them, naming the checkpoint files
+            it holds.
+    """
     path = Path(path)
-    return path / HUB_WEIGHTS if path.is_dir() and (path / HUB_WEIGHTS).is_file() else path
+    if not path.is_dir():
+        return path
+    for inside in FOLDER_CHECKPOINTS:
+        if (path / inside).is_file():
+            return path / inside
+    found = sorted(str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt",
+                                                            "*.safetensors", "*.pth")
+                   for p in path.glob(pattern) if p.is_file())
+    inside = f"; it holds {', '.join(found[:5])}" if found else ""
+    raise IsADirectoryError(f"checkpoint {path} is a folder without a checkpoint to read (a run "
+                            f"folder's checkpoints/last.ckpt, a Hub folder's {HUB_WEIGHTS}): "
+                            f"give a checkpoint file{inside}")
 
 
 #: Metadata key of an export's tensor digest (:mod:`contrastkit.export_metadata` writes it).

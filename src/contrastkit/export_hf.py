@@ -210,7 +210,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
             other files.
         ValueError: for an unreadable checkpoint, or a ``results`` folder of another one.
     """
-    source = Path(checkpoint)
+    source = weights_file(checkpoint)  # a run folder: its checkpoints/last.ckpt
     output = Path(output)
     earlier = check_output_folder(output, overwrite=overwrite, owned=HUB_FILES.__contains__,
                                   what="export")
@@ -218,7 +218,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
     data = load_checkpoint_file(source) if source.suffix in (".ckpt", ".pth", ".pt") else {}
     entry = (data.get("contrastkit") or {}) if isinstance(data, dict) else {}
     run = source.parent.parent if source.parent.name == "checkpoints" else None
-    found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
+    found = _results(run, [Path(r) for r in results or []], file_hash(source))
     run_config = run / "config.yaml" if run is not None else None
     spec_dict = asdict(spec)
     config = hub_config(spec_dict, entry, int(backbone.out_dim),

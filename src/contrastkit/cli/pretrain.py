@@ -23,6 +23,7 @@ import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -568,6 +569,10 @@ PRETRAIN_HINTS: dict[type[BaseException], str] = {
     "listed in the run folder's skipped_files.txt)",
     MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's shorter "
     "side to N and centre-crop it when loading",
+    torch.OutOfMemoryError: "the device's memory is too small for this step: reduce "
+    "--data.batch_size (per process) or the image size (--model.views.size)",
+    MemoryError: "the machine's memory is too small: reduce --data.num_workers, "
+    "--data.batch_size or the images' load size (--data.load_size)",
 }
 
 
