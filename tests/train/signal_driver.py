@@ -6,7 +6,7 @@ ARGS --output FOLDER/run`` ``TRIALS`` times, each after the first with ``--resum
 test stops each run with SIGTERM. Before trial ``k`` it writes ``start-k-r<rank>`` (its
 process id) in ``FOLDER``, after it ``trial-k-r<rank>.json``: the exit status and the last
 line the command printed on stderr. It exits with the last trial's status (or at the first
-trial that was not stopped by a signal).
+trial that was not stopped by a signal). Outside the runs it ignores SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -33,6 +34,9 @@ def pretrain(args: list[str]) -> tuple[int, str]:
 
 
 if __name__ == "__main__":
+    # Between the runs a SIGTERM does nothing, as to a process that has ended: one sent to
+    # both processes may reach one after its run stopped on the other's (the same stop).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     folder, trials, args = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
     rank = os.environ["RANK"]
     status, line = pretrain([*args, "--output", str(folder / "straight")])

@@ -529,29 +529,33 @@ def _pretrain(argv: list[str]) -> PretrainCLI:
     stop = SignalStop()
     cli.trainer.callbacks.append(stop)
     output_dir = Path(cli.trainer.default_root_dir)
-    try:
-        with stop.installed():
+    # The handler stays until the closing work is done: a signal that comes after the stop (a
+    # launcher signals every process, and this one may have stopped on another's) is the same
+    # stop, not a kill in the middle of the figures.
+    with stop.installed():
+        try:
             cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
-    except BaseException as err:
-        # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended, for
-        # one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
-        signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException) else None)
-        if signum is None:
-            if ckpt_path is None and launched_as_rank_zero():
+        except BaseException as err:
+            # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended,
+            # for one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
+            signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException)
+                                     else None)
+            if signum is None:
+                if ckpt_path is None and launched_as_rank_zero():
+                    _remove_failed_start(output_dir)
+                lost = lost_peer(err, cli.trainer, output_dir)
+                if lost is not None:
+                    raise lost from None
+                raise
+            for callback in cli.trainer.callbacks:
+                if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
+                    callback.write(cli.trainer)
+            message, saved = interrupted_message(cli.trainer, output_dir, signum)
+            if not saved and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
-            lost = lost_peer(err, cli.trainer, output_dir)
-            if lost is not None:
-                raise lost from None
-            raise
-        for callback in cli.trainer.callbacks:
-            if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
-                callback.write(cli.trainer)
-        message, saved = interrupted_message(cli.trainer, output_dir, signum)
-        if not saved and launched_as_rank_zero():
-            _remove_failed_start(output_dir)
-        raise RunInterrupted(message, 128 + signum) from None
-    finally:
-        cli.folder_lock.release()
+            raise RunInterrupted(message, 128 + signum) from None
+        finally:
+            cli.folder_lock.release()
     return cli
 
 
