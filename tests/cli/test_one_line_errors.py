@@ -165,6 +165,8 @@ def test_a_torchvision_of_another_torch_is_one_line_with_the_matching_pair(broke
     ("2.14.1", "pip install torchvision==0.29.1"),
     ("2.5.1+cu121", "pip install torchvision==0.20.1 --index-url "
                     "https://download.pytorch.org/whl/cu121"),
+    ("2.0.1", "the release listed for torch 2.0.1 at "
+              "https://pytorch.org/get-started/previous-versions/"),
 ])
 def test_the_matching_torchvision_is_the_release_built_with_that_torch(torch_version, command):
     assert environment.matching_torchvision(torch_version) == command

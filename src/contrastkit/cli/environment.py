@@ -16,7 +16,8 @@ import re
 from importlib import metadata
 from types import TracebackType
 
-#: torch 2.N is built with torchvision 0.(N + 15), the same patch release (2.13.0: 0.28.0).
+#: torch 2.N is built with torchvision 0.(N + 15), the same patch release since torch 2.1
+#: (2.13.0: 0.28.0; 2.0.1 went with 0.15.2).
 _TORCHVISION_MINOR_OFFSET = 15
 _PYTORCH_INDEX = "https://download.pytorch.org/whl/"
 
@@ -39,8 +40,8 @@ def matching_torchvision(torch: str) -> str:
     """The command that installs the torchvision built for the torch version ``torch`` (the
     release of the same minor and patch; from PyTorch's index of the same build, such as
     ``+cpu``)."""
-    match = re.fullmatch(r"2\.(\d+)\.(\d+)(?:\+(\w+))?", torch)
-    if match is None:
+    match = re.fullmatch(r"2\.(\d+)\.(\d+)(?:\+([\w.]+))?", torch)
+    if match is None or match.group(1) == "0":
         return (f"the release listed for torch {torch} at "
                 "https://pytorch.org/get-started/previous-versions/")
     minor, patch, build = match.groups()
