@@ -25,7 +25,8 @@ Three formats:
 * a torchvision ResNet state_dict (``conv1.weight``, ``layer1.0...``, optional ``fc.*``), as
   exported 2-D ResNets are, is recognised by its keys; its architecture is inferred from them;
 * a Hub-format folder (:mod:`contrastkit.export_hf`) is read through its ``model.safetensors``,
-  which carries the description as above, once :func:`check_export_folder` finds it whole.
+  which carries the description as above, once :func:`check_export_folder` finds it whole; a
+  pretraining run folder through its ``checkpoints/last.ckpt`` (:func:`weights_file`).
 
 An export made from a checkpoint that records its run's settings (``views``, ``data``,
 ``monitor``) carries them (``contrastkit_settings``, :mod:`contrastkit.export_metadata`);
@@ -161,19 +162,39 @@ def export_stage(output: str | os.PathLike) -> Path:
     return output.parent / f".{output.name}.export-partial"
 
 
+#: In a folder given as a checkpoint, the file read: a Hub-format folder's weights, a
+#: pretraining run folder's last checkpoint, the last one of its ``checkpoints/`` folder.
+FOLDER_CHECKPOINTS = (HUB_WEIGHTS, "checkpoints/last.ckpt", "last.ckpt")
+
+
 def weights_file(path: str | os.PathLike) -> Path:
-    """``path`` itself, or the ``model.safetensors`` of a Hub-format folder (a folder written
-    by ``contrastkit export --format hf``, or a snapshot of it downloaded from the Hub), which
-    must be whole (:func:`check_export_folder`).
+    """``path`` itself; for a folder, the checkpoint in it: the ``model.safetensors`` of a
+    Hub-format folder (written by ``contrastkit export --format hf``, or a snapshot of it
+    downloaded from the Hub), which must be whole (:func:`check_export_folder`), or the
+    ``checkpoints/last.ckpt`` of a pretraining run folder (``last.ckpt`` of its
+    ``checkpoints/`` folder) (:data:`FOLDER_CHECKPOINTS`).
 
     Raises:
-        ValueError: for a folder that is not a whole export.
+        ValueError: for a Hub-format folder that is not a whole export.
+        IsADirectoryError: for a folder that holds none of them, naming the checkpoint files
+            it holds.
     """
     path = Path(path)
     if not path.is_dir():
         return path
-    check_export_folder(path)
-    return path / HUB_WEIGHTS
+    if (path / HUB_WEIGHTS).exists() or (path / HUB_CONFIG).exists():
+        check_export_folder(path)
+        return path / HUB_WEIGHTS
+    for inside in FOLDER_CHECKPOINTS[1:]:
+        if (path / inside).is_file():
+            return path / inside
+    found = sorted(str(p.relative_to(path)) for pattern in ("*.ckpt", "checkpoints/*.ckpt",
+                                                            "*.safetensors", "*.pth")
+                   for p in path.glob(pattern) if p.is_file())
+    inside = f"; it holds {', '.join(found[:5])}" if found else ""
+    raise IsADirectoryError(f"checkpoint {path} is a folder without a checkpoint to read (a run "
+                            f"folder's checkpoints/last.ckpt, a Hub folder's {HUB_WEIGHTS}): "
+                            f"give a checkpoint file{inside}")
 
 
 def _header(path: Path) -> dict[str, str]:

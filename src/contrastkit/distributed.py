@@ -45,6 +45,7 @@ __all__ = [
     "gather_no_grad_with_sizes",
     "gather_with_grad",
     "is_distributed",
+    "max_over_processes",
     "rank",
     "world_size",
 ]
@@ -252,3 +253,22 @@ def broadcast_from_rank0(tensor: Tensor) -> Tensor:
     if is_distributed():
         dist.broadcast(out, src=0)
     return out
+
+
+@torch.no_grad()
+def max_over_processes(value: int, device: torch.device | str = "cpu") -> int:
+    """The largest of every process's ``value``: ``max_r value_r``, the same on every process
+    (a decision all processes take together, such as whether to stop after this step).
+
+    Args:
+        value: this process's integer.
+        device: where the one-element tensor lives (CUDA for NCCL).
+
+    Returns:
+        The maximum over the processes; ``value`` itself when not distributed.
+    """
+    if not is_distributed():
+        return int(value)
+    flag = torch.tensor([int(value)], dtype=torch.long, device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return int(flag.item())

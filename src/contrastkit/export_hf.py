@@ -225,7 +225,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
         OSError: when the folder cannot be written (a full disk), naming it; an earlier
             export there is kept.
     """
-    source = Path(checkpoint)
+    source = weights_file(checkpoint)  # a run folder: its checkpoints/last.ckpt
     output = Path(output)
     recover_export(output)
     check_output_folder(output, overwrite=overwrite, owned=HUB_FILES.__contains__,
@@ -236,7 +236,7 @@ def export_hub_folder(checkpoint: str | os.PathLike, output: str | os.PathLike,
     entry = {**((data.get("contrastkit") or {}) if isinstance(data, dict) else {}),
              **(settings or {})}
     run = source.parent.parent if source.parent.name == "checkpoints" else None
-    found = _results(run, [Path(r) for r in results or []], file_hash(weights_file(source)))
+    found = _results(run, [Path(r) for r in results or []], file_hash(source))
     run_config = run / "config.yaml" if run is not None else None
     spec_dict = asdict(spec)
     config = hub_config(spec_dict, entry, int(backbone.out_dim),

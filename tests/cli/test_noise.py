@@ -29,7 +29,11 @@ def test_pretrain_prints_the_run_and_what_to_do_next(tmp_path, capfd):
     last = printed.out.strip().splitlines()[-5:]
     assert last[0].startswith("pretraining done: 2 epochs (8 optimiser steps), kNN monitor "
                               "top-1 ")
-    assert last[1].startswith(f"results: {out}/checkpoints/last.ckpt, {out}/summary.png")
+    # no loss logged in 8 steps at an interval of 50: no summary.png drawn, none named (issue
+    # 52 item 7: it was named)
+    assert not (out / "summary.png").exists()
+    assert last[1] == (f"results: {out}/checkpoints/last.ckpt, {out}/metrics.csv, "
+                       f"{out}/config.yaml")
     assert last[2] == (f"next:    contrastkit eval knn --checkpoint {out}/checkpoints/last.ckpt "
                        f"--data digits --baselines --output {out}-eval/knn")
     assert last[4].startswith(f"train longer: contrastkit pretrain --config {out}/config.yaml ")

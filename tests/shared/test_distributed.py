@@ -21,6 +21,7 @@ from contrastkit.distributed import (
     gather_no_grad,
     gather_with_grad,
     is_distributed,
+    max_over_processes,
     rank,
     world_size,
 )
@@ -81,6 +82,8 @@ def _worker(rk: int) -> dict[str, Any]:
     out.update(_uneven(rk))
     out.update(_queue(rk))
     out.update(_hot_path_gathers(rk))
+    # a decision taken together: rank 1 alone has a signal (15), rank 0 alone a 2, neither one
+    out["votes"] = [max_over_processes(v) for v in ((0, 15)[rk], (2, 0)[rk], 0)]
     return out
 
 
@@ -171,6 +174,12 @@ def test_single_process_is_identity() -> None:
     (2 * y).sum().backward()
     torch.testing.assert_close(x.grad, torch.full((3, 2), 2.0))
     assert not gather_no_grad(x).requires_grad
+    assert max_over_processes(7) == 7
+
+
+def test_two_ranks_agree_on_the_largest_value(two_ranks: list[dict[str, Any]]) -> None:
+    """Issue 52 item 6: the stop after a signal is one decision of every process."""
+    assert [r["votes"] for r in two_ranks] == [[15, 2, 0], [15, 2, 0]]
 
 
 def test_two_ranks_ddp_step_matches_single_process(two_ranks: list[dict[str, Any]]) -> None:

@@ -9,6 +9,8 @@ import argparse
 from collections.abc import Callable
 from dataclasses import fields
 
+import torch
+
 from contrastkit.cli.parsing import add_threads_option
 from contrastkit.data.decode.images import MixedImageSizesError, UnreadableImageError
 from contrastkit.data.decode.video import VideoDecodeError
@@ -36,8 +38,9 @@ def common_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("checkpoint and data")
     g.add_argument("--checkpoint", required=True,
-                   help="contrastkit .ckpt, an export of one (.safetensors, .pth, a --format hf "
-                   "folder), or a torchvision-layout ResNet .pth/.safetensors")
+                   help="contrastkit .ckpt (a run folder: its checkpoints/last.ckpt), an export "
+                   "of one (.safetensors, .pth, a --format hf folder), or a torchvision-layout "
+                   "ResNet .pth/.safetensors")
     g.add_argument("--space", choices=("backbone", "projector"), default="backbone",
                    help="embeddings evaluated: the backbone's features, or the pretraining "
                    "projector's output on them (the space the loss sees, where SINCERE measures "
@@ -122,6 +125,15 @@ def common_parser() -> argparse.ArgumentParser:
     return p
 
 
+def memory_hints(batch: str = "--batch-size",
+                 size: str = "--size") -> dict[type[BaseException], str]:
+    """The hints for running out of memory, on the device or the machine, naming the command's
+    options that reduce what a step holds."""
+    reduce = f"reduce {batch} or the image size ({size})"
+    return {torch.OutOfMemoryError: f"the device's memory is too small: {reduce}",
+            MemoryError: f"the machine's memory is too small: {reduce}"}
+
+
 #: The option that fixes an error, for the errors that have one.
 HINTS: dict[type[BaseException], str] = {
     UnreadableImageError: "pass --skip-corrupt to skip unreadable images (they are listed in "
@@ -129,6 +141,7 @@ HINTS: dict[type[BaseException], str] = {
     VideoDecodeError: "pass --skip-corrupt to skip unreadable videos",
     MixedImageSizesError: "pass --load-size N (e.g. 64) to resize each image's shorter side to "
     "N and centre-crop it when loading (with --data-cache-dir: --image-size N)",
+    **memory_hints(),
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import math
 import re
 from collections.abc import Iterable
 
@@ -22,6 +23,7 @@ _EXPECTED = re.compile(r"- Expected a (.+)")
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (\S+)")
 _GROUP = re.compile(r"Group '([\w.]+)' does not accept option '([\w.]+)'")
 _TYPE_NAME = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
+_SUBTYPES = re.compile(r"Subtypes: \[(.*?)\]")
 
 
 def accepted_options(cls: type) -> list[str]:
@@ -49,6 +51,14 @@ def _class(path: str) -> type | None:
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(word, list(candidates), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _is_not_finite(text: str) -> bool:
+    """Whether ``text`` is a number that is not finite (``nan``, ``-inf``, ``Infinity``)."""
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _type_name(text: str) -> str:
@@ -83,11 +93,17 @@ def config_error_line(message: str, options: Iterable[str] = ()) -> str:
         listing = f" ({cls.__name__} accepts: {', '.join(allowed)})" if allowed else ""
         return f"{key}.{name} is not an option{owner}{hint}{listing}"
     got = _GOT.search(message)
+    if got and _is_not_finite(got.group(2)):  # YAML reads nan and inf as text, not numbers
+        return f"{key}: {got.group(2)} is not a finite number"
     if got:
         return f"{key}: {got.group(2)!r} is not a valid {_type_name(got.group(1))}"
     given = _GIVEN.search(message)
     if given and keys:
-        expected = [_type_name(e) for e in _EXPECTED.findall(message)]
+        if _is_not_finite(given.group(1)):
+            return f"{key}: {given.group(1)} is not a finite number"
+        subtypes = _SUBTYPES.search(message)
+        expected = ([_type_name(t) for t in subtypes.group(1).split(", ")] if subtypes else
+                    [_type_name(e) for e in _EXPECTED.findall(message)])
         kinds = " or ".join(dict.fromkeys(e.strip() for e in expected)) or "value"
         return f"{key}: {given.group(1)!r} is not a valid {kinds}"
     group = _GROUP.search(message)

@@ -15,7 +15,8 @@ def export_command(argv: list[str]) -> int:
         description="Write a checkpoint's backbone: ResNets as a torchvision-layout state_dict, "
         "other backbones with their own keys and architecture (.pth, or .safetensors by file "
         "extension); `contrastkit eval` and contrastkit.checkpoints.load_backbone read both.")
-    parser.add_argument("--checkpoint", required=True, help="contrastkit .ckpt file")
+    parser.add_argument("--checkpoint", required=True,
+                        help="contrastkit .ckpt file (a run folder: its checkpoints/last.ckpt)")
     parser.add_argument("--output", required=True,
                         help="output .pth or .safetensors file (a folder with --format hf)")
     parser.add_argument("--format", choices=("torchvision", "detectron2", "hf"),

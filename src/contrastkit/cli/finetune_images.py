@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
-from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.checkpoints import file_hash, load_backbone, read_metadata, weights_file
+from contrastkit.cli.common import DefaultsHelpFormatter, guard, memory_hints
 from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data import augment
 from contrastkit.data.sources import registry
@@ -58,7 +58,8 @@ def finetune_images_parser() -> argparse.ArgumentParser:
         description="Fine-tune the whole network with a new classifier on an image data set "
         "(DySTreSS appendix A.2). Video data sets (SCE D.3) have their own options: "
         "contrastkit eval finetune --data ucf101 --help.")
-    p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt or ResNet .pth")
+    p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt (a run folder: its "
+                   "checkpoints/last.ckpt) or ResNet .pth")
     p.add_argument("--data", required=True,
                    help=f"{', '.join(TRANSFER_SETS)}, or an image dataset of the registry "
                    "(cifar10, folder, ...)")
@@ -139,7 +140,7 @@ def finetune_images_command(argv: Sequence[str]) -> int:
     """``contrastkit eval finetune ...`` on an image data set; returns the exit status."""
     args = finetune_images_parser().parse_args(list(argv))
     return guard("contrastkit eval finetune", lambda: _finetune(args, argv), args.threads,
-                 hints={})
+                 hints=memory_hints("--finetune-batch-size"))
 
 
 def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -153,7 +154,7 @@ def _finetune(args: argparse.Namespace, argv: Sequence[str]) -> int:
     else:
         earlier = check_output_folder(out, overwrite=args.overwrite,
                                       owned=OUTPUT_FILES.__contains__, what="fine-tuning")
-    path = Path(args.checkpoint).expanduser().resolve()
+    path = weights_file(Path(args.checkpoint).expanduser().resolve())
     backbone, spec = load_backbone(path)
     normalize, _ = resolve_normalize(args.normalize, run_defaults(path, read_metadata(path)))
     train_split, test_split = (args.train_split or SPLITS.get(args.data, ("train",))[0],

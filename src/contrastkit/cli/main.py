@@ -6,8 +6,9 @@ from __future__ import annotations
 import importlib
 import sys
 
+from contrastkit.cli.environment import torchvision_mismatch
 from contrastkit.cli.parsing import did_you_mean
-from contrastkit.errors import plain_warnings
+from contrastkit.errors import plain_warnings, run_command
 from contrastkit.threads import sleep_while_waiting
 
 USAGE = """usage: contrastkit COMMAND [options]   (contrastkit --version: the version)
@@ -73,7 +74,17 @@ def _dispatch(command: str, rest: list[str]) -> int:
         from contrastkit.cli.short_help import short_help, wants_short_help
 
         if wants_short_help(rest):
-            print(short_help(rest), end="")
-            return 0
+            def show() -> int:
+                print(short_help(rest), end="")
+                return 0
+
+            return run_command("contrastkit pretrain", show)  # a bad --config: one line
     module, function = COMMANDS[command]  # imported on use: each command's imports are its own
-    return getattr(importlib.import_module(f"contrastkit.cli.{module}"), function)(rest)
+    try:
+        return getattr(importlib.import_module(f"contrastkit.cli.{module}"), function)(rest)
+    except Exception as err:
+        mismatch = torchvision_mismatch(err)
+        if mismatch is None:
+            raise
+        print(f"contrastkit {command}: error: {mismatch}", file=sys.stderr)
+        return 2

@@ -30,9 +30,10 @@ def eval_data_args(datamodule: object) -> list[str] | None:
 
 def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
     """What a finished run prints last: epochs and steps done, the kNN monitor's last and best
-    values when it ran, the run folder's main files, the ``eval knn --baselines`` command
-    that answers "are these features useful?" (``docs/evaluation.md`` has the others), and
-    the ``--extend-to`` command that trains the run longer."""
+    values when it ran, the run folder's main files (those written), the ``eval knn
+    --baselines`` command that answers "are these features useful?" (``docs/evaluation.md`` has
+    the others; into a new folder, so that it runs as printed), and the ``--extend-to``
+    command that trains the run longer (the last two when the run has a checkpoint)."""
     done = (f"pretraining done: {trainer.current_epoch} epochs ({trainer.global_step} "
             "optimiser steps)")
     monitor = trainer.callback_metrics.get("val/knn_top1")
@@ -42,15 +43,20 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
                      if getattr(c, "monitor", None) == "val/knn_top1"
                      and getattr(c, "best_model_score", None) is not None), None)
         if best is not None:
-            done += f" (best {float(best.best_model_score):.4f}: checkpoints/best.ckpt)"
+            score = f"best {float(best.best_model_score):.4f}"
+            done += (f" ({score}: checkpoints/best.ckpt)" if Path(best.best_model_path).is_file()
+                     else f" ({score}, before the resume: its checkpoint is not in this folder)")
     checkpoint = output / "checkpoints" / "last.ckpt"
-    files = [f"{checkpoint}", f"{output / SUMMARY_FIGURE} (loss and kNN monitor per epoch)",
-             f"{output / 'metrics.csv'}", f"{output / 'config.yaml'}"]
-    lines = [done, "results: " + ", ".join(files)]
+    files = [(checkpoint, ""), (output / SUMMARY_FIGURE, " (loss and kNN monitor per epoch)"),
+             (output / "metrics.csv", ""), (output / "config.yaml", "")]
+    written = [f"{path}{what}" for path, what in files if path.is_file()]
+    lines = [done, "results: " + (", ".join(written) or "nothing written")]
+    if not checkpoint.is_file():
+        return "\n".join(lines)
     data = eval_data_args(datamodule)
     if data is not None:
         command = ["contrastkit", "eval", "knn", "--checkpoint", str(checkpoint), *data,
-                   "--baselines", "--output", str(evaluations_folder(output) / "knn")]
+                   "--baselines", "--output", str(_free_folder(evaluations_folder(output) / "knn"))]
         lines.append(f"next:    {shlex.join(command)}")
         lines.append("         (against raw pixels and a random initialisation; "
                      "docs/evaluation.md has the other protocols)")
@@ -58,3 +64,14 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
         lines.append(f"train longer: {how_to_extend(output, trainer.max_epochs)} (a stated new "
                      "schedule: docs/configs.md)")
     return "\n".join(lines)
+
+
+def _free_folder(folder: Path) -> Path:
+    """``folder``, or the first of ``folder-2``, ``folder-3``, ... that is new or empty: where an
+    evaluation may write without ``--overwrite`` (an earlier one, of a run since trained
+    longer, keeps its results)."""
+    candidate, number = folder, 1
+    while (candidate.is_dir() and any(candidate.iterdir())) or candidate.is_file():
+        number += 1
+        candidate = folder.with_name(f"{folder.name}-{number}")
+    return candidate

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 _UNRECOGNIZED = "unrecognized arguments: "
+_REQUIRED = "the following arguments are required: "
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 
 
@@ -33,6 +35,13 @@ class CommandParser(argparse.ArgumentParser):
             self._chosen(parsed).error(_UNRECOGNIZED + " ".join(extras))
         return parsed
 
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None):
+        """argparse's, keeping the arguments given (a sub-command's parser gets its own), so
+        that a missing required option can be blamed on a mistyped one."""
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def _chosen(self, parsed: argparse.Namespace) -> CommandParser:
         """The (sub-)parser that parsed the chosen sub-command's options."""
         for action in self._actions:
@@ -48,7 +57,13 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {self.explain(message)}\n")
 
     def explain(self, message: str) -> str:
-        """``message`` with its "did you mean" and where the valid names are listed."""
+        """``message`` with its "did you mean" and where the valid names are listed; a missing
+        required option is blamed on the first unknown option given (``--checkpint``)."""
+        if message.startswith(_REQUIRED):
+            unknown = [a for a in getattr(self, "_given", []) if a.startswith("--")
+                       and a.split("=", 1)[0] not in self._option_string_actions]
+            if unknown:
+                message = _UNRECOGNIZED + " ".join(unknown)
         if message.startswith(_UNRECOGNIZED):
             wrong = message[len(_UNRECOGNIZED):].split()
             first = next((w for w in wrong if w.startswith("-")), wrong[0])

@@ -23,6 +23,7 @@ import warnings
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -289,10 +290,16 @@ def validate_run(cli: PretrainCLI, resumed: dict | None, ckpt_path: str | None,
     Temperatures are checked by the methods when they are built (before this).
 
     Raises:
-        ValueError: for a method that needs labels on unlabelled images, a checkpoint to
-            resume whose model differs from the configured one, or a finished run resumed
-            without ``--extend-to`` (``extending``: the run's length may change).
+        ValueError: for a run of 0 epochs or steps, a method that needs labels on unlabelled
+            images, a checkpoint to resume whose model differs from the configured one, or a
+            finished run resumed without ``--extend-to`` (``extending``: the run's length may
+            change).
     """
+    trainer = cli.trainer
+    for key, value in (("max_epochs", trainer.max_epochs), ("max_steps", trainer.max_steps)):
+        if value == 0:
+            raise ValueError(f"trainer.{key} is 0: the run would train nothing and write no "
+                             "checkpoint; give 1 or more")
     method = cli.model.method
     data = cli.datamodule
     if getattr(data, "crops", "device") != "device":  # the views' crops, cut in the loader
@@ -364,6 +371,23 @@ def build(argv: list[str] | None = None) -> tuple[PretrainCLI, str | None]:
     return cli, ckpt_path
 
 
+def _check_last_is_a_file(folder: Path) -> None:
+    """Refuse ``--resume last`` where ``last.ckpt`` is something other than a file: the run
+    would resume from another checkpoint, train an epoch, and fail to write its own.
+
+    Raises:
+        ValueError: naming it, the way out and the checkpoint that is then resumed.
+    """
+    last = folder / "last.ckpt"
+    if not last.exists() or last.is_file():
+        return
+    others = sorted(p.name for p in folder.glob("*.ckpt") if p.is_file())
+    then = (f"; --resume last then continues from the intact one of {', '.join(others)} with "
+            "the most steps" if others else "")
+    raise ValueError(f"--resume last: {last} is a folder, not a checkpoint, and the run writes "
+                     f"its last checkpoint there: move it away{then}")
+
+
 def _epochs_option(value: str | None) -> int | None:
     """The number of ``--extend-to EPOCHS`` (None when absent)."""
     if value is None:
@@ -382,6 +406,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         ckpt_path = None
         earlier = _check_run_folder(output_dir, overwrite)
     elif resume == "last":
+        _check_last_is_a_file(Path(output_dir) / "checkpoints")
         ckpt_path, resumed = newest_checkpoint(Path(output_dir) / "checkpoints")
     else:
         ckpt_path, resumed = resume, read_checkpoint(resume)
@@ -510,29 +535,33 @@ def _pretrain(argv: list[str]) -> PretrainCLI:
     stop = SignalStop()
     cli.trainer.callbacks.append(stop)
     output_dir = Path(cli.trainer.default_root_dir)
-    try:
-        with stop.installed():
+    # The handler stays until the closing work is done: a signal that comes after the stop (a
+    # launcher signals every process, and this one may have stopped on another's) is the same
+    # stop, not a kill in the middle of the figures.
+    with stop.installed():
+        try:
             cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt_path)
-    except BaseException as err:
-        # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended, for
-        # one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
-        signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException) else None)
-        if signum is None:
-            if ckpt_path is None and launched_as_rank_zero():
+        except BaseException as err:
+            # After a signal, any error (a data-loader worker that the terminal's Ctrl-C ended,
+            # for one) is the interruption; SIGTERMException is Lightning's own stop on SIGTERM.
+            signum = stop.signum or (signal.SIGTERM if isinstance(err, SIGTERMException)
+                                     else None)
+            if signum is None:
+                if ckpt_path is None and launched_as_rank_zero():
+                    _remove_failed_start(output_dir)
+                lost = lost_peer(err, cli.trainer, output_dir)
+                if lost is not None:
+                    raise lost from None
+                raise
+            for callback in cli.trainer.callbacks:
+                if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
+                    callback.write(cli.trainer)
+            message, saved = interrupted_message(cli.trainer, output_dir, signum)
+            if not saved and launched_as_rank_zero():
                 _remove_failed_start(output_dir)
-            lost = lost_peer(err, cli.trainer, output_dir)
-            if lost is not None:
-                raise lost from None
-            raise
-        for callback in cli.trainer.callbacks:
-            if isinstance(callback, (LossCurveCallback, RunSummaryCallback)):
-                callback.write(cli.trainer)
-        message, saved = interrupted_message(cli.trainer, output_dir, signum)
-        if not saved and launched_as_rank_zero():
-            _remove_failed_start(output_dir)
-        raise RunInterrupted(message, 128 + signum) from None
-    finally:
-        cli.folder_lock.release()
+            raise RunInterrupted(message, 128 + signum) from None
+        finally:
+            cli.folder_lock.release()
     return cli
 
 
@@ -550,6 +579,10 @@ PRETRAIN_HINTS: dict[type[BaseException], str] = {
     "listed in the run folder's skipped_files.txt)",
     MixedImageSizesError: "pass --data.load_size N (e.g. 64) to resize each image's shorter "
     "side to N and centre-crop it when loading",
+    torch.OutOfMemoryError: "the device's memory is too small for this step: reduce "
+    "--data.batch_size (per process) or the image size (--model.views.size)",
+    MemoryError: "the machine's memory is too small: reduce --data.num_workers, "
+    "--data.batch_size or the images' load size (--data.load_size)",
 }
 
 

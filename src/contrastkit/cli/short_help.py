@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from contrastkit import methods
+from contrastkit.config_file import read_config_file
 from contrastkit.data.specs import ViewsSpec
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
 
@@ -89,18 +90,20 @@ def _yaml(value: object) -> str:
 
 
 def chosen_method(argv: list[str]) -> str | None:
-    """The method that ``--model.method`` or the ``--config`` file names (class name)."""
+    """The method that ``--model.method`` or the ``--config`` file names (class name).
+
+    Raises:
+        ValueError: for a ``--config`` file that is not UTF-8 or not valid YAML.
+    """
     for i, arg in enumerate(argv[:-1]):
         if arg == "--model.method":
             return argv[i + 1].rpartition(".")[2]
     for i, arg in enumerate(argv[:-1]):
         if arg == "--config" and Path(argv[i + 1]).is_file():
-            try:
-                config = yaml.safe_load(Path(argv[i + 1]).read_text()) or {}
-                method = (config.get("model") or {}).get("method") or {}
-            except (yaml.YAMLError, AttributeError):
-                return None
-            path = method.get("class_path", "") if isinstance(method, dict) else str(method)
+            config = read_config_file(argv[i + 1])
+            model = config.get("model") if isinstance(config, dict) else None
+            method = model.get("method") if isinstance(model, dict) else None
+            path = method.get("class_path", "") if isinstance(method, dict) else str(method or "")
             return str(path).rpartition(".")[2] or None
     return None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from contrastkit.checkpoints import read_metadata
+from contrastkit.checkpoints import read_metadata, weights_file
 from contrastkit.cli.common import DefaultsHelpFormatter, guard
 from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data.sources.sts import TASKS, read_pairs_file, read_task
@@ -75,6 +75,7 @@ def load_text_checkpoint(path: str, pooling: str | None = None,
     Raises:
         ValueError: when the checkpoint holds no sentence encoder.
     """
+    path = str(weights_file(path))
     entry = read_metadata(path)
     spec = entry.get("backbone") or {}
     if entry.get("method") != "SimCSE" or "pooling" not in spec:

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from contrastkit.checkpoints import file_hash, load_backbone, read_metadata
-from contrastkit.cli.common import DefaultsHelpFormatter, guard
+from contrastkit.checkpoints import file_hash, load_backbone, read_metadata, weights_file
+from contrastkit.cli.common import DefaultsHelpFormatter, guard, memory_hints
 from contrastkit.cli.parsing import CommandParser, add_threads_option
 from contrastkit.data import augment
 from contrastkit.data.sources.voc07 import DIFFICULT, PRESENT, VOC07Images, read_voc07
@@ -50,7 +50,8 @@ def voc07_parser() -> argparse.ArgumentParser:
         prog="contrastkit eval voc07", formatter_class=DefaultsHelpFormatter,
         description="VOC2007 classification with one-vs-rest linear SVMs on frozen features "
         "(SCE Tables 9-10): per-class AP and mAP (VOC07 11-point, all-point).")
-    p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt or ResNet .pth")
+    p.add_argument("--checkpoint", required=True, help="contrastkit .ckpt (a run folder: its "
+                   "checkpoints/last.ckpt) or ResNet .pth")
     p.add_argument("--root", required=True, help="VOCdevkit, or its VOC2007 folder")
     p.add_argument("--train-split", default="trainval", help="SVM training split")
     p.add_argument("--test-split", default="test", help="AP split")
@@ -165,7 +166,8 @@ def _markdown(results: dict, classes: list[str], last: dict) -> str:
 def voc07_command(argv: Sequence[str]) -> int:
     """``contrastkit eval voc07 ...``; returns the exit status."""
     args = voc07_parser().parse_args(list(argv))
-    return guard("contrastkit eval voc07", lambda: _voc07(args, argv), args.threads, hints={})
+    return guard("contrastkit eval voc07", lambda: _voc07(args, argv), args.threads,
+                 hints=memory_hints())
 
 
 def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -173,7 +175,7 @@ def _voc07(args: argparse.Namespace, argv: Sequence[str]) -> int:
     out = Path(args.output) if args.output else None
     earlier = [] if out is None else check_output_folder(
         out, overwrite=args.overwrite, owned=OUTPUT_FILES.__contains__, what="evaluation")
-    path = Path(args.checkpoint).expanduser().resolve()
+    path = weights_file(Path(args.checkpoint).expanduser().resolve())
     backbone, spec = load_backbone(path)
     run = run_defaults(path, read_metadata(path))
     normalize, _ = resolve_normalize(args.normalize, run)

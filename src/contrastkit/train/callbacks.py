@@ -1,5 +1,6 @@
 """Lightning plumbing: atomic checkpoints (one full write per epoch), RNG state in checkpoints,
-pre-flight checks, plots, SIGINT / SIGTERM as a stop at the next batch end."""
+pre-flight checks, plots, SIGINT / SIGTERM as a stop at the next batch end (the same one on
+every process)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from contrastkit.checkpoints import (
     verify_weights,
     weights_digest,
 )
+from contrastkit.distributed import is_distributed, max_over_processes
 from contrastkit.outputs import FolderLock, temp_file_beside
 from contrastkit.train.progress import EpochClock, epoch_label, time_left
 
@@ -398,15 +400,27 @@ class StopRequested(Exception):
 
 
 class SignalStop(L.Callback):
-    """Turn SIGINT (Ctrl-C) and SIGTERM into :class:`StopRequested` at the next batch end, so
-    that a checkpoint being written is finished first and no traceback is printed. A second
-    Ctrl-C stops at once (Python's default)."""
+    """Turn SIGINT (Ctrl-C) and SIGTERM into :class:`StopRequested` at a training batch end,
+    the same one on every process of the run, so that a checkpoint being written is finished
+    first and no traceback is printed. A second Ctrl-C stops at once (Python's default).
+
+    The handler only records the signal. At each training batch end the processes agree on
+    whether to stop: ``max_r signum_r`` over the processes (0: none), one all-reduce of one
+    integer per step (:func:`contrastkit.distributed.max_over_processes`; nothing in one
+    process), so every process stops after the same step whichever of them got the signal
+    (a launcher's process alone, or every process as SLURM and torchrun send it). Lightning's
+    own SIGTERM handler forwards the signal to the processes it started and runs a collective
+    inside the handler, wherever the process then is (a hang, or a mismatched collective):
+    this handler replaces it as soon as Lightning installs it. In one process a signal also
+    stops validation at its next batch end; with several, the processes' validation shards
+    may have unequal batches, and the stop waits for the next training batch end.
+    """
 
     def __init__(self) -> None:
         self.signum: int | None = None
 
     def _request(self, signum: int, frame: object) -> None:
-        self.signum = signum
+        self.signum = self.signum or signum
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     @contextmanager
@@ -423,13 +437,45 @@ class SignalStop(L.Callback):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def _check(self) -> None:
-        if self.signum is not None:
-            raise StopRequested(self.signum)
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        """Keep this handler for SIGTERM once Lightning installs its own (after this hook, at
+        the start of fitting; Lightning restores this one when fitting ends)."""
+        if stage != "fit" or threading.current_thread() is not threading.main_thread():
+            return
+        connector = trainer._signal_connector
+        register = connector.register_signal_handlers
+
+        def register_then_keep_ours() -> None:
+            register()
+            signal.signal(signal.SIGTERM, self._request)
+
+        connector.register_signal_handlers = register_then_keep_ours
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._check()
+        signum = max_over_processes(self.signum or 0, trainer.strategy.root_device)
+        if signum:
+            self.signum = signum  # the run's one decision, on a process the signal missed too
+            if is_distributed():
+                _settle_checkpoint(trainer)
+            raise StopRequested(signum)
 
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx,
                                 dataloader_idx: int = 0) -> None:
-        self._check()
+        if self.signum is not None and not is_distributed():
+            raise StopRequested(self.signum)
+
+
+def _settle_checkpoint(trainer: L.Trainer) -> None:
+    """Every process waits until the checkpoint being written (by global rank 0, behind the
+    training) is on disk, so that each one's closing line names the same checkpoint; a failed
+    write is raised after the wait, on the process that wrote it."""
+    wait = getattr(trainer.strategy.checkpoint_io, "wait", None)  # BackgroundCheckpointIO
+    failed = None
+    try:
+        if wait is not None:
+            wait()
+    except Exception as err:  # raised below, once every process is here
+        failed = err
+    trainer.strategy.barrier("SignalStop")
+    if failed is not None:
+        raise failed

@@ -34,8 +34,12 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     Raises:
         FileNotFoundError: when ``path`` does not exist.
         ValueError: when it is not a readable, intact contrastkit pretraining checkpoint
-            (truncated, corrupted, another file, or a pickle of other Python objects).
+            (a folder, truncated, corrupted, another file, or a pickle of other Python
+            objects).
     """
+    if Path(path).is_dir():
+        raise ValueError(f"--resume {path} is a folder, not a checkpoint file (--resume last "
+                         "continues the run of --output from its newest checkpoint)")
     if not Path(path).is_file():
         raise FileNotFoundError(f"--resume: no checkpoint at {path}")
     try:

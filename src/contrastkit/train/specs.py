@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from contrastkit.checks import check_non_negative_float, check_positive_float
+
 
 @dataclass(frozen=True)
 class OptimizerSpec:
@@ -50,6 +52,13 @@ class OptimizerSpec:
     scale_lr: bool = True
     online_lr: float = 0.1
     clip_grad_per_parameter: float | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a learning rate that is not a finite number > 0 or a negative weight decay,
+        naming the key and the value given (torch named the scaled rate, not the key)."""
+        for name in ("base_lr", "online_lr"):
+            check_positive_float(f"model.optimizer.{name}", getattr(self, name))
+        check_non_negative_float("model.optimizer.weight_decay", self.weight_decay)
 
 
 @dataclass(frozen=True)

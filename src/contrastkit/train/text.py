@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import lightning as L
-import yaml
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from contrastkit.config_file import read_config_file
 from contrastkit.data.sources.text import MAX_LINE_BYTES, DecodeErrors, LineFile, NotUTF8Error
 from contrastkit.hot_path import hot_path
 from contrastkit.methods.simcse import SimCSE
@@ -148,30 +148,13 @@ class TextPretrainModule(PretrainModule):
             compile_encoders(self.method, self.performance.compile_mode)
 
 
-def read_config_file(path: str) -> object:
-    """The YAML document of the ``--config`` file ``path``, read safely (plain values only: a tag
-    such as ``!!python/object`` is refused, nothing runs).
-
-    Raises:
-        ValueError: naming the file and where its YAML is wrong, in one line.
-    """
-    try:
-        with open(path, "rb") as handle:
-            return yaml.safe_load(handle)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ValueError(f"--config {path} is not valid YAML{where}: "
-                         f"{' '.join(str(problem).split())}") from None
-
-
 def is_text_config(argv: Sequence[str]) -> bool:
     """Whether ``contrastkit pretrain`` arguments describe a text run: a ``data`` section with
     a ``text_file``, in a ``--config`` file or as ``--data.text_file``.
 
     Raises:
-        ValueError: for a ``--config`` file that is not valid YAML (:func:`read_config_file`).
+        ValueError: for a ``--config`` file that is not UTF-8 or not valid YAML
+            (:func:`~contrastkit.config_file.read_config_file`).
     """
     args = list(argv)
     if any(a == "--data.text_file" or a.startswith("--data.text_file=") for a in args):

@@ -145,7 +145,15 @@ def _drop_unreadable(
 
 
 def list_class_dirs(root: Path) -> list[str]:
-    """Sorted names of the non-hidden sub-folders of ``root``."""
+    """Sorted names of the non-hidden sub-folders of ``root``.
+
+    Raises:
+        NotADirectoryError: when ``root`` is a file.
+        FileNotFoundError: when it does not exist.
+    """
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"image folder {root} is a file, not a folder (of one "
+                                 "sub-folder of images per class)")
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {root} does not exist")
     return sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
