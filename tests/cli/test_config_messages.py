@@ -35,8 +35,8 @@ def _one_line_error(capsys, *extra: str) -> str:
                                  "--data.batch_size"),
     # no abbreviation (a batch of 1 stops the old parser's silent max_epochs before training)
     (("--trainer.max_epoch", "3", "--data.batch_size", "1"), "did you mean --trainer.max_epochs"),
-    (("--model.optimizer.name", "adam"), "model.optimizer.name: 'adam' is not a valid value, "
-                                         "one of 'sgd', 'lars', 'adamw'"),
+    (("--model.optimizer.name", "adagrad"), "model.optimizer.name: 'adagrad' is not a valid "
+                                            "value, one of 'sgd', 'lars', 'adamw', 'adam'"),
 ])
 def test_config_errors_are_one_line_with_the_key_value_and_closest_keys(capsys, extra, expected):
     assert expected in _one_line_error(capsys, *extra)
