@@ -10,6 +10,7 @@ from loss_inputs import make
 
 from contrastkit.losses import (
     DySTreSSTemperature,
+    barlow_twins,
     dcl,
     eps_supinfonce,
     hard_contrastive,
@@ -19,6 +20,7 @@ from contrastkit.losses import (
     sce,
     sincere,
     supcon,
+    vicreg,
 )
 
 LABELS = torch.arange(16) % 5
@@ -36,6 +38,8 @@ LOSSES = {
     "supcon": lambda q, k, n: supcon(torch.stack([q, k], 1), LABELS),
     "sincere": lambda q, k, n: sincere(torch.stack([q, k], 1), LABELS),
     "eps_supinfonce": lambda q, k, n: eps_supinfonce(torch.stack([q, k], 1), LABELS),
+    "barlow_twins": lambda q, k, n: barlow_twins(q, k),
+    "vicreg": lambda q, k, n: vicreg(q, k, global_views=(n[:32], n[32:])),
 }
 
 
@@ -61,7 +65,8 @@ def test_float32_inputs_give_the_float32_loss_under_bf16_autocast(name: str) -> 
         torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6 * e.abs().max().item())
 
 
-@pytest.mark.parametrize("name", ["info_nce_queue", "sce_queue", "nt_xent", "supcon"])
+@pytest.mark.parametrize("name", ["info_nce_queue", "sce_queue", "nt_xent", "supcon",
+                                  "barlow_twins", "vicreg"])
 def test_bf16_inputs_are_computed_as_their_float32_cast(name: str) -> None:
     q, k, neg = make(16, 32, 64, seed=4, dtype=torch.bfloat16)
     exact = [t.detach().float().requires_grad_(True) for t in (q, k, neg)]
