@@ -59,13 +59,16 @@ def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
 # Two runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
 # queue is checked by the resume test below, whose eager epoch continues a captured one):
 # SCE with shuffle BN, a queue that fills during the run (uncaptured until full), the online
-# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS, in float32.
+# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS (solo-learn's
+# clip_lr and eta, the official codes' trust ratio), in float32.
 CASES = {
     "sce_shuffle_bn_queue_filling_classifier_bf16": [
         *method_args("SCE", queue_size=80, queue_init="empty", shuffle_bn=4),
         "--trainer.precision", "bf16-mixed"],
     "simclr_lars": [*method_args("SimCLR"), "--model.optimizer.name", "lars",
-                    "--model.optimizer.exclude_bias_and_norm", "true"],
+                    "--model.optimizer.exclude_bias_and_norm", "true",
+                    "--model.optimizer.clip_lr", "true", "--model.optimizer.eta", "0.02",
+                    "--model.optimizer.trust_ratio", "update"],
 }
 
 

@@ -286,10 +286,15 @@ class PretrainModule(L.LightningModule):
         global_batch = self._global_batch()
         lr = scaled_lr(spec.base_lr, global_batch) if spec.scale_lr else spec.base_lr
         groups = param_groups(self.method, spec.weight_decay, spec.exclude_bias_and_norm)
+        for group in groups:
+            if group["name"] == "no_decay" and spec.excluded_lr_ratio != 1.0:
+                group["lr"] = lr * spec.excluded_lr_ratio
         if self.classifier is not None:
             groups.append({"params": list(self.classifier.parameters()), "weight_decay": 0.0,
                            "lars_adapt": False, "lr": spec.online_lr, "name": "online_linear"})
-        optimizer = build_optimizer(spec.name, groups, lr, spec.weight_decay, spec.momentum)
+        optimizer = build_optimizer(spec.name, groups, lr, spec.weight_decay, spec.momentum,
+                                    eta=spec.eta, clip_lr=spec.clip_lr,
+                                    trust_ratio=spec.trust_ratio)
         total = self._total_steps()
         max_epochs = self._max_epochs()
         warmup_epochs, notice = resolve_warmup_epochs(spec.warmup_epochs, spec.warmup_fraction,

@@ -30,6 +30,16 @@ class OptimizerSpec:
         warmup_start_ratio: learning rate at step 0 as a fraction of the peak (warm-up start).
         scale_lr: apply the linear scaling rule.
         online_lr: learning rate of the online linear classifier (SGD, no decay).
+        eta: LARS trust coefficient (0.001: SimCLR, BYOL, SCE and the official Barlow Twins
+            and VICReg codes; 0.02: solo-learn's CIFAR and ImageNet-100 configs).
+        clip_lr: LARS caps each adapted learning rate at the scheduled one (solo-learn's
+            ``clip_lr``; :class:`contrastkit.optim.LARS`).
+        trust_ratio: denominator of the LARS trust ratio: ``paper`` (``||g|| + wd ||w||``,
+            You et al. 2017; solo-learn, SCE) or ``update`` (``||g + wd w||``: the official
+            Barlow Twins, VICReg and BYOL codes).
+        excluded_lr_ratio: learning rate of the excluded parameters (biases and normalisation
+            parameters, with ``exclude_bias_and_norm``) as a fraction of the others' (the
+            official Barlow Twins code: 0.0048 / 0.2 = 0.024).
     """
 
     name: Literal["sgd", "lars", "adamw"] = "sgd"
@@ -43,6 +53,29 @@ class OptimizerSpec:
     warmup_start_ratio: float = 0.0
     scale_lr: bool = True
     online_lr: float = 0.1
+    eta: float = 0.001
+    clip_lr: bool = False
+    trust_ratio: Literal["paper", "update"] = "paper"
+    excluded_lr_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        lars_only = [f"optimizer.{key}" for key, default in LARS_DEFAULTS.items()
+                     if getattr(self, key) != default]
+        if lars_only and self.name != "lars":
+            raise ValueError(f"{', '.join(lars_only)} applies to LARS: set optimizer.name lars "
+                             f"(it is {self.name})")
+        if not self.eta > 0:
+            raise ValueError(f"optimizer.eta must be > 0, got {self.eta}")
+        if not self.excluded_lr_ratio >= 0:
+            raise ValueError(f"optimizer.excluded_lr_ratio must be >= 0, got "
+                             f"{self.excluded_lr_ratio}")
+        if self.excluded_lr_ratio != 1.0 and not self.exclude_bias_and_norm:
+            raise ValueError("optimizer.excluded_lr_ratio applies to the parameters "
+                             "optimizer.exclude_bias_and_norm excludes: set it to true")
+
+
+#: The optimiser settings that only LARS reads, and their defaults.
+LARS_DEFAULTS = {"eta": 0.001, "clip_lr": False, "trust_ratio": "paper"}
 
 
 @dataclass(frozen=True)
