@@ -125,6 +125,8 @@ SETTINGS = [
         ("SimCLR", {"temperature": "contrastkit.losses.DySTreSSTemperature"},
          ["--model.views.online", "strong_gamma", "--model.views.target", "strong_beta"]),
         ("SupervisedContrastive", {"loss": "sincere"}, []),
+        ("BarlowTwins", {"scale_loss": 0.1}, []),
+        ("VICReg", {"halve_variance": "false"}, []),
     ],
 )
 def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:

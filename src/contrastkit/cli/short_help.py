@@ -15,7 +15,7 @@ from contrastkit import methods
 from contrastkit.data.specs import ViewsSpec
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
 
-METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive")
+METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive", "BarlowTwins", "VICReg")
 
 #: The trainer options a pretraining run usually sets (``--help-all`` lists every one).
 TRAINER_KEYS = (

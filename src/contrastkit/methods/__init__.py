@@ -3,10 +3,13 @@
 One file per method: ``simclr.py`` (SimCLR and its in-batch variants: DCL, the hard contrastive
 loss of Wang & Liu 2021, DySTreSS of Manna et al. 2023), ``moco.py``, ``ressl.py`` and ``sce.py``
 (Denize et al. 2023) over the momentum base of ``momentum_contrast.py``, and ``supervised.py``
-(SupCon, SINCERE, epsilon-SupInfoNCE of Feeney & Hughes 2023). ``base.py`` holds what every
-method shares, ``queue.py`` the memory queue and ``shuffle_bn.py`` MoCo's shuffling BN.
+(SupCon, SINCERE, epsilon-SupInfoNCE of Feeney & Hughes 2023); the non-contrastive baselines
+``barlow_twins.py`` (Zbontar et al. 2021) and ``vicreg.py`` (Bardes et al. 2022). ``base.py``
+holds what every method shares, ``queue.py`` the memory queue and ``shuffle_bn.py`` MoCo's
+shuffling BN.
 """
 
+from contrastkit.methods.barlow_twins import BarlowTwins
 from contrastkit.methods.base import ContrastiveMethod, StepOutput
 from contrastkit.methods.moco import MoCo
 from contrastkit.methods.momentum_contrast import MomentumContrast
@@ -15,9 +18,11 @@ from contrastkit.methods.ressl import ReSSL
 from contrastkit.methods.sce import SCE
 from contrastkit.methods.simclr import SimCLR
 from contrastkit.methods.supervised import SupervisedContrastive
+from contrastkit.methods.vicreg import VICReg
 
 __all__ = [
     "SCE",
+    "BarlowTwins",
     "ContrastiveMethod",
     "MemoryQueue",
     "MoCo",
@@ -26,4 +31,5 @@ __all__ = [
     "SimCLR",
     "StepOutput",
     "SupervisedContrastive",
+    "VICReg",
 ]
