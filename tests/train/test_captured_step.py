@@ -5,7 +5,8 @@ tensors, updated in place, without a host read. These tests run the real ``contr
 pretrain`` loop and check that
 
 * the captured step gives the eager path's weights, EMA weights, queue, optimiser state and
-  logged loss bit for bit (SGD and LARS, with and without a target branch, a queue that fills
+  logged loss and embedding spread bit for bit (SGD and LARS, with and without a target
+  branch, a queue that fills
   during the run, shuffle BN, the online classifier, bf16 autocast);
 * a run stopped and resumed, captured or eager on either side of each stop, ends where an
   uninterrupted one does, bit for bit;
@@ -54,6 +55,7 @@ def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
     assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
     metrics_a, metrics_b = cli_a.trainer.callback_metrics, cli_b.trainer.callback_metrics
     assert torch.equal(metrics_a["train/loss"].cpu(), metrics_b["train/loss"].cpu())
+    assert torch.equal(metrics_a["train/z_std"].cpu(), metrics_b["train/z_std"].cpu())
 
 
 # Two runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full

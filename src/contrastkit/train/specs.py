@@ -119,9 +119,19 @@ class OnlineEvalSpec:
         knn_temperature: temperature of the kNN vote weights exp(s / t) (default:
             ``contrastkit eval knn``'s, 0.1, so that with the same bank the monitor and the
             evaluation of a checkpoint report the same accuracy).
+        collapse_spread: the collapse warning's bound on ``train/z_std``, the spread of the
+            L2-normalised embedding: ``collapse_spread / sqrt(d)``, where evenly spread unit
+            vectors give about ``1 / sqrt(d)`` (0: not watched;
+            :mod:`contrastkit.train.collapse_check`).
+        collapse_loss_tolerance: the collapse warning's relative distance to the loss a
+            collapse gives, for methods that state one (0: not watched).
+        collapse_steps: optimiser steps a sign of collapse must hold before the warning.
     """
 
     linear: bool = True
     knn: bool = True
     knn_k: int = 200
     knn_temperature: float = 0.1
+    collapse_spread: float = 0.02
+    collapse_loss_tolerance: float = 1e-3
+    collapse_steps: int = 200
