@@ -17,17 +17,27 @@ Pretraining pipeline (SCE, Denize et al., Table 1; appendix D.1/D.2), in this or
 5. solarization with the table's probability: ``x -> 1 - x`` where ``x >= 0.5``;
 6. optional normalisation (:data:`NORMALIZATION`).
 
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-preset       jitter  b    c     s     h    gray   blur  solar  crop
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
-weak         0      -    -     -     -     0     0     0     0.2-1
-strong       0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
-strong_alpha 0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
-strong_beta  0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
-strong_gamma 0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
-simclr       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
-simclr_cifar 0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
-============ ====== ==== ===== ===== ===== ===== ===== ===== ========
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+preset             jitter b    c     s     h     gray  blur  solar crop
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+weak               0      -    -     -     -     0     0     0     0.2-1
+strong             0.8    0.4  0.4   0.4   0.1   0.2   0.5   0     0.2-1
+strong_alpha       0.8    0.4  0.4   0.2   0.1   0.2   1.0   0     0.2-1
+strong_beta        0.8    0.4  0.4   0.2   0.1   0.2   0.1   0.2   0.2-1
+strong_gamma       0.8    0.4  0.4   0.2   0.1   0.2   0.5   0.2   0.2-1
+simclr             0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
+simclr_cifar       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
+strong_alpha_cifar 0.8    0.4  0.4   0.2   0.1   0.2   0     0     0.2-1
+strong_beta_cifar  0.8    0.4  0.4   0.2   0.1   0.2   0     0.2   0.2-1
+vicreg_cifar       0.8    0.4  0.4   0.2   0.1   0.2   0     0.1   0.2-1
+================== ====== ==== ===== ===== ===== ===== ===== ===== ========
+
+The three ``*_cifar`` presets after ``simclr_cifar`` are the 32 x 32 distributions of the
+non-contrastive baselines, without blur: BYOL's two views (``strong_alpha`` / ``strong_beta``
+without blur: solo-learn's ``asymmetric.yaml`` CIFAR views and lightly's CIFAR-10 benchmark's
+``BYOLView1Transform`` / ``BYOLView2Transform(gaussian_blur=0.0)``, both with crop scale
+(0.08, 1): set ``views.crop_scale``) and solo-learn's VICReg CIFAR views (its
+``vicreg.yaml``: solarization 0.1, crop (0.2, 1)).
 
 ``jitter_strength`` is SimCLR's colour strength ``s`` (b = c = s_at = 0.8 s, h = 0.2 s). Table 1's
 *strong* values are ``s = 0.5``, which is also the baseline of SCE's video study (Table 15:
@@ -144,8 +154,9 @@ _SIMCLR = replace(
     blur_p=0.5, base_strength=1.0,
 )
 
-#: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1)
-#: and SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur).
+#: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1),
+#: SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur)
+#: and the baselines' CIFAR views without blur (BYOL's two, solo-learn's VICReg).
 PRESETS: dict[str, AugmentSpec] = {
     "weak": AugmentSpec(),
     "strong": replace(_STRONG, blur_p=0.5),
@@ -154,6 +165,9 @@ PRESETS: dict[str, AugmentSpec] = {
     "strong_gamma": replace(_BYOL, blur_p=0.5, solarize_p=0.2),
     "simclr": _SIMCLR,
     "simclr_cifar": replace(_SIMCLR, blur_p=0.0),
+    "strong_alpha_cifar": _BYOL,
+    "strong_beta_cifar": replace(_BYOL, solarize_p=0.2),
+    "vicreg_cifar": replace(_BYOL, solarize_p=0.1),
 }
 _DEFAULT_STRENGTH = {"simclr": 1.0}
 _EVAL = ("eval", "eval_train")
@@ -247,6 +261,7 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
     Args:
         name: one of :func:`preset_names`: ``weak``, ``strong``, ``strong_alpha``,
             ``strong_beta``, ``strong_gamma`` (SCE Table 1), ``simclr``, ``simclr_cifar``,
+            ``strong_alpha_cifar``, ``strong_beta_cifar``, ``vicreg_cifar``,
             ``eval`` (validation), ``eval_train`` (linear-evaluation training).
         size: output side in pixels.
         **options: ``jitter_strength`` (float >= 0, SimCLR strength ``s``; default 0.5 for SCE
