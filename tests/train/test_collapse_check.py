@@ -113,6 +113,8 @@ def _run(tmp_path: Path, name: str, collapse: bool) -> tuple[list[str], Path]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    # reading the loss for the check must not warn about its gradient
+    assert [str(w.message) for w in caught if "requires_grad" in str(w.message)] == []
     found = [str(w.message) for w in caught if "collapsed" in str(w.message)]
     return found, Path(cli.trainer.logger.log_dir) / "metrics.csv"
 

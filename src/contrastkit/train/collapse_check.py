@@ -95,7 +95,7 @@ class CollapseCheck:
                     f"healthy spread being about {1 / math.sqrt(dim):.3g}) since step {since}: "
                     f"{value:.3g} at step {step}")
         if self.collapse_loss is not None:
-            value, target = float(loss), self.collapse_loss
+            value, target = float(loss.detach()), self.collapse_loss
             near = abs(value - target) <= self.loss_tolerance * max(1.0, abs(target))
             since = self._held("loss", near, step)
             if since is not None:
