@@ -471,9 +471,9 @@ def projector_from_weights(weights: dict[str, torch.Tensor]) -> tuple[MLPHead, H
     out_dim, in_dim = int(linear[-1][1][0]), int(linear[0][1][1])
     hidden = int(linear[0][1][0]) if len(linear) > 1 else out_dim
     spec = HeadSpec(hidden_dim=hidden, out_dim=out_dim, num_layers=len(linear),
-                    batch_norm=batch_norm)  # type: ignore[arg-type]
-    head = MLPHead(in_dim, hidden, out_dim, len(linear), spec.batch_norm,
-                   last_bias=f"layers.{last}.bias" in weights)
+                    batch_norm=batch_norm,  # type: ignore[arg-type]
+                    last_bias=f"layers.{last}.bias" in weights)
+    head = MLPHead(in_dim, hidden, out_dim, len(linear), spec.batch_norm, spec.last_bias)
     missing, unexpected = head.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise ValueError(f"projector weights fit no MLP head (read as {spec}, input {in_dim}; "

@@ -8,13 +8,16 @@ batch-norm parameters excluded in the LARS recipes (D.2, D.3; :func:`param_group
 without restart (Loshchilov & Hutter, 2017).
 
 Parameter groups carry a ``lars_adapt`` flag (False for excluded parameters), read by
-:class:`LARS` and ignored by the torch optimisers.
+:class:`LARS` and ignored by the torch optimisers. The LARS recipes of the non-contrastive
+baselines are expressed with :class:`LARS`'s options: the trust ratio's denominator
+(``trust_ratio``: the paper's, or the update's norm of the official Barlow Twins, VICReg and
+BYOL codes), the trust coefficient ``eta`` and solo-learn's ``clip_lr``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +28,7 @@ from contrastkit.cosine import cosine_anneal
 
 __all__ = [
     "LARS",
+    "TRUST_RATIOS",
     "build_optimizer",
     "param_groups",
     "resolve_warmup_epochs",
@@ -87,20 +91,33 @@ def param_groups(
     return [g for g in groups if g["params"]]
 
 
-def lars_direction(params: list[Tensor], grads: list[Tensor],
-                   group: dict[str, Any]) -> list[Tensor]:
+#: The denominators of the LARS trust ratio (:class:`LARS`'s ``trust_ratio``).
+TRUST_RATIOS = ("paper", "update")
+TrustRatio = Literal["paper", "update"]
+
+
+def lars_direction(params: list[Tensor], grads: list[Tensor], group: dict[str, Any],
+                   lr: float | Tensor) -> list[Tensor]:
     """:class:`LARS`'s step direction before momentum, ``d = g + wd w``, times the trust ratio
-    ``eta ||w|| / (||g|| + wd ||w||)`` per tensor (1 where a norm is 0) when the group sets
-    ``lars_adapt``: multi-tensor operations, no value read on the host (new tensors; ``grads``
-    and ``params`` are not changed)."""
+    of the group's ``trust_ratio`` per tensor (clipped with ``clip_lr``; 1 where a norm is 0)
+    when the group sets ``lars_adapt``: multi-tensor operations, no value read on the host
+    (new tensors; ``grads`` and ``params`` are not changed). ``lr`` is the group's learning
+    rate at this step (a number, or a 0-d tensor in a captured step), read by ``clip_lr``."""
     wd, eta = group["weight_decay"], group["eta"]
     d = torch._foreach_add(grads, params, alpha=wd) if wd != 0 else torch._foreach_mul(
         grads, 1.0)
     if group["lars_adapt"]:
         w_norm = torch.stack(torch._foreach_norm(params))
-        g_norm = torch.stack(torch._foreach_norm(grads))
-        trust = eta * w_norm / (g_norm + wd * w_norm)
-        ok = (w_norm > 0) & (g_norm > 0)
+        if group["trust_ratio"] == "update":  # the official codes: ||g + wd w||
+            norm = torch.stack(torch._foreach_norm(d))
+            denominator = norm
+        else:  # You et al.: ||g|| + wd ||w||
+            norm = torch.stack(torch._foreach_norm(grads))
+            denominator = norm + wd * w_norm
+        trust = eta * w_norm / denominator
+        if group["clip_lr"]:  # lr * trust / lr, at most 1: the adapted lr is at most lr
+            trust = torch.clamp(trust / lr, max=1.0)
+        ok = (w_norm > 0) & (norm > 0)
         torch._foreach_mul_(d, list(torch.where(ok, trust, torch.ones_like(trust)).unbind(0)))
     return list(d)
 
@@ -112,25 +129,45 @@ class LARS(Optimizer):
     momentum ``m``, weight decay ``wd``, trust coefficient ``eta``::
 
         d = g + wd * w
-        if group["lars_adapt"] and ||w|| > 0 and ||g|| > 0:
-            d = d * eta * ||w|| / (||g|| + wd * ||w||)          # local lr (You et al. eq. 6)
+        if group["lars_adapt"] and ||w|| > 0 and ||g|| > 0 (||g + wd w|| > 0 for "update"):
+            t = eta * ||w|| / D                                # local lr (You et al. eq. 6)
+            if group["clip_lr"]:
+                t = min(t / lr, 1)                             # solo-learn's clip_lr
+            d = d * t
         v = m * v + d                                         # v starts at 0 -> v_1 = d
         w = w - lr * v
 
+    with ``D = ||g|| + wd ||w||`` (``trust_ratio="paper"``: You et al. 2017, eq. 6; solo-learn,
+    SCE) or ``D = ||g + wd w||`` (``"update"``: the norm of the update, as the official Barlow
+    Twins, VICReg and BYOL codes and SimCLR's TensorFlow LARS compute it).
+
+    ``clip_lr`` (solo-learn's ``solo/utils/lars.py``, after NVIDIA Apex's LARC in its clip
+    mode): without it the step of an adapted tensor is ``lr * t * d``, its effective learning
+    rate ``lr * t``, which exceeds ``lr`` wherever ``t > 1``, as happens on small datasets with
+    solo-learn's ``eta`` 0.02. With it the scale is ``min(t / lr, 1)``, so the step is
+    ``lr * min(t / lr, 1) * d = min(t, lr) * d``: the effective learning rate is
+    ``min(t, lr)``, the trust ratio itself capped by the scheduled ``lr`` (the group's
+    learning rate at this step, warm-up and decay included). solo-learn recommends it for
+    CIFAR-10/100 and ImageNet-100 (https://github.com/vturrisi/solo-learn/issues/109).
+
     Norms are L2 over the whole tensor. Groups with ``lars_adapt=False`` (biases and
     normalisation parameters from :func:`param_groups`, which also get ``wd=0``) take a plain
-    SGD-with-momentum step, as in SimCLR/BYOL/SCE. The learning rate multiplies the momentum
-    buffer (torch SGD convention), so an LR scheduler rescales the whole step and LARS with
-    every group excluded is exactly ``torch.optim.SGD``. Note: SimCLR's TensorFlow LARS uses
-    ``||g + wd w||`` in the denominator; this class follows the paper's ``||g|| + wd ||w||``.
+    SGD-with-momentum step, as in SimCLR/BYOL/SCE and as the official Barlow Twins and VICReg
+    codes and solo-learn's ``exclude_bias_n_norm`` do (no adaptation, no weight decay). The
+    learning rate multiplies the momentum buffer (torch SGD convention), so an LR scheduler
+    rescales the whole step and LARS with every group excluded is exactly
+    ``torch.optim.SGD``. solo-learn adds 1e-8 to ``D``; this class does not.
 
     Args:
         params: parameters or param-group dicts (a group may set ``lars_adapt``).
         lr: learning rate (> 0).
         momentum: momentum factor in [0, 1).
         weight_decay: default weight decay (>= 0).
-        eta: trust coefficient (default 0.001, as in SimCLR/BYOL/SCE).
+        eta: trust coefficient (default 0.001, as in SimCLR/BYOL/SCE; solo-learn's CIFAR and
+            ImageNet-100 configs use 0.02).
         lars_adapt: default for groups that do not set it.
+        clip_lr: cap each adapted learning rate ``lr * t`` at ``lr`` (see above).
+        trust_ratio: ``paper`` or ``update``, the denominator ``D`` (see above).
 
     Raises:
         ValueError: on an out-of-range hyper-parameter.
@@ -144,6 +181,8 @@ class LARS(Optimizer):
         weight_decay: float = 0.0,
         eta: float = 0.001,
         lars_adapt: bool = True,
+        clip_lr: bool = False,
+        trust_ratio: TrustRatio = "paper",
     ) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr}")
@@ -153,12 +192,16 @@ class LARS(Optimizer):
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         if not eta > 0:
             raise ValueError(f"eta must be > 0, got {eta}")
+        if trust_ratio not in TRUST_RATIOS:
+            raise ValueError(f"trust_ratio must be one of {TRUST_RATIOS}, got {trust_ratio!r}")
         defaults = {
             "lr": lr,
             "momentum": momentum,
             "weight_decay": weight_decay,
             "eta": eta,
             "lars_adapt": lars_adapt,
+            "clip_lr": clip_lr,
+            "trust_ratio": trust_ratio,
         }
         super().__init__(params, defaults)
 
@@ -182,7 +225,7 @@ class LARS(Optimizer):
         multi-tensor (``torch._foreach_*``) operations: a few fused kernels on a GPU instead
         of about ten per parameter, and no value read on the host."""
         mom = group["momentum"]
-        d = lars_direction(params, [p.grad for p in params], group)
+        d = lars_direction(params, [p.grad for p in params], group, group["lr"])
         if mom != 0:
             kept = [i for i, p in enumerate(params) if "momentum_buffer" in self.state[p]]
             for p, step in zip(params, d, strict=True):  # v starts at 0, so v_1 = d
@@ -212,6 +255,8 @@ def build_optimizer(
     *,
     exclude_bias_and_norm: bool = True,
     eta: float = 0.001,
+    clip_lr: bool = False,
+    trust_ratio: TrustRatio = "paper",
     nesterov: bool = False,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
@@ -231,6 +276,8 @@ def build_optimizer(
         momentum: SGD/LARS momentum (ignored by AdamW).
         exclude_bias_and_norm: passed to :func:`param_groups` when given a model.
         eta: LARS trust coefficient.
+        clip_lr: LARS's ``clip_lr`` (the adapted learning rate capped at ``lr``).
+        trust_ratio: LARS's trust-ratio denominator, ``paper`` or ``update``.
         nesterov: Nesterov momentum for SGD.
         betas: AdamW / Adam betas.
         eps: AdamW / Adam epsilon.
@@ -248,7 +295,8 @@ def build_optimizer(
             params, lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov
         )
     if key == "lars":
-        return LARS(params, lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta)
+        return LARS(params, lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta,
+                    clip_lr=clip_lr, trust_ratio=trust_ratio)
     if key == "adamw":
         return torch.optim.AdamW(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     if key == "adam":

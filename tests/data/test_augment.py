@@ -73,6 +73,23 @@ def test_shape_dtype_range(name: str, size: int, dtype: torch.dtype) -> None:
     assert torch.equal(x, before), "the caller's batch must not be modified"
 
 
+def test_the_baselines_cifar_presets_are_their_references_without_blur() -> None:
+    """BYOL's two views without blur (solo-learn's asymmetric CIFAR views, lightly's CIFAR-10
+    benchmark) and solo-learn's VICReg CIFAR views: the ops each pipeline runs."""
+    from dataclasses import replace
+
+    P = A.PRESETS
+    assert P["strong_alpha_cifar"] == replace(P["strong_alpha"], blur_p=0.0)
+    assert P["strong_beta_cifar"] == replace(P["strong_beta"], blur_p=0.0)
+    assert P["vicreg_cifar"] == replace(P["strong_beta"], blur_p=0.0, solarize_p=0.1)
+    for name, solarize in (("strong_alpha_cifar", None), ("strong_beta_cifar", 0.2),
+                           ("vicreg_cifar", 0.1)):
+        ops = {type(op).__name__: op for op in A.preset(name, 32).steps}
+        assert "RandomGaussianBlur" not in ops
+        assert (ops["RandomSolarize"].p if "RandomSolarize" in ops else None) == solarize
+        assert ops["RandomColorJitter"].strengths == (0.4, 0.4, 0.2, 0.1)
+
+
 def test_one_channel_is_replicated() -> None:
     x = torch.randint(0, 256, (5, 1, 32, 32), dtype=torch.uint8)
     for name in ("weak", "strong_gamma", "eval"):

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from contrastkit.checkpoints import load_projector, projector_from_weights
 from contrastkit.cli import main
+from contrastkit.models.factory import HeadSpec, build_head
 from contrastkit.models.heads import MLPHead
 
 pytest.importorskip("sklearn")
@@ -30,8 +31,17 @@ def test_projector_is_rebuilt_from_its_weights(layers: int, batch_norm: str) -> 
     head.eval()
     rebuilt, spec = projector_from_weights(head.state_dict())
     assert (spec.num_layers, spec.batch_norm, spec.out_dim) == (layers, batch_norm, 4)
+    assert spec.last_bias is (batch_norm != "all")
     x = torch.randn(7, 6)
     torch.testing.assert_close(rebuilt(x), head(x), rtol=0, atol=0)
+
+
+def test_a_head_without_its_last_bias_is_rebuilt_without_it() -> None:
+    """Barlow Twins' and VICReg's projectors end in a linear layer without bias."""
+    head = build_head(HeadSpec(hidden_dim=5, out_dim=4, num_layers=3, last_bias=False), 6)
+    assert head.layers[-1].bias is None
+    rebuilt, spec = projector_from_weights(head.eval().state_dict())
+    assert spec.last_bias is False and rebuilt.layers[-1].bias is None
 
 
 def test_weights_of_no_head_are_refused() -> None:
@@ -48,7 +58,7 @@ def test_knn_in_projector_space_reads_the_projector_output(tiny_checkpoint: Path
     record = json.loads((tmp_path / "projector" / "results.json").read_text())["checkpoint"]
     assert record["space"] == "projector"
     assert record["projector"] == {"hidden_dim": 12, "out_dim": 8, "num_layers": 2,
-                                   "batch_norm": "all"}
+                                   "batch_norm": "all", "last_bias": False}
     backbone_record = json.loads((tmp_path / "backbone" / "results.json").read_text())
     assert backbone_record["checkpoint"]["space"] == "backbone"
     assert "| space " in (tmp_path / "projector" / "results.md").read_text()

@@ -10,6 +10,7 @@ from loss_inputs import make
 
 from contrastkit.losses import (
     DySTreSSTemperature,
+    barlow_twins,
     byol,
     dcl,
     dclw,
@@ -26,6 +27,7 @@ from contrastkit.losses import (
     sinkhorn_knopp,
     supcon,
     swav,
+    vicreg,
     wmse,
 )
 from contrastkit.losses.wmse import draw_sub_batches
@@ -56,6 +58,8 @@ LOSSES = {
     "swav": lambda q, k, n: swav([q, k], [sinkhorn_knopp(q), sinkhorn_knopp(k)]),
     "dino": lambda q, k, n: dino([q, k], [k, q], n[0]),
     "nnclr": lambda q, k, n: nnclr(n[:16], n[16:32], q, k),
+    "barlow_twins": lambda q, k, n: barlow_twins(q, k),
+    "vicreg": lambda q, k, n: vicreg(q, k, global_views=(n[:32], n[32:])),
 }
 
 
@@ -82,7 +86,7 @@ def test_float32_inputs_give_the_float32_loss_under_bf16_autocast(name: str) -> 
 
 
 @pytest.mark.parametrize("name", ["info_nce_queue", "sce_queue", "nt_xent", "supcon", "byol",
-                                  "moco_v3", "wmse"])
+                                  "moco_v3", "wmse", "barlow_twins", "vicreg"])
 def test_bf16_inputs_are_computed_as_their_float32_cast(name: str) -> None:
     q, k, neg = make(16, 32, 64, seed=4, dtype=torch.bfloat16)
     exact = [t.detach().float().requires_grad_(True) for t in (q, k, neg)]

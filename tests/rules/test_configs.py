@@ -119,7 +119,8 @@ SCE_D1 = [f"sce/{d}_{m}.yaml" for d in ("cifar10", "cifar100", "stl10", "tinyima
 #: lightly's CIFAR-10 benchmark (one parameter group), W-MSE's codes (Adam over every
 #: parameter) and the official SwAV code (LARC over SGD on every parameter).
 BASELINES_DECAY_ALL = [
-    *(f"baselines/cifar10_{m}_lightly.yaml" for m in ("byol", "dclw", "swav", "dino", "nnclr")),
+    *(f"baselines/cifar10_{m}_lightly.yaml"
+      for m in ("byol", "dclw", "swav", "dino", "nnclr", "barlow_twins")),
     "baselines/cifar10_wmse_sololearn.yaml", "baselines/cifar100_wmse_sololearn.yaml",
     "baselines/imagenet100_wmse.yaml", "baselines/imagenet100_swav.yaml",
 ]
@@ -169,7 +170,7 @@ def test_config_parses_and_builds(path):
 def test_expectation_lists_name_existing_configs():
     """The lists above are not vacuous: they name real files, all the CIFAR momentum ones."""
     names = set(_ids(CONFIGS))
-    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 92
+    assert set(DECAY_EVERY_PARAMETER) <= names and len(DECAY_EVERY_PARAMETER) == 93
     assert set(SHUFFLE_BN_8) <= names and len(SHUFFLE_BN_8) == 24
     cifar = set(_ids(CIFAR_MOMENTUM))
     assert {f"sce/cifar{n}_{m}.yaml" for n in ("10", "100") for m in ("sce", "moco", "ressl")} \
@@ -451,6 +452,60 @@ def test_every_swav_dino_nnclr_config_is_checked():
              and any(m in n for m in ("swav", "dino", "nnclr"))}
     assert names == set(SWAV) | set(DINO_RECIPES) | set(NNCLR_RECIPES) | {
         f"baselines/cifar100_{m}_sololearn.yaml" for m in ("swav", "dino", "nnclr")}
+
+
+#: The baselines' recipes (configs/baselines/, their headers), checked on the built objects:
+#: (file, projector (hidden, out, layers, last bias), loss settings, optimiser settings,
+#: (global batch, epochs), (online view, target view, crop scale)).
+SOLO_LARS = {"name": "lars", "base_lr": 0.3, "weight_decay": 1e-4, "eta": 0.02, "clip_lr": True,
+             "trust_ratio": "paper", "excluded_lr_ratio": 1.0, "warmup_epochs": 10,
+             "warmup_start_ratio": 1e-4, "final_lr_ratio": 0.0, "scale_lr": True}
+OFFICIAL_LARS = {"name": "lars", "base_lr": 0.2, "weight_decay": 1e-6, "eta": 0.001,
+                 "clip_lr": False, "trust_ratio": "update", "warmup_epochs": 10,
+                 "warmup_start_ratio": 0.0, "final_lr_ratio": 0.001, "scale_lr": True}
+BYOL_CIFAR_VIEWS = ("strong_alpha_cifar", "strong_beta_cifar", (0.08, 1.0))
+BASELINES = [
+    *[(f"baselines/{d}_barlow_twins_sololearn.yaml", (2048, 2048, 3, True),
+       {"lambd": 0.0051, "scale_loss": 0.1}, SOLO_LARS, (256, 1000), BYOL_CIFAR_VIEWS)
+      for d in ("cifar10", "cifar100")],
+    *[(f"baselines/{d}_vicreg_sololearn.yaml", (2048, 2048, 3, True),
+       {"coeffs": {"invariance": 25.0, "variance": 25.0, "covariance": 1.0},
+        "halve_variance": False}, SOLO_LARS, (256, 1000), ("vicreg_cifar", "vicreg_cifar", None))
+      for d in ("cifar10", "cifar100")],
+    ("baselines/cifar10_barlow_twins_lightly.yaml", (2048, 2048, 2, True),
+     {"lambd": 0.005, "scale_loss": 1.0},
+     {"name": "sgd", "base_lr": 0.06, "scale_lr": False, "weight_decay": 5e-4,
+      "warmup_epochs": 0, "final_lr_ratio": 0.0, "exclude_bias_and_norm": False},
+     (128, 200), BYOL_CIFAR_VIEWS),
+    ("baselines/imagenet100_barlow_twins.yaml", (8192, 8192, 3, False),
+     {"lambd": 0.0051, "scale_loss": 1.0}, {**OFFICIAL_LARS, "excluded_lr_ratio": 0.024},
+     (2048, 400), ("strong_alpha", "strong_beta", (0.08, 1.0))),
+    ("baselines/imagenet100_vicreg.yaml", (8192, 8192, 3, False),
+     {"coeffs": {"invariance": 25.0, "variance": 25.0, "covariance": 1.0},
+      "halve_variance": True}, {**OFFICIAL_LARS, "excluded_lr_ratio": 1.0},
+     (2048, 400), ("strong_alpha", "strong_beta", (0.08, 1.0))),
+]
+
+
+@pytest.mark.parametrize("row", BASELINES, ids=[r[0] for r in BASELINES])
+def test_baseline_configs_match_their_recipes(row):
+    name, head, loss, optimizer, (batch, epochs), (online, target, crop) = row
+    config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
+    linears = [m for m in model.method.projector.layers if m.__class__.__name__ == "Linear"]
+    assert (linears[0].out_features, linears[-1].out_features, len(linears),
+            linears[-1].bias is not None) == head
+    for key, value in loss.items():
+        assert getattr(model.method, key) == value, key
+    for key, value in optimizer.items():
+        assert getattr(model.optimizer_spec, key) == pytest.approx(value), key
+    assert model.optimizer_spec.momentum == 0.9
+    devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
+    assert data.batch_size * devices * (config.trainer.num_nodes or 1) == batch
+    assert config.trainer.max_epochs == epochs
+    views = model.views_spec
+    assert (views.online, views.target) == (online, target)
+    assert (tuple(views.crop_scale) if views.crop_scale else None) == crop
+    assert model.method.backbone_spec.cifar_stem is ("cifar" in name)
 
 
 @pytest.mark.parametrize("name", ["sce/cifar10_sce.yaml", "sce/imagenet_sce_multicrop.yaml"])

@@ -5,7 +5,8 @@ tensors, updated in place, without a host read. These tests run the real ``contr
 pretrain`` loop and check that
 
 * the captured step gives the eager path's weights, EMA weights, queue, optimiser state and
-  logged loss bit for bit (SGD and LARS, with and without a target branch, a queue that fills
+  logged loss and embedding spread bit for bit (SGD and LARS, with and without a target
+  branch, a queue that fills
   during the run, shuffle BN, the online classifier, bf16 autocast);
 * a run stopped and resumed, captured or eager on either side of each stop, ends where an
   uninterrupted one does, bit for bit;
@@ -54,20 +55,23 @@ def _assert_same_run(a: tuple[dict, object], b: tuple[dict, object]) -> None:
     assert [g["lr"] for g in opt_a["param_groups"]] == [g["lr"] for g in opt_b["param_groups"]]
     metrics_a, metrics_b = cli_a.trainer.callback_metrics, cli_b.trainer.callback_metrics
     assert torch.equal(metrics_a["train/loss"].cpu(), metrics_b["train/loss"].cpu())
+    assert torch.equal(metrics_a["train/z_std"].cpu(), metrics_b["train/z_std"].cpu())
 
 
 # Four runs cover the cases (each a pair of 2-epoch runs; the float32 SCE step with a full
 # queue is checked by the resume test below, whose eager epoch continues a captured one):
 # SCE with shuffle BN, a queue that fills during the run (uncaptured until full), the online
-# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS, in float32; BYOL
-# (a predictor, no queue) with a constant EMA momentum; NNCLR (its support set the queue, full
-# from the start).
+# classifier, bf16 autocast; SimCLR (no target branch, no queue) with LARS (solo-learn's
+# clip_lr and eta, the official codes' trust ratio), in float32; BYOL (a predictor, no queue)
+# with a constant EMA momentum; NNCLR (its support set the queue, full from the start).
 CASES = {
     "sce_shuffle_bn_queue_filling_classifier_bf16": [
         *method_args("SCE", queue_size=80, queue_init="empty", shuffle_bn=4),
         "--trainer.precision", "bf16-mixed"],
     "simclr_lars": [*method_args("SimCLR"), "--model.optimizer.name", "lars",
-                    "--model.optimizer.exclude_bias_and_norm", "true"],
+                    "--model.optimizer.exclude_bias_and_norm", "true",
+                    "--model.optimizer.clip_lr", "true", "--model.optimizer.eta", "0.02",
+                    "--model.optimizer.trust_ratio", "update"],
     # the EMA table follows the method's momentum schedule, here a constant one
     "byol_constant_momentum": method_args("BYOL", momentum=0.9, momentum_schedule="constant",
                                           predictor='{"hidden_dim": 16, "out_dim": 8}'),

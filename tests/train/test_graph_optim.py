@@ -3,7 +3,8 @@ is the torch optimiser's, with the learning rate read on the device.
 
 On the CPU the update runs the kernels torch's SGD runs there, so the parameters and momentum
 buffers after several steps are those of ``optimizer.step()`` bit for bit: SGD with weight decay,
-with Nesterov momentum, without momentum, and contrastkit's LARS; several parameter groups with
+with Nesterov momentum, without momentum, and contrastkit's LARS (with ``clip_lr``, which reads
+the step's learning rate, and either trust ratio); several parameter groups with
 their own learning rates; a parameter without a gradient left alone (torch skips it).
 """
 
@@ -31,12 +32,16 @@ def _optimizer(kind: str, model: nn.Module):
                "weight_decay": 0.0, "lars_adapt": False, "lr": 0.3}]
     if kind == "lars":
         return LARS(groups, lr=0.1, momentum=0.9)
+    if kind.startswith("lars_clip"):  # solo-learn's clip_lr, with each trust-ratio form
+        return LARS(groups, lr=0.1, momentum=0.9, eta=0.05, clip_lr=True,  # clips 1 of 2
+                    trust_ratio="update" if kind.endswith("update") else "paper")
     options = {"sgd": {"momentum": 0.9}, "nesterov": {"momentum": 0.9, "nesterov": True},
                "plain": {"momentum": 0.0}}[kind]
     return torch.optim.SGD(groups, lr=0.1, **options)
 
 
-@pytest.mark.parametrize("kind", ["sgd", "nesterov", "plain", "lars"])
+@pytest.mark.parametrize("kind", ["sgd", "nesterov", "plain", "lars", "lars_clip",
+                                  "lars_clip_update"])
 def test_the_update_is_the_optimisers_step_bit_for_bit(kind: str) -> None:
     eager, graph = _model(), _model()
     opt_eager, opt_graph = _optimizer(kind, eager), _optimizer(kind, graph)

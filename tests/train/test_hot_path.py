@@ -143,6 +143,8 @@ SETTINGS = [
                   "freeze_last_layer": '{"until": 2}'},
          ["--model.optimizer.clip_grad_per_parameter", "3.0"]),
         ("NNCLR", {"queue_size": 32, "predictor": '{"hidden_dim": 16, "out_dim": 8}'}, []),
+        ("BarlowTwins", {"scale_loss": 0.1}, []),
+        ("VICReg", {"halve_variance": "false"}, []),
     ],
 )
 def test_training_step_reads_nothing_back(tmp_path, method: str, kw: dict, extra: list) -> None:

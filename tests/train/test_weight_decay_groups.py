@@ -5,10 +5,12 @@ normalisation parameters (the LARS recipes: SCE D.2/D.3)."""
 
 from __future__ import annotations
 
+import pytest
 from pretrain_args import TINY, method_args
 from torch import nn
 
 from contrastkit.cli.pretrain import pretrain
+from contrastkit.train.specs import OptimizerSpec
 
 WD = 1e-3
 
@@ -61,3 +63,33 @@ def test_biases_and_norms_are_excluded_by_default(tmp_path):
     decayed = {id(p) for p in by_name["decay"]["params"]}
     assert by_name["decay"]["weight_decay"] == WD
     assert all(p.ndim > 1 for p in method.parameters() if id(p) in decayed)
+
+
+def test_the_lars_options_reach_the_optimiser(tmp_path):
+    """optimizer.eta, clip_lr and trust_ratio reach every LARS group, and excluded_lr_ratio
+    sets the excluded parameters' learning rate, kept by the schedule (the official Barlow
+    Twins code: biases and BN at 0.0048 / 0.2 of the weights' rate)."""
+    cli = pretrain([
+        *TINY, *method_args("SimCLR"), "--data.subset", "64", "--trainer.max_epochs", "1",
+        "--model.online_eval.knn", "false", "--model.optimizer.name", "lars",
+        "--model.optimizer.eta", "0.02", "--model.optimizer.clip_lr", "true",
+        "--model.optimizer.trust_ratio", "update", "--model.optimizer.excluded_lr_ratio",
+        "0.024", "--output", str(tmp_path / "run"),
+    ])
+    optimizer = cli.trainer.optimizers[0]
+    by_name = {g["name"]: g for g in optimizer.param_groups}
+    for group in by_name.values():
+        assert (group["eta"], group["clip_lr"], group["trust_ratio"]) == (0.02, True, "update")
+    ratio = by_name["no_decay"]["initial_lr"] / by_name["decay"]["initial_lr"]
+    assert abs(ratio - 0.024) < 1e-12  # the schedule multiplies both by the same factor
+    assert by_name["online_linear"]["initial_lr"] == 0.1  # the classifier's own rate
+
+
+def test_lars_options_with_another_optimiser_are_refused():
+    with pytest.raises(ValueError, match=r"optimizer\.clip_lr applies to LARS: set optimizer"):
+        OptimizerSpec(name="sgd", clip_lr=True)
+    with pytest.raises(ValueError, match=r"optimizer\.excluded_lr_ratio applies to the"):
+        OptimizerSpec(name="lars", exclude_bias_and_norm=False, excluded_lr_ratio=0.5)
+    with pytest.raises(ValueError, match=r"optimizer\.eta must be > 0"):
+        OptimizerSpec(name="lars", eta=0.0)
+    assert OptimizerSpec(name="sgd", excluded_lr_ratio=0.5).excluded_lr_ratio == 0.5

@@ -16,7 +16,8 @@ from contrastkit.config_file import read_config_file
 from contrastkit.data.specs import ViewsSpec
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec
 
-METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive", "BYOL", "MoCoV3", "WMSE")
+METHODS = ("SCE", "MoCo", "ReSSL", "SimCLR", "SupervisedContrastive", "BYOL", "MoCoV3", "WMSE",
+           "SwAV", "DINO", "NNCLR", "BarlowTwins", "VICReg")
 
 #: The trainer options a pretraining run usually sets (``--help-all`` lists every one).
 TRAINER_KEYS = (

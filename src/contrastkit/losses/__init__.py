@@ -1,9 +1,10 @@
 """Contrastive losses of SCE, Understanding the Behaviour of Contrastive Loss, DySTreSS and SINCERE,
 and of the baselines in their comparison tables.
 
-Every loss is a pure function on embeddings returning the mean over anchors (the contrastive
-ones L2-normalise inside, most with an ``nn.Module`` wrapper taking the same keyword arguments;
-SwAV's and DINO's take prototype scores and head outputs). One file per paper:
+Every loss is a pure function on embeddings with, for most, an ``nn.Module`` wrapper taking the
+same keyword arguments. The contrastive ones L2-normalise inside and return the mean over
+anchors; SwAV's and DINO's take prototype scores and head outputs; Barlow Twins and VICReg
+standardise or regularise each dimension over the batch. One file per paper:
 
 * ``sce.py``: :func:`ressl`, :func:`sce`, :func:`sce_terms` (Denize et al. 2023) and
   :func:`sce_reference`, eqs. 8-10 as the paper writes them;
@@ -21,12 +22,16 @@ SwAV's and DINO's take prototype scores and head outputs). One file per paper:
 * ``swav.py``: :func:`sinkhorn_knopp` and :func:`swav` (Caron et al. 2020);
 * ``dino.py``: :func:`dino` (Caron et al. 2021);
 * ``nnclr.py``: :func:`nearest_neighbours` and :func:`nnclr` (Dwibedi et al. 2021).
+* ``barlow_twins.py``: :func:`barlow_twins` (Zbontar et al. 2021);
+* ``vicreg.py``: :func:`vicreg` and :func:`vicreg_terms` (Bardes et al. 2022).
 
 Private numerics: ``_normalize.py`` (L2 normalisation), ``_logsumexp.py`` (fused log-sum-exp over
 the negatives), ``_hard_negatives.py`` (hard-negative selection), ``_pairs.py`` (query/key
-pairs). Argument validation: :mod:`contrastkit.checks`.
+pairs), ``_matrix.py`` (the off-diagonal entries of a square matrix). Argument validation:
+:mod:`contrastkit.checks`.
 """
 
+from contrastkit.losses.barlow_twins import BarlowTwinsLoss, barlow_twins
 from contrastkit.losses.byol import BYOLLoss, byol
 from contrastkit.losses.dino import dino
 from contrastkit.losses.dystress import (
@@ -66,11 +71,13 @@ from contrastkit.losses.temperature import (
     Temperature,
     resolve_temperature,
 )
+from contrastkit.losses.vicreg import VICRegLoss, vicreg, vicreg_terms
 from contrastkit.losses.wmse import WMSELoss, wmse
 from contrastkit.schedules import KuklevaCosineTemperature, MACLTemperature
 
 __all__ = [
     "BYOLLoss",
+    "BarlowTwinsLoss",
     "DCLLoss",
     "DCLWLoss",
     "DySTreSSTemperature",
@@ -91,7 +98,9 @@ __all__ = [
     "SimilarityTemperature",
     "SupConLoss",
     "Temperature",
+    "VICRegLoss",
     "WMSELoss",
+    "barlow_twins",
     "byol",
     "dcl",
     "dclw",
@@ -113,5 +122,7 @@ __all__ = [
     "sinkhorn_knopp",
     "supcon",
     "swav",
+    "vicreg",
+    "vicreg_terms",
     "wmse",
 ]

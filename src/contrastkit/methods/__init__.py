@@ -5,10 +5,12 @@ contrastive loss of Wang & Liu 2021, DySTreSS of Manna et al. 2023), ``moco.py``
 and ``sce.py`` (Denize et al. 2023) over the momentum base of ``momentum_contrast.py``,
 ``supervised.py`` (SupCon, SINCERE, epsilon-SupInfoNCE of Feeney & Hughes 2023), and the
 baselines ``byol.py`` (BYOL), ``moco_v3.py`` (MoCo v3), ``wmse.py`` (W-MSE), ``swav.py``
-(SwAV), ``dino.py`` (DINO) and ``nnclr.py`` (NNCLR). ``base.py`` holds what every method
-shares, ``queue.py`` the memory queue and ``shuffle_bn.py`` MoCo's shuffling BN.
+(SwAV), ``dino.py`` (DINO), ``nnclr.py`` (NNCLR), ``barlow_twins.py`` (Barlow Twins) and
+``vicreg.py`` (VICReg). ``base.py`` holds what every method shares, ``queue.py`` the memory
+queue and ``shuffle_bn.py`` MoCo's shuffling BN.
 """
 
+from contrastkit.methods.barlow_twins import BarlowTwins
 from contrastkit.methods.base import ContrastiveMethod, StepOutput
 from contrastkit.methods.byol import BYOL
 from contrastkit.methods.dino import DINO
@@ -22,6 +24,7 @@ from contrastkit.methods.sce import SCE
 from contrastkit.methods.simclr import SimCLR
 from contrastkit.methods.supervised import SupervisedContrastive
 from contrastkit.methods.swav import SwAV
+from contrastkit.methods.vicreg import VICReg
 from contrastkit.methods.wmse import WMSE
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "NNCLR",
     "SCE",
     "WMSE",
+    "BarlowTwins",
     "ContrastiveMethod",
     "MemoryQueue",
     "MoCo",
@@ -40,4 +44,5 @@ __all__ = [
     "StepOutput",
     "SupervisedContrastive",
     "SwAV",
+    "VICReg",
 ]

@@ -59,11 +59,16 @@ class StepOutput:
         features: detached backbone features of the first view, local to this process
             (for the online linear classifier).
         logs: values to log (e.g. the current temperature), see :data:`Loggable`.
+        embedding: the online branch's output for the first view (the projection, or the
+            prediction of a method with a predictor), of this process or of the gathered
+            batch: what the engine's collapse check reads (:mod:`contrastkit.train.
+            collapse_check`; the engine detaches it). None: no check.
     """
 
     loss: Tensor
     features: Tensor
     logs: dict[str, Loggable] = field(default_factory=dict)
+    embedding: Tensor | None = None
 
 
 class ContrastiveMethod(nn.Module, ABC):
@@ -221,6 +226,13 @@ class ContrastiveMethod(nn.Module, ABC):
             step.enter_context(self.online_casts.session())
             step.enter_context(self.target_casts.session())
             return self.objective(views, labels, state)
+
+    def collapse_loss(self) -> float | None:
+        """The loss a collapsed embedding gives with this method's settings (SwAV's
+        ``log K``, say), which the engine's collapse check watches for
+        (:mod:`contrastkit.train.collapse_check`); None, the default: no such value. A method
+        that has one overrides this in one line."""
+        return None
 
     # --- helpers for subclasses ---------------------------------------------------------------
     def checked_temperature(

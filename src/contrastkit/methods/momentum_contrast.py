@@ -126,4 +126,4 @@ class MomentumContrast(ContrastiveMethod):
         logs["positive_similarity"] = lambda: cosine_of_pairs(query0, key1).mean()
         # one pair: its loss itself (the mean of one value, without a stack and a division)
         loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
-        return StepOutput(loss=loss, features=features.detach(), logs=logs)
+        return StepOutput(loss=loss, features=features.detach(), logs=logs, embedding=query0)

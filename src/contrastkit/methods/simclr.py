@@ -88,4 +88,4 @@ class SimCLR(ContrastiveMethod):
             )
         logs = {**loggable(temperature=t),
                 "positive_similarity": lambda: cosine_of_pairs(z1, z2).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=z1)

@@ -69,4 +69,4 @@ class SupervisedContrastive(ContrastiveMethod):
             loss = eps_supinfonce(z, y, temperature=t, epsilon=self.epsilon)
         logs = {**loggable(temperature=t),
                 "positive_similarity": lambda: cosine_of_pairs(z[:, 0], z[:, 1]).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=z1)

@@ -63,12 +63,17 @@ class HeadSpec:
         out_dim: output size.
         num_layers: number of linear layers.
         batch_norm: ``none`` | ``hidden`` (after hidden layers) | ``all`` (also after the output).
+        last_bias: bias of the output linear layer; ``None``: a bias unless an output BN
+            follows. Barlow Twins' and VICReg's official projectors end in a linear layer
+            without bias (``false``); solo-learn's keep it. (A hidden linear layer followed by
+            BN never has a bias here: the BN's shift makes it redundant.)
     """
 
     hidden_dim: int = 512
     out_dim: int = 128
     num_layers: int = 2
     batch_norm: Literal["none", "hidden", "all"] = "hidden"
+    last_bias: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -131,4 +136,5 @@ def build_backbone(spec: BackboneSpec) -> nn.Module:
 
 def build_head(spec: HeadSpec, in_dim: int) -> MLPHead:
     """Build an :class:`~contrastkit.models.heads.MLPHead` from a :class:`HeadSpec`."""
-    return MLPHead(in_dim, spec.hidden_dim, spec.out_dim, spec.num_layers, spec.batch_norm)
+    return MLPHead(in_dim, spec.hidden_dim, spec.out_dim, spec.num_layers, spec.batch_norm,
+                   spec.last_bias)

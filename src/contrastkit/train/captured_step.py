@@ -50,6 +50,7 @@ from torch import Tensor
 from contrastkit.distributed import is_distributed, world_size
 from contrastkit.hot_path import hot_path
 from contrastkit.schedules import Schedule
+from contrastkit.train.collapse_check import embedding_spread
 from contrastkit.train.graph_optim import OptimizerUpdate, at_step, step_table
 
 if TYPE_CHECKING:
@@ -168,6 +169,8 @@ class CapturedStep:
                 logs[name] = value.detach()
             else:
                 self.numbers[name] = float(value)
+        if out.embedding is not None:  # the collapse check's train/z_std
+            logs["z_std"] = embedding_spread(out.embedding)
         if module.classifier is not None:
             extra, accuracy = module.online_classifier(out.features, self.labels, True)
             loss, logs["online_linear_acc"] = loss + extra, accuracy.detach()

@@ -119,7 +119,7 @@ class OptimizerUpdate:
             grads = [gradients[i] for i in kept]
             lr = at_step(self.lr[index], step, params[0].dtype)
             if self.lars:
-                steps = self._lars_direction(params, grads, group)
+                steps = self._lars_direction(params, grads, group, lr)
             else:
                 steps = self._sgd_direction(params, grads, group)
             add_scaled_(params, steps, -lr)
@@ -136,11 +136,12 @@ class OptimizerUpdate:
         torch._foreach_add_(bufs, d)
         return torch._foreach_add(d, bufs, alpha=momentum) if group["nesterov"] else bufs
 
-    def _lars_direction(self, params: list[Tensor], grads: list[Tensor],
-                        group: dict) -> list[Tensor]:
-        """:class:`~contrastkit.optim.LARS`'s direction (its docstring), device-only."""
+    def _lars_direction(self, params: list[Tensor], grads: list[Tensor], group: dict,
+                        lr: Tensor) -> list[Tensor]:
+        """:class:`~contrastkit.optim.LARS`'s direction (its docstring), device-only; ``lr``
+        the group's learning rate at this step (read by ``clip_lr``)."""
         momentum = group["momentum"]
-        d = lars_direction(params, grads, group)
+        d = lars_direction(params, grads, group, lr)
         if momentum == 0:
             return d
         bufs = [self.optimizer.state[p]["momentum_buffer"] for p in params]

@@ -14,6 +14,7 @@ It owns what is common to every method and nothing method-specific:
 * a non-finite loss stops the run with the step, epoch and batch where it appeared; the check
   runs on the device and is read every ``trainer.log_every_n_steps`` steps and before every
   checkpoint, so no checkpoint holds weights updated with a NaN (:mod:`.finite_guard`);
+* a collapsed embedding is warned about once, read at the logging steps (:mod:`.collapse_check`);
 * one augmentation generator per process on its device (:mod:`.augment_rng`);
 * the GPU path: the step runs inside :func:`contrastkit.hot_path.hot_path` (no host reads:
   see ``docs/performance.md`` for the inventory), 2-D backbones in ``channels_last`` on CUDA,
@@ -26,6 +27,7 @@ It owns what is common to every method and nothing method-specific:
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict
 
 import lightning as L
@@ -53,6 +55,7 @@ from contrastkit.optim import (
 from contrastkit.schedules import ScheduleState
 from contrastkit.train.augment_rng import AugmentationRNG
 from contrastkit.train.captured_step import CapturedStep
+from contrastkit.train.collapse_check import CollapseCheck, embedding_spread
 from contrastkit.train.finite_guard import FiniteGuard, NonFiniteLossError, check_weights
 from contrastkit.train.performance import compile_encoders, use_channels_last
 from contrastkit.train.specs import OnlineEvalSpec, OptimizerSpec, PerformanceSpec
@@ -107,6 +110,10 @@ class PretrainModule(L.LightningModule):
         self._val_features: dict[int, list[Tensor]] = {}
         self._val_labels: dict[int, list[Tensor]] = {}
         self.finite_guard = FiniteGuard()
+        online = self.online_spec
+        self.collapse_check = CollapseCheck(online.collapse_spread,
+                                            online.collapse_loss_tolerance,
+                                            online.collapse_steps, method.collapse_loss())
         self.augmentation_rng = AugmentationRNG(torch.initial_seed())
         self._channels_last = False
         self._configured = False
@@ -210,6 +217,10 @@ class PretrainModule(L.LightningModule):
         if logging:
             for name, value in out.logs.items():
                 self.log(f"train/{name}", _log_value(value), batch_size=batch_size)
+            spread = None if out.embedding is None else embedding_spread(out.embedding)
+            if spread is not None:
+                self.log("train/z_std", spread, batch_size=batch_size)
+            self.check_collapse(loss, spread)
         if self.classifier is not None:
             extra, accuracy = self.online_classifier(out.features, labels, logging)
             loss = loss + extra
@@ -264,6 +275,19 @@ class PretrainModule(L.LightningModule):
                 numbers["momentum"] = momentum
             for name, value in numbers.items():
                 self.log(f"train/{name}", torch.tensor(value), batch_size=batch_size)
+            self.check_collapse(outputs["loss"], outputs.get("z_std"))
+
+    def check_collapse(self, loss: Tensor, spread: Tensor | None) -> None:
+        """At a logging step, on the main process: the collapse check's warning, once, and its
+        step as ``train/collapse_step`` (:mod:`.collapse_check`; reads both values)."""
+        if not self.trainer.is_global_zero or not self.collapse_check.watches:
+            return
+        warning = self.collapse_check.observe(int(self.global_step), loss, spread,
+                                              self.method.embed_dim)
+        if warning is not None:
+            warnings.warn(warning, stacklevel=1)
+            self.log("train/collapse_step", torch.tensor(float(self.global_step)),
+                     rank_zero_only=True)
 
     def on_train_end(self) -> None:
         if self._captured is not None:
@@ -300,10 +324,15 @@ class PretrainModule(L.LightningModule):
         global_batch = self._global_batch()
         lr = scaled_lr(spec.base_lr, global_batch) if spec.scale_lr else spec.base_lr
         groups = param_groups(self.method, spec.weight_decay, spec.exclude_bias_and_norm)
+        for group in groups:
+            if group["name"] == "no_decay" and spec.excluded_lr_ratio != 1.0:
+                group["lr"] = lr * spec.excluded_lr_ratio
         if self.classifier is not None:
             groups.append({"params": list(self.classifier.parameters()), "weight_decay": 0.0,
                            "lars_adapt": False, "lr": spec.online_lr, "name": "online_linear"})
-        optimizer = build_optimizer(spec.name, groups, lr, spec.weight_decay, spec.momentum)
+        optimizer = build_optimizer(spec.name, groups, lr, spec.weight_decay, spec.momentum,
+                                    eta=spec.eta, clip_lr=spec.clip_lr,
+                                    trust_ratio=spec.trust_ratio)
         total = self._total_steps()
         max_epochs = self._max_epochs()
         warmup_epochs, notice = resolve_warmup_epochs(spec.warmup_epochs, spec.warmup_fraction,

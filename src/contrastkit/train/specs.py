@@ -38,6 +38,16 @@ class OptimizerSpec:
             :func:`contrastkit.gradients.clip_grad_norm_per_parameter_`); ``None``: no
             clipping. Not ``trainer.gradient_clip_val``, which clips the joint norm of all
             gradients by one factor.
+        eta: LARS trust coefficient (0.001: SimCLR, BYOL, SCE and the official Barlow Twins
+            and VICReg codes; 0.02: solo-learn's CIFAR and ImageNet-100 configs).
+        clip_lr: LARS caps each adapted learning rate at the scheduled one (solo-learn's
+            ``clip_lr``; :class:`contrastkit.optim.LARS`).
+        trust_ratio: denominator of the LARS trust ratio: ``paper`` (``||g|| + wd ||w||``,
+            You et al. 2017; solo-learn, SCE) or ``update`` (``||g + wd w||``: the official
+            Barlow Twins, VICReg and BYOL codes).
+        excluded_lr_ratio: learning rate of the excluded parameters (biases and normalisation
+            parameters, with ``exclude_bias_and_norm``) as a fraction of the others' (the
+            official Barlow Twins code: 0.0048 / 0.2 = 0.024).
     """
 
     name: Literal["sgd", "lars", "adamw", "adam"] = "sgd"
@@ -52,13 +62,35 @@ class OptimizerSpec:
     scale_lr: bool = True
     online_lr: float = 0.1
     clip_grad_per_parameter: float | None = None
+    eta: float = 0.001
+    clip_lr: bool = False
+    trust_ratio: Literal["paper", "update"] = "paper"
+    excluded_lr_ratio: float = 1.0
 
     def __post_init__(self) -> None:
-        """Refuse a learning rate that is not a finite number > 0 or a negative weight decay,
-        naming the key and the value given (torch named the scaled rate, not the key)."""
+        """Refuse a learning rate that is not a finite number > 0, a negative weight decay
+        (naming the key and the value given: torch named the scaled rate, not the key), a LARS
+        option with another optimiser, and LARS settings out of range."""
         for name in ("base_lr", "online_lr"):
             check_positive_float(f"model.optimizer.{name}", getattr(self, name))
         check_non_negative_float("model.optimizer.weight_decay", self.weight_decay)
+        lars_only = [f"optimizer.{key}" for key, default in LARS_DEFAULTS.items()
+                     if getattr(self, key) != default]
+        if lars_only and self.name != "lars":
+            raise ValueError(f"{', '.join(lars_only)} applies to LARS: set optimizer.name lars "
+                             f"(it is {self.name})")
+        if not self.eta > 0:
+            raise ValueError(f"optimizer.eta must be > 0, got {self.eta}")
+        if not self.excluded_lr_ratio >= 0:
+            raise ValueError(f"optimizer.excluded_lr_ratio must be >= 0, got "
+                             f"{self.excluded_lr_ratio}")
+        if self.excluded_lr_ratio != 1.0 and not self.exclude_bias_and_norm:
+            raise ValueError("optimizer.excluded_lr_ratio applies to the parameters "
+                             "optimizer.exclude_bias_and_norm excludes: set it to true")
+
+
+#: The optimiser settings that only LARS reads, and their defaults.
+LARS_DEFAULTS = {"eta": 0.001, "clip_lr": False, "trust_ratio": "paper"}
 
 
 @dataclass(frozen=True)
@@ -102,9 +134,19 @@ class OnlineEvalSpec:
         knn_temperature: temperature of the kNN vote weights exp(s / t) (default:
             ``contrastkit eval knn``'s, 0.1, so that with the same bank the monitor and the
             evaluation of a checkpoint report the same accuracy).
+        collapse_spread: the collapse warning's bound on ``train/z_std``, the spread of the
+            L2-normalised embedding: ``collapse_spread / sqrt(d)``, where evenly spread unit
+            vectors give about ``1 / sqrt(d)`` (0: not watched;
+            :mod:`contrastkit.train.collapse_check`).
+        collapse_loss_tolerance: the collapse warning's relative distance to the loss a
+            collapse gives, for methods that state one (0: not watched).
+        collapse_steps: optimiser steps a sign of collapse must hold before the warning.
     """
 
     linear: bool = True
     knn: bool = True
     knn_k: int = 200
     knn_temperature: float = 0.1
+    collapse_spread: float = 0.02
+    collapse_loss_tolerance: float = 1e-3
+    collapse_steps: int = 200

@@ -29,13 +29,16 @@ simclr             0.8    0.8s 0.8s  0.8s  0.2s  0.2   0.5   0     0.08-1
 simclr_cifar       0.8    0.8s 0.8s  0.8s  0.2s  0.2   0     0     0.08-1
 strong_alpha_cifar 0.8    0.4  0.4   0.2   0.1   0.2   0     0     0.08-1
 strong_beta_cifar  0.8    0.4  0.4   0.2   0.1   0.2   0     0.2   0.08-1
+vicreg_cifar       0.8    0.4  0.4   0.2   0.1   0.2   0     0.1   0.2-1
 dino_local         0.8    0.4  0.4   0.2   0.1   0.2   0.5   0     0.2-1
 ================== ====== ==== ===== ===== ===== ===== ===== ===== ========
 
-The two ``*_cifar`` presets after ``simclr_cifar`` are BYOL's two views without blur and with
-SimCLR's crop (0.08, 1) (solo-learn's ``asymmetric.yaml`` CIFAR views, lightly's CIFAR-10
-benchmark's ``BYOLView1Transform`` / ``BYOLView2Transform(gaussian_blur=0.0)`` and
-``DINOTransform(gaussian_blur=(0, 0, 0))``); ``dino_local`` is DINO's local crops
+The three ``*_cifar`` presets after ``simclr_cifar`` are the 32 x 32 distributions of the
+non-contrastive baselines, without blur: BYOL's two views with SimCLR's crop (0.08, 1)
+(solo-learn's ``asymmetric.yaml`` CIFAR views, lightly's CIFAR-10 benchmark's
+``BYOLView1Transform`` / ``BYOLView2Transform(gaussian_blur=0.0)`` and
+``DINOTransform(gaussian_blur=(0, 0, 0))``) and solo-learn's VICReg CIFAR views (its
+``vicreg.yaml``: solarization 0.1, crop (0.2, 1)); ``dino_local`` is DINO's local crops
 (``DataAugmentationDINO.local_transfo``: BYOL's jitter, blur 0.5, no solarization; their crop
 scale is set by the multi-crop views).
 
@@ -160,8 +163,8 @@ _SIMCLR = replace(
 
 #: SCE Table 1 (weak, strong, strong-alpha/beta/gamma; crop scale (0.2, 1.0) of appendix D.1),
 #: SimCLR (Chen et al., 2020: crop (0.08, 1), jitter 0.8 s, gray 0.2, blur 0.5; CIFAR: no blur),
-#: BYOL's strong-alpha/beta as the CIFAR recipes use them (crop (0.08, 1), no blur) and DINO's
-#: local crops.
+#: the baselines' CIFAR views without blur (BYOL's two, crop (0.08, 1); solo-learn's VICReg)
+#: and DINO's local crops.
 PRESETS: dict[str, AugmentSpec] = {
     "weak": AugmentSpec(),
     "strong": replace(_STRONG, blur_p=0.5),
@@ -172,6 +175,7 @@ PRESETS: dict[str, AugmentSpec] = {
     "simclr_cifar": replace(_SIMCLR, blur_p=0.0),
     "strong_alpha_cifar": replace(_BYOL, crop_scale=(0.08, 1.0)),
     "strong_beta_cifar": replace(_BYOL, crop_scale=(0.08, 1.0), solarize_p=0.2),
+    "vicreg_cifar": replace(_BYOL, solarize_p=0.1),
     "dino_local": replace(_BYOL, blur_p=0.5),
 }
 _DEFAULT_STRENGTH = {"simclr": 1.0}
@@ -267,7 +271,8 @@ def preset(name: str, size: int, **options: object) -> Pipeline:
         name: one of :func:`preset_names`: ``weak``, ``strong``, ``strong_alpha``,
             ``strong_beta``, ``strong_gamma`` (SCE Table 1), ``simclr``, ``simclr_cifar``,
             ``strong_alpha_cifar``, ``strong_beta_cifar`` (BYOL's views on CIFAR),
-            ``dino_local`` (DINO's local crops),
+            ``vicreg_cifar`` (solo-learn's VICReg CIFAR views), ``dino_local`` (DINO's local
+            crops),
             ``eval`` (validation), ``eval_train`` (linear-evaluation training).
         size: output side in pixels.
         **options: ``jitter_strength`` (float >= 0, SimCLR strength ``s``; default 0.5 for SCE
