@@ -161,3 +161,18 @@ def test_the_default_predictor_takes_the_projectors_sizes(cls):
     method = cls(backbone=BACKBONE, projector=HeadSpec(hidden_dim=12, out_dim=5))
     linears = [m for m in method.predictor.layers if isinstance(m, nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(5, 12), (12, 5)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _byol(momentum=0.9),
+    lambda: MoCoV3(backbone=BACKBONE, projector=HEAD, predictor=HEAD, momentum=0.9).double(),
+    lambda: WMSE(backbone=BACKBONE, projector=HEAD, w_size=8).double(),
+], ids=["byol", "mocov3", "wmse"])
+def test_each_hands_the_engine_its_online_embedding_for_the_collapse_check(make):
+    """The online branch's output of the first view (the prediction where there is one): what
+    ``train/z_std`` reads; None would leave a collapse unwatched."""
+    method = make()
+    v = _views()
+    out = method(v, _labels(), STATE)
+    assert out.embedding is not None
+    torch.testing.assert_close(out.embedding, method.encode(v[0])[1])

@@ -249,3 +249,34 @@ def test_nnclr_refuses_multicrop_and_swav_dino_take_it():
     assert not SwAV.captured_step and not DINO.captured_step
     assert isinstance(_swav().prototypes, nn.Linear)
     assert NNCLR.captured_step  # test_captured_step.py: bit for bit the eager steps
+
+
+# --- the collapse value each states (the engine's collapse check watches for it) ----------
+def test_swav_and_dino_state_the_loss_a_uniform_collapse_gives():
+    """Scores (SwAV) or head outputs (DINO) equal for every image and output: the loss is log K,
+    K the prototypes (SwAV) or the head's outputs (DINO)."""
+    swav_method = _swav()
+    scores = [torch.zeros(6, 5, dtype=torch.float64) for _ in range(2)]
+    codes = [losses.sinkhorn_knopp(s) for s in scores]
+    assert swav_method.collapse_loss() == pytest.approx(losses.swav(scores, codes).item())
+    assert swav_method.collapse_loss() == pytest.approx(torch.log(torch.tensor(5.0)).item())
+    torch.manual_seed(0)
+    dino_method = DINO(backbone=BACKBONE, projector=HEAD, momentum=0.9).double()
+    outputs = [torch.zeros(6, 7, dtype=torch.float64) for _ in range(2)]
+    center = torch.zeros(1, 7, dtype=torch.float64)
+    assert dino_method.collapse_loss() == pytest.approx(
+        losses.dino(outputs, outputs, center).item())
+    assert dino_method.collapse_loss() == pytest.approx(torch.log(torch.tensor(7.0)).item())
+
+
+def test_each_hands_the_engine_its_online_embedding_for_the_collapse_check():
+    """SwAV's normalised projection, DINO's head output, NNCLR's projection of the first view:
+    what ``train/z_std`` reads."""
+    views = _views()
+    swav_method, dino_method, nnclr_method = _swav(), _dino(), _nnclr()
+    out = swav_method(views, _labels(), STATE)
+    torch.testing.assert_close(out.embedding, F.normalize(swav_method.encode(views[0])[1], dim=1))
+    out = dino_method(views, _labels(), STATE)
+    torch.testing.assert_close(out.embedding, dino_method.encode(views[0])[1])
+    out = nnclr_method(views, _labels(), STATE)
+    torch.testing.assert_close(out.embedding, nnclr_method.encode_both(views[0])[1])

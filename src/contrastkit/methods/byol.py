@@ -62,4 +62,4 @@ class BYOL(ContrastiveMethod):
         z1, z2 = self.encode_target(views[0]), self.encode_target(views[1])
         loss = byol(p1, z2) + byol(p2, z1)
         logs = {"positive_similarity": lambda: cosine_of_pairs(p1, z2).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=p1)

@@ -15,6 +15,7 @@ clipping is the engine's ``optimizer.clip_grad_per_parameter``. Not for
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 import torch
@@ -97,7 +98,13 @@ class DINO(ContrastiveMethod):
             self._center_sum = total if self._center_sum is None else self._center_sum + total
             self._center_count += rows.shape[0]
         return StepOutput(loss=loss, features=encoded[0][0].detach(),
-                          logs=loggable(temperature=ts, teacher_temperature=tt))
+                          logs=loggable(temperature=ts, teacher_temperature=tt),
+                          embedding=encoded[0][1])
+
+    def collapse_loss(self) -> float:
+        """The uniform collapse: teacher and student softmaxes uniform over the K outputs, the
+        cross-entropy log K (DINO's other collapse, one output dominant, the centre prevents)."""
+        return math.log(self.embed_dim)
 
     @torch.no_grad()
     def after_optimizer_step(self, state: ScheduleState) -> dict[str, float]:

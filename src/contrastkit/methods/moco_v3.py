@@ -77,4 +77,4 @@ class MoCoV3(ContrastiveMethod):
         positives = k2[offset : offset + q1.shape[0]]
         logs = {**loggable(temperature=t),
                 "positive_similarity": lambda: cosine_of_pairs(q1, positives).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=q1)

@@ -74,4 +74,4 @@ class NNCLR(ContrastiveMethod):
         self.queue.stage(z1)
         logs = {**loggable(temperature=t),
                 "positive_similarity": lambda: cosine_of_pairs(nn1, p2).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=z1)

@@ -14,6 +14,8 @@ updated after the step).
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -89,7 +91,12 @@ class SwAV(ContrastiveMethod):
         codes = [self.codes(i, z[i], state) for i in range(2)]
         t = self.temperature_at(state)
         loss = swav(scores, codes, temperature=t)
-        return StepOutput(loss=loss, features=encoded[0][0].detach(), logs=loggable(temperature=t))
+        return StepOutput(loss=loss, features=encoded[0][0].detach(), logs=loggable(temperature=t),
+                          embedding=z[0])
+
+    def collapse_loss(self) -> float:
+        """Scores equal for every prototype: each crop's softmax is uniform, the loss log K."""
+        return math.log(self.prototypes.out_features)
 
     @torch.no_grad()
     def codes(self, crop: int, z: Tensor, state: ScheduleState) -> Tensor:

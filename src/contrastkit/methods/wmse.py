@@ -77,4 +77,4 @@ class WMSE(ContrastiveMethod):
         loss = wmse(z1, z2, w_size=w_size, w_iter=self.w_iter, eps=self.eps,
                     detach_second=self.detach_second, sub_batches=rows)
         logs = {"positive_similarity": lambda: cosine_of_pairs(z1, z2).mean()}
-        return StepOutput(loss=loss, features=f1.detach(), logs=logs)
+        return StepOutput(loss=loss, features=f1.detach(), logs=logs, embedding=z1)
