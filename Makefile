@@ -75,7 +75,7 @@ bench: $(STAMP)
 # tuned SINCERE/SupCon runs once their grid has chosen); the second round plans about 19
 # CPU-hours. Resumable: rerun after any stop. Finished runs are recorded in
 # docs/reproduction/runs: commit them to go on elsewhere.
-REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 sce_lambda_tau baselines
+REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 sce_lambda_tau ressl_grid baselines
 repro-cpu: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES); \

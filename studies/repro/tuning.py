@@ -10,7 +10,9 @@ choice, and the variant is a placeholder whose folder holds no run. Once chosen:
 * with ``reuse``, the tuned variant *is* the chosen grid run (its folder, so seed 0 is the grid
   run itself and seeds 1, 2 are trained beside it), with the study's evaluations added;
 * without, it trains its own config with the chosen cell's ``overrides`` (another data set
-  at the same temperature and learning rate).
+  at the same temperature and learning rate), in a folder named after its config and the
+  chosen cell (``cifar2_sincere_t0.1_lr0.05_warmup``), so that a run at an earlier choice is
+  never taken for it.
 
 :func:`folder_choices` reads the grid's evaluations from the run folders (the runner, the
 collection, which writes them into the summary as ``choices``); :func:`resolve_study` turns a
@@ -30,7 +32,10 @@ from studies.repro.layout import eval_dir, run_dir
 from studies.repro.studies import Study, Tuning, Variant
 
 #: Short names of the overridden settings, for labels.
-SETTING_NAMES = {"--model.method.init_args.temperature": "t", "--model.optimizer.base_lr": "lr"}
+SETTING_NAMES = {"--model.method.init_args.temperature": "t", "--model.optimizer.base_lr": "lr",
+                 "--model.method.init_args.target_temperature": "t_m",
+                 "--model.optimizer.warmup_fraction": "warm-up",
+                 "--model.optimizer.warmup_start_ratio": "warm-up start"}
 
 
 def settings_text(overrides: Iterable[str]) -> str:
@@ -91,7 +96,10 @@ def resolve(variant: Variant, chosen: Variant | None) -> Variant:
         evals = tuple(dict.fromkeys(chosen.evals + variant.evals))
         return replace(chosen, name=variant.name, label=label, evals=evals,
                        eval_args=variant.eval_args, tuning=None)
-    return replace(variant, label=label, folder=None, overrides=chosen.overrides, tuning=None)
+    # its own folder per setting: a run trained at another grid's choice is not this one
+    suffix = chosen.stem.removeprefix(f"{variant.tuning.name}_")
+    return replace(variant, label=label, folder=f"{Path(variant.config).stem}_{suffix}",
+                   overrides=chosen.overrides, tuning=None)
 
 
 def resolve_study(study: Study, choices: dict[str, dict]) -> Study:
