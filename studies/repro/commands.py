@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from studies.repro.layout import ARCHIVE, ARRAY_CACHE, FEATURE_CACHE, eval_dir
-from studies.repro.studies import Variant
+from studies.repro.schema import Variant
 
 #: ``contrastkit`` arguments of each evaluation (``analyze`` gets per-run extra arguments).
 EVALS: dict[str, list[str]] = {
