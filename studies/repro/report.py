@@ -306,7 +306,9 @@ def _mechanism_text(v: Verdict) -> str:
     for m in v.mechanisms:
         if not m.values:
             continue
-        seeds = ", ".join(f"s{s}: {_signed(x)}" for s, x in zip(m.seeds, m.values, strict=True))
+        seeds = ", ".join(
+            f"s{s}: {_signed(x)} (" + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()) + ")"
+            for s, x, numbers in zip(m.seeds, m.values, m.inputs, strict=True))
         interval = (f" [{_signed(m.t_interval[0])}, {_signed(m.t_interval[1])}]"
                     if m.t_interval else "")
         parts.append(f"<br>*mechanism*: {m.statement}: mean "

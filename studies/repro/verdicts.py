@@ -178,13 +178,16 @@ def rescaled_paper_effect(claim: Claim, study: Study, summary: dict,
 @dataclass
 class MechanismValues:
     """A claim's mechanism (:class:`~studies.repro.schema.Mechanism`) as measured: its seeds'
-    values and, with two or more, their mean's 95% t-interval."""
+    values, the numbers each was computed from (``inputs``: per seed, ``"run metric"`` ->
+    value, e.g. each loss's median nearest-noise similarity) and, with two or more seeds,
+    their mean's 95% t-interval."""
 
     statement: str
     short: str
     seeds: list[int]
     values: list[float]
     t_interval: tuple[float, float] | None
+    inputs: list[dict[str, float]] = field(default_factory=list)
 
     @property
     def reversed(self) -> bool:
@@ -248,16 +251,19 @@ class _Reader:
         return get
 
     def mechanism(self, mechanism: Mechanism, seeds: tuple[int, ...]) -> MechanismValues:
-        measured = {}
+        measured, inputs = {}, []
         for seed in seeds:
+            get = self.at(seed)
             try:
-                measured[seed] = mechanism.value(self.at(seed))
+                measured[seed] = mechanism.value(get)
             except KeyError:
                 continue
+            inputs.append({f"{name} {metric.rsplit('/', 1)[-1]}": get(name, metric)
+                           for name, metric in mechanism.needs})
         values = list(measured.values())
         interval = t_interval(values)[1:] if len(values) >= 2 else None
         return MechanismValues(mechanism.statement, mechanism.short or mechanism.statement,
-                               list(measured), values, interval)
+                               list(measured), values, interval, inputs)
 
 
 def judge(claim: Claim, study: Study, summary: dict, tag: str | None = None) -> Verdict:

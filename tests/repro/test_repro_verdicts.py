@@ -119,6 +119,9 @@ def test_every_claim_keeps_its_previous_label_and_a_pending_one_judges_the_runs_
     assert noise.reversed and all(v < 0 for v in noise.values)
     assert noise.values == pytest.approx([0.4976 - 0.6379, 0.5128 - 0.6329, 0.5071 - 0.6351],
                                          abs=1e-3)
+    assert noise.inputs[0] == pytest.approx({"sincere noise_similarity_median": 0.6379,
+                                             "supcon noise_similarity_median": 0.4976},
+                                            abs=1e-4)
     # CIFAR-2: SupCon's 1-NN not shown past its random init: inconclusive (not trained)
     cifar2 = STUDIES["cifar2"]
     for claim in cifar2.claims:
