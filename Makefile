@@ -71,11 +71,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/losses.py
 
 # The CPU-scale reproduction study (docs/reproduction.md): two lanes of one thread sharing one
-# study list (each takes the next run the other does not hold; the temperature reruns first, the
-# tuned SINCERE/SupCon runs once their grid has chosen); the second round plans about 19
-# CPU-hours. Resumable: rerun after any stop. Finished runs are recorded in
-# docs/reproduction/runs: commit them to go on elsewhere.
-REPRO_STUDIES = temperature dystress sincere_grid sincere cifar2 sce_lambda_tau baselines
+# study list (each takes the next run the other does not hold; issue 54's round first, the tuned
+# runs once their grid has chosen); that round plans about 17 CPU-hours. Resumable: rerun after
+# any stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
+REPRO_STUDIES = sincere_grid ressl_grid sincere cifar2 baselines temperature sce_lambda_tau dystress
 repro-cpu: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES); \

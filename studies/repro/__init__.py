@@ -21,16 +21,22 @@ its figures: each claim next to the paper's table or figure and numbers, with a 
 
 One module per job:
 
+* :mod:`~studies.repro.schema`: what a study, a run, a tuning, a claim and a mechanism are;
 * :mod:`~studies.repro.studies`: the studies, their runs and the papers' claims;
+  :mod:`~studies.repro.grids`: the tuning grids and their studies;
+  :mod:`~studies.repro.tuning`: a tuned run's setting, chosen by its grid;
 * :mod:`~studies.repro.layout`: the checkout and the run folders' layout;
 * :mod:`~studies.repro.commands`: the ``contrastkit`` command line of each step;
 * :mod:`~studies.repro.runner`: runs those commands in order, resumable;
 * :mod:`~studies.repro.records`: finished runs kept in git, restored on another machine;
 * :mod:`~studies.repro.collection`: scans the run folders into a summary;
-* :mod:`~studies.repro.stats`: paired t-intervals and minimum detectable effects;
-* :mod:`~studies.repro.verdicts`: the verdict rules;
+* :mod:`~studies.repro.stats`: paired t-intervals, detectable effects and power;
+* :mod:`~studies.repro.trained`: whether a run trained past its random init, or collapsed;
+* :mod:`~studies.repro.verdicts`: the verdict rules; :mod:`~studies.repro.rules`: them in words;
+  :mod:`~studies.repro.superseded`: the labels and runs the revised page replaces;
 * :mod:`~studies.repro.plan`: the planned cost of Part A (an estimate);
-* :mod:`~studies.repro.report`: the Markdown report;
+* :mod:`~studies.repro.report`: the Markdown report; :mod:`~studies.repro.headline`: its
+  first screens; :mod:`~studies.repro.grid_section`: a tuning grid's lines;
 * :mod:`~studies.repro.scale`: its sections on the planned and measured cost and the scale;
 * :mod:`~studies.repro.figures`: its figures;
 * :mod:`~studies.repro.blocks`: Part B's order across blocks of GPU time, the next block and

@@ -30,7 +30,8 @@ from studies.repro.block_records import BLOCK_LOG
 from studies.repro.collection import seed_values
 from studies.repro.layout import RECORDS, eval_dir
 from studies.repro.records import FINISHED
-from studies.repro.studies import CPU_SEEDS, STUDIES, TEMPERATURES, Variant
+from studies.repro.schema import Variant
+from studies.repro.studies import CPU_SEEDS, STUDIES, TEMPERATURES
 
 #: Device time of one block and the most one command may run (seconds).
 BLOCK_SECONDS = 15 * 60

@@ -15,7 +15,6 @@ of a summary.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +24,8 @@ from studies.repro import layout, records
 from studies.repro.block_records import BLOCK_SUMMARY
 from studies.repro.layout import RUNS, eval_dir
 from studies.repro.provenance import read_provenance
-from studies.repro.studies import STUDIES, Variant
+from studies.repro.schema import Variant
+from studies.repro.studies import STUDIES
 from studies.repro.tuning import folder_choices, is_resolved, resolve_study
 
 
@@ -59,9 +59,11 @@ def pretrain_finished(ckpt: Path, max_epochs: int) -> bool:
 
 
 def read_losses(metrics_csv: Path) -> dict[str, float]:
-    """Mean ``train/loss`` of the first and of the last logged epoch (Feeney & Hughes 2023,
-    Table 4), and the last epoch's mean ``train/positive_similarity`` when logged (see
-    :func:`studies.repro.verdicts.collapsed`)."""
+    """Mean ``train/loss`` of the first and of the last logged epoch's logged steps (Feeney &
+    Hughes 2023, Table 4, compares the first and last epochs; the loss is logged every
+    ``trainer.log_every_n_steps`` steps, so this is the mean of those steps, not of the whole
+    epoch), and the last epoch's mean ``train/positive_similarity`` when logged (see
+    :func:`studies.repro.trained.collapsed`)."""
     import csv
 
     by_epoch: dict[int, list[float]] = {}
@@ -169,8 +171,7 @@ def collect(root: Path | None = None) -> dict:
                                                         "accuracy_a", "accuracy_b",
                                                         "n_resamples")},
                             "cpu_seconds": records.read_costs(seed_dir).get("cost/cpu_seconds")}
-    return {"generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "runs": runs, "comparisons": comparisons, "choices": choices}
+    return {"runs": runs, "comparisons": comparisons, "choices": choices}
 
 
 def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:

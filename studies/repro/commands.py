@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from studies.repro.layout import ARCHIVE, ARRAY_CACHE, FEATURE_CACHE, eval_dir
-from studies.repro.studies import Variant
+from studies.repro.schema import Variant
 
 #: ``contrastkit`` arguments of each evaluation (``analyze`` gets per-run extra arguments).
 EVALS: dict[str, list[str]] = {
@@ -30,6 +30,9 @@ EVALS: dict[str, list[str]] = {
     # training-split images after the 10,000 a Part A run trains on, against those 10,000
     "knn1_heldout_projector": ["eval", "knn", "--k", "1", "--space", "projector",
                                "--subset", "10000", "--held-out", "5000"],
+    # ReSSL's grid (issue 54): 200-NN on the backbone, the same validation split
+    "knn200_heldout": ["eval", "knn", "--k", "200", "--temperature", "0.1",
+                       "--subset", "10000", "--held-out", "5000"],
 }
 
 

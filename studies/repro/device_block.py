@@ -39,7 +39,8 @@ from studies.repro.layout import eval_dir, run_dir, run_tag
 from studies.repro.provenance import COMMIT_VARIABLE, DIRTY_VARIABLE, gpu_model
 from studies.repro.records import COST_LOG, read_costs
 from studies.repro.runner import Runner, run_studies
-from studies.repro.studies import STUDIES, Variant
+from studies.repro.schema import Variant
+from studies.repro.studies import STUDIES
 
 #: Kept free at the end of a pretraining chunk: the command's start (imports, decoding the
 #: archive, building, capturing the step), the epoch that ends past the chunk, writing the

@@ -6,8 +6,9 @@ accuracy, uniformity and tolerance against the temperature (study 2, Wang & Liu 
 training loss curves of SINCERE and SupCon (Feeney & Hughes 2023, Table 4
 compares their first and last epochs); bar charts of the seed mean accuracy (DySTreSS and
 baseline studies); the random-initialisation baseline as a dashed line; and copies of the
-runs' own ``analyze`` figures (local separation, Wang & Liu 2021 supplement Figs. 1, 4; nearest
-target and noise similarity histograms, Feeney & Hughes 2023 Fig. 2).
+runs' own ``analyze`` figures (local separation, Wang & Liu 2021 supplement Fig. 1, the
+ordinary loss on CIFAR-10; nearest target and noise similarity histograms, Feeney & Hughes
+2023 Fig. 2).
 Every file is written atomically.
 """
 
@@ -23,7 +24,8 @@ from contrastkit.outputs import temp_file_beside
 from studies.repro import layout
 from studies.repro.collection import run_tags, seed_values
 from studies.repro.layout import RUNS
-from studies.repro.studies import TEMPERATURES, Study
+from studies.repro.schema import Study
+from studies.repro.studies import TEMPERATURES
 
 
 def _monitor_splits(study: Study) -> tuple[str, str]:
@@ -115,7 +117,8 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
         made += _copy_run_figures(study, summary, tag, figures_dir,
                                   [(f"simclr_t{t}", "analyze_projector/local_separation.png")
                                    for t in (TEMPERATURES[0], TEMPERATURES[-1])],
-                                  "local separation (supplement Figs. 1, 4)")
+                                  "local separation (Wang & Liu supplement Fig. 1: the "
+                                  "ordinary loss on CIFAR-10)")
     elif study.name in ("sincere", "cifar2"):
         from contrastkit.train.callbacks import read_metrics_csv
 

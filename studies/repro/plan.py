@@ -6,8 +6,9 @@ stem) + the CPU-seconds of its evaluations (:data:`EVAL_SECONDS`). A run shared 
 studies (the SimCLR runs, the random-initialisation baseline) is counted once, in the first
 study that lists it, with the union of the evaluations its studies need. A tuned run
 (:mod:`studies.repro.tuning`) that reuses its grid's chosen run adds, at the grid's seed,
-only the evaluations the grid run lacks. :func:`planned_cost` sums this per study; runs the
-second round (issue 38) reuses from the first are left out (:data:`REUSED`).
+only the evaluations the grid run lacks. :func:`planned_cost` sums this per study; the runs a
+round reuses from the rounds before are left out (issue 54's round:
+:data:`REUSED_BY_ROUND_THREE`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from studies.repro import layout
-from studies.repro.studies import Study, Variant
+from studies.repro.grids import FIRST_GRIDS
+from studies.repro.schema import Study, Variant
 
 #: CPU-seconds per training step with one torch thread, batch 256, 32 px, ResNet-18 width 16
 #: CIFAR stem, augmentation included, by config stem prefix (the longest matching prefix):
 #: the first round's measured pretraining CPU time per run over its 1,170 steps (its final
 #: per-config table: SimCLR t = 0.1 / 0.2 / 0.5 40.3 / 39.6 / 38.3 CPU-minutes, DySTreSS
 #: 38.0, SINCERE 40.2, SupCon 40.4; two lanes of one thread on this project's shared 2-core
-#: machine); CIFAR-2 runs as their CIFAR-10 loss, the random-init step as SimCLR's.
+#: machine; SCE, MoCo v2, ReSSL 30.3, 32.2, 31.4 CPU-minutes over 1,170 steps, MoCo v2's seed
+#: 0 over 1,350); CIFAR-2 runs as their CIFAR-10 loss, the random-init step as SimCLR's.
 STEP_SECONDS: dict[str, float] = {"simclr": 2.03, "dystress": 1.95, "sincere": 2.06,
                                   "supcon": 2.07, "cifar2_sincere": 2.06,
                                   "cifar2_supcon": 2.07, "cifar2_random_init": 2.03,
-                                  "random_init": 2.03}
+                                  "random_init": 2.03, "sce": 1.55, "moco": 1.57,
+                                  "ressl": 1.61}
 
 #: CPU-seconds of evaluations of a width-16 checkpoint, start-up included, from the first
 #: round's ``cost.jsonl`` (means over its runs): extracting and caching one split pair's
@@ -39,11 +43,15 @@ STEP_SECONDS: dict[str, float] = {"simclr": 2.03, "dystress": 1.95, "sincere": 2
 EVAL_SECONDS: dict[str, float] = {"features": 80.0, "knn": 5.0, "analyze": 44.0,
                                   "heldout_features": 25.0}
 
-#: The first round's recorded runs that the second round reuses (not trained again).
-REUSED = frozenset({"random_init"})
-#: The studies of the second round (issue 38), in the order its lanes take them.
-ROUND_TWO = ("temperature", "dystress", "sincere_grid", "sincere", "cifar2")
-#: Lanes of the second round: two processes of one thread sharing :data:`ROUND_TWO`.
+#: The studies of issue 54's round, in the order its lanes take them: the grids' extension and
+#: ReSSL's grid, then the runs tuned on them, and study 5's first-round runs trained again at
+#: one recorded commit.
+ROUND_THREE = ("sincere_grid", "ressl_grid", "sincere", "cifar2", "baselines")
+#: The runs issue 54's round reuses from the second (not trained again): the first grid's cells
+#: (seeds 0-2 of its choice among them) and CIFAR-2's random init.
+REUSED_BY_ROUND_THREE = frozenset({
+    *(cell.stem for cells in FIRST_GRIDS.values() for cell in cells), "cifar2_random_init"})
+#: Lanes of a round: two processes of one thread sharing its study list.
 LANES = 2
 
 
@@ -108,7 +116,7 @@ def _runs(study: Study, variant: Variant) -> list[tuple[tuple[str, int], Variant
 
 def planned_cost(studies: Sequence[Study],
                  step_seconds: dict[str, float] = STEP_SECONDS,
-                 reused: frozenset[str] = REUSED) -> list[StudyCost]:
+                 reused: frozenset[str] = frozenset()) -> list[StudyCost]:
     """Per study, in order: the runs it adds over ``seeds x variants`` (leaving out the
     ``reused`` stems) and their CPU-seconds (``step_seconds``: CPU-seconds per step by config
     stem prefix)."""

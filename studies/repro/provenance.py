@@ -140,24 +140,36 @@ def read_provenance(folder: Path) -> dict[str, object]:
                                         "torch_threads", "gpu")}}
 
 
-#: The checkout that trains the second round's runs (issue 38), one for the whole round.
-STUDY_CHECKOUT = "1955f53"
-#: How to go on with the second round at that checkout, and bring its records here.
+def names_clean_commit(provenance: dict) -> bool:
+    """Whether a run's folded provenance (:func:`read_provenance`) names the commit that trained
+    it, with no tracked file changed from it."""
+    commits = provenance.get("commits") or []
+    return (bool(commits) and all(c not in ("", "None") for c in commits)
+            and provenance.get("dirty") is False)
+
+
+#: The checkout that trained the second round's runs (issue 38), one for the whole round.
+SECOND_ROUND_CHECKOUT = "1955f53"
+#: The checkout that trains issue 54's round (its runs' definitions fixed there, before them).
+STUDY_CHECKOUT = "9b039b4"
+#: How to go on with issue 54's round at that checkout, and bring its records here.
 CONTINUE_AT_STUDY_CHECKOUT = (
-    f"The second round's runs are trained by one checkout, {STUDY_CHECKOUT} (see Provenance), "
-    "so that each claim's seeds come from one code. `make repro-cpu` on a later commit also "
-    "goes on with them, with that commit's code (the provenance table then names both "
-    "commits). To keep the one checkout, go on at it and bring its records here (at that "
-    "commit the command is `contrastkit repro`; its `make repro-cpu` predates the round's "
-    "study list):",
+    f"Issue 54's round is trained by one checkout, {STUDY_CHECKOUT} (see Provenance; the "
+    f"second round's, {SECOND_ROUND_CHECKOUT}, trained the runs it reuses), so that each "
+    "claim's seeds come from one code. `make repro-cpu` on a later commit also goes on with "
+    "them, with that commit's code (the provenance table then names both commits). To keep "
+    "the one checkout, go on at it and bring its records here:",
     "",
     "```bash",
     f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
     "# the runs recorded since that commit, which it then restores instead of training again:",
     "cp -r docs/reproduction/runs/. ../contrastkit-study/docs/reproduction/runs/",
+    "# once, before the round's first run: study 5's first-round records, to be trained again",
+    "(cd ../contrastkit-study/docs/reproduction/runs/cpu && rm -r sce moco ressl random_init)",
     "cd ../contrastkit-study && make lint   # creates its .venv",
-    "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/contrastkit repro cpu --study \\",
-    "    temperature dystress sincere_grid sincere cifar2 > ../study-lane$lane.log 2>&1 & done",
+    "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/python -m studies.repro cpu \\",
+    "    --study sincere_grid ressl_grid sincere cifar2 baselines > ../study-lane$lane.log 2>&1 &",
+    "done",
     "# later, whenever runs have finished (rerun the same loop after any stop: it resumes);",
     "# its records are the newer copies (a run's logs grow as a later study evaluates it):",
     "cd - && cp -r ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
@@ -177,11 +189,11 @@ STREAM_CHECK = (
     "between 2f74338 and c258b80 (15:13, the commit that recorded it). The first ten steps "
     "of that run with one thread (`contrastkit pretrain` and a callback that stops after ten "
     "steps without shortening the schedule) are bit-identical at 2f74338, at c258b80 and at "
-    f"this round's study checkout, {STUDY_CHECKOUT} (step 9: 6.3309, on the AMD EPYC machine "
-    "of the round's first sessions): no code change since the records' checkout altered the "
-    "training stream. The record itself has 6.5892 at step 9: the same code and config give "
-    "it only in another environment. On that machine they give 6.3309 with one thread and "
-    "6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding in the threaded "
+    f"the second round's study checkout, {SECOND_ROUND_CHECKOUT} (step 9: 6.3309, on the AMD "
+    "EPYC machine of the round's first sessions): no code change since the records' checkout "
+    "altered the training stream. The record itself has 6.5892 at step 9: the same code and "
+    "config give it only in another environment. On that machine they give 6.3309 with one thread "
+    "and 6.2733 with two (step 0 identical, step 1 5e-7 apart from rounding in the threaded "
     "kernels, the gap growing from there); the first round moved between machines across "
     "sessions and recorded neither its CPU nor its thread count. Between machines the gap "
     "opens sooner: on an Intel Xeon (AVX-512) machine, 2026-11-28, the study checkout and "
@@ -193,23 +205,28 @@ STREAM_CHECK = (
     "machines and compares them exactly on either (a change of the data order, augmentation, "
     "initialisation, loss or optimiser fails it); elsewhere it compares step 0 alone, to a "
     "relative 1e-5 (everything but the optimiser). The first round's SCE, MoCo v2, ReSSL and "
-    "random-init records, which study 5 reads (not retrained), hold no commit either: each "
+    "random-init records, which study 5 read, hold no commit either (issue 54's round trains "
+    f"them again at {STUDY_CHECKOUT}; until their records arrive, the list below names them): "
+    "each "
     "of their twelve runs (seeds 0, 1, 2) trains the same first three steps (the random "
     "init: its one step), bit for bit (Intel Xeon, one thread, 2026-11-28), at the head of "
     f"main when it started ({FIRST_ROUND_HEADS}, 2026-11-26 14:29 to 2026-11-27 05:29; a run "
     "resumed later on newer code is checked at its start only) and at 72c293e, after this "
     "round; the test pins seed 0 of SCE, MoCo v2 and ReSSL on that machine. The second "
     "round's runs are all trained "
-    f"by that one study checkout, {STUDY_CHECKOUT}, on the machines the table above names, "
+    f"by that one study checkout, {SECOND_ROUND_CHECKOUT}, on the machines the table above "
+    "names, "
     "even where this page is generated at a later commit; the test runs in `make test` "
     "wherever `../shared/data` lies beside the checkout (as in CI), so on either pinned "
     "machine the code of a commit whose tests pass trains the same first steps as the study "
     "checkout.")
 
 
-def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
+def provenance_lines(summary: dict, uncommitted: list[str], part: str = "cpu") -> list[str]:
     """The report's provenance section: which checkout (and environment) trained which runs
-    of ``part``, then :data:`STREAM_CHECK`."""
+    of ``part``, the counted runs whose record names no clean commit (``uncommitted``, found
+    by the report: :func:`studies.repro.headline.uncommitted_counted_runs`), then
+    :data:`STREAM_CHECK`."""
     groups: dict[tuple, list[str]] = {}
     for run in summary.get("runs", {}).values():
         if run.get("tag") != part or not run.get("pretrain_finished"):
@@ -236,4 +253,9 @@ def provenance_lines(summary: dict, part: str = "cpu") -> list[str]:
         lines.append(f"| {', '.join(c[:10] for c in commits)} | "
                      f"{'yes' if dirty else 'no'} | {torch_v} / {lightning_v} / {numpy_v} | "
                      f"{hardware} | {len(runs)}: {', '.join(sorted(runs))} |")
-    return [*lines, "", STREAM_CHECK, ""]
+    check = ("Every counted run (read by a counted claim, or the random init of its study) "
+             "names a clean commit." if not uncommitted else
+             f"Counted runs (read by a counted claim, or the random init of its study) whose "
+             f"record names no clean commit, {len(uncommitted)}: {', '.join(uncommitted)}. "
+             "A claim of issue 54's round stays *pending* until its runs' records name one.")
+    return [*lines, "", check, "", STREAM_CHECK, ""]

@@ -20,7 +20,8 @@ from functools import cache
 
 from studies.repro import layout
 from studies.repro.commands import EVALS
-from studies.repro.studies import STUDIES, Variant
+from studies.repro.schema import Variant
+from studies.repro.studies import STUDIES
 
 #: The runs of each table, by name (``studies.repro.studies``'s Part B variants).
 TABLE6 = ("sce", "moco", "ressl")

@@ -1,16 +1,19 @@
 """The Markdown report of the reproduction study (``docs/reproduction.md``).
 
-:func:`render_report` turns a collected summary into the page. Its first screen: the tally of
-verdicts with *reversed at this scale*, the runs not shown to train past their random
-initialisation (with the counted claims that read them) and the results table
-(:mod:`studies.repro.headline`), then the deviations from the papers
-(:mod:`studies.repro.deviations`); the details follow: how to rerun, which checkout trained
-the records (:mod:`studies.repro.provenance`), the planned and measured cost and what the
-scale can show (:mod:`studies.repro.scale`), the verdict rules, the gains over random
-initialisation, then per study its claims (paper's numbers, measured values per seed,
-verdict), a table of its runs per tag (with those not trained past random initialisation
-named under it) and its figures (:mod:`studies.repro.figures`). Tuned runs are shown as their
-grid chose (:mod:`studies.repro.tuning`). :func:`write_report` writes it atomically.
+:func:`render_report` turns a collected summary into the page. Its first screen is the
+headline (:mod:`studies.repro.headline`: the scale first, then what is and is not reproduced);
+then the verdict rules (:mod:`studies.repro.rules`), the tally, the runs not shown to train
+past their random initialisation and the results table; after the results, the deviations
+from the papers (:mod:`studies.repro.deviations`), which checkout trained the records
+(:mod:`studies.repro.provenance`) and the gains over random initialisation; then per study its
+claims (paper's numbers, measured values per seed, verdict), each tuning grid's choice
+(:mod:`studies.repro.grid_section`), a table of its runs per tag (with the runs that collapsed
+or did not train past random initialisation named under it) and its figures
+(:mod:`studies.repro.figures`); last Part B, how to rerun, what the scale can show and the
+planned and measured cost (:mod:`studies.repro.scale`). Tuned runs are shown as their grid
+chose (:mod:`studies.repro.tuning`). The page holds only what the summary and the checkout's
+configs say (no date, no path of the machine), so the same records give the same page, byte
+for byte. :func:`write_report` writes it atomically.
 """
 
 from __future__ import annotations
@@ -25,28 +28,42 @@ from contrastkit.outputs import temp_file_beside
 from studies.repro.collection import run_tags, seed_values
 from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
-from studies.repro.headline import results_lines, tally_lines
-from studies.repro.partb import partb_lines
-from studies.repro.plan import ROUND_TWO
-from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
-from studies.repro.rules import verdict_rule_lines
-from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
-from studies.repro.stats import t_interval
-from studies.repro.studies import (
-    STUDIES,
-    Study,
-    Variant,
+from studies.repro.grid_section import choice_lines, tunings_of
+from studies.repro.headline import (
+    headline_lines,
+    results_lines,
+    tally_lines,
+    uncommitted_counted_runs,
 )
-from studies.repro.tuning import resolve_study, settings_text
-from studies.repro.verdicts import (
+from studies.repro.partb import partb_lines
+from studies.repro.plan import ROUND_THREE
+from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
+from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, verdict_rule_lines
+from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
+from studies.repro.schema import Study
+from studies.repro.stats import t_interval
+from studies.repro.studies import STUDIES
+from studies.repro.superseded import (
+    PREVIOUS_COMMIT,
+    SUPERSEDED_RUNS,
+    previous_study,
+    superseded_runs,
+)
+from studies.repro.trained import (
     COLLAPSE_MAX_DROP,
     COLLAPSE_SIMILARITY,
-    EQUIVALENCE_CONFIDENCE,
-    Verdict,
+    NEAR_CHANCE,
+    PROTOCOL_WORDS,
+    baseline,
+    chance,
     collapsed,
-    judge,
-    planned_mde,
+    gain_protocol,
+    gains_over_random_init,
+    not_past_random_init,
+    untrained_text,
 )
+from studies.repro.tuning import resolve_study
+from studies.repro.verdicts import EQUIVALENCE_CONFIDENCE, Verdict, judge, planned_effect
 
 #: Why a part may have no runs yet, printed under its heading while it has none.
 PART_PENDING = {
@@ -95,20 +112,25 @@ def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits:
 
 
 #: Per-study table columns: (header, metric, scale, digits).
+_LOSSES = [("initial loss (first epoch's logged steps)", "pretrain/initial_loss", 1, 2),
+           ("final loss (last epoch's)", "pretrain/final_loss", 1, 2)]
 _SUPERVISED = [("target-noise margin", "analyze_projector/target_noise_margin", 1, 3),
-               ("initial loss", "pretrain/initial_loss", 1, 2),
-               ("final loss", "pretrain/final_loss", 1, 2),
+               ("nearest-target sim. (median)", "analyze_projector/target_similarity_median",
+                1, 3),
+               ("nearest-noise sim. (median)", "analyze_projector/noise_similarity_median", 1, 3),
+               *_LOSSES,
                ("1-NN top-1 %", "knn1_projector/top1", 100, 2),
                ("5-NN top-1 %", "knn5_projector/top1", 100, 2)]
+_POSITIVE = ("last-epoch positive cosine", "pretrain/final_positive_similarity", 1, 3)
 COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
     "sincere": [*_SUPERVISED,
                 ("backbone: margin", "analyze/target_noise_margin", 1, 3),
                 ("backbone: 1-NN %", "knn1/top1", 100, 2),
                 ("backbone: 5-NN %", "knn5/top1", 100, 2)],
     "sincere_grid": [("validation 1-NN % (projector, held-out)",
-                      "knn1_heldout_projector/top1", 100, 2),
-                     ("initial loss", "pretrain/initial_loss", 1, 2),
-                     ("final loss", "pretrain/final_loss", 1, 2)],
+                      "knn1_heldout_projector/top1", 100, 2), *_LOSSES, _POSITIVE],
+    "ressl_grid": [("validation 200-NN % (backbone, held-out)", "knn200_heldout/top1", 100, 2),
+                   *_LOSSES, _POSITIVE],
     "cifar2": _SUPERVISED,
     "temperature": [("200-NN top-1 %", "knn200/top1", 100, 2),
                     ("uniformity", "analyze_projector/uniformity", 1, 3),
@@ -143,17 +165,18 @@ def _columns(study: Study) -> list[tuple[str, str, float, int]]:
 
 
 def cpu_study_order() -> list[str]:
-    """Every Part A study, the second round's first (in its order: the temperature reruns
-    before the tuned runs that wait for their grid), as ``make repro-cpu`` lists them."""
-    return [*ROUND_TWO, *(n for n, s in STUDIES.items() if s.part == "cpu" and n not in ROUND_TWO)]
+    """Every Part A study, issue 54's round first (in its order: the grids before the runs
+    tuned on them), as ``make repro-cpu`` lists them."""
+    return [*ROUND_THREE,
+            *(n for n, s in STUDIES.items() if s.part == "cpu" and n not in ROUND_THREE)]
 
 
 def render_report(summary: dict, figures_dir: Path | None = None,
                   doc_dir: Path | None = None) -> str:
     """Markdown of docs/reproduction.md; figures are written to ``figures_dir`` when given.
 
-    Its first screen is the tally (with *reversed at this scale*) and the results table,
-    then the deviations from the papers; the details follow."""
+    Its first screen is the headline; the rules come before the results, the details
+    after them."""
     choices = summary.get("choices") or {}
     cpu_studies = " ".join(cpu_study_order())
     lines = [
@@ -161,15 +184,31 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "",
         "Generated by `python -m studies.repro report` from `runs/repro/summary.json` (its copy "
         "beside this page, `reproduction.json`, holds every number; the finished runs' own "
-        "files, checkpoints aside, are recorded in `reproduction/runs/`); do not edit by hand. "
-        "Every number was measured by the public commands (`contrastkit pretrain`, `eval`, "
-        "`analyze`, `compare`) on the configs of `configs/repro/`; a claim whose runs do not "
-        f"exist yet says **not yet run**. Summary generated: {summary.get('generated', '–')}.",
+        "files, checkpoints aside, are recorded in `reproduction/runs/`); do not edit by hand: "
+        "the same records give this page byte for byte. Every number was measured by the "
+        "public commands (`contrastkit pretrain`, `eval`, `analyze`, `compare`) on the configs "
+        "of `configs/repro/`; a claim whose runs do not exist yet says **not yet run**.",
         "",
+        *headline_lines(summary),
+        *verdict_rule_lines(),
         *tally_lines(summary),
         *_untrained_lines(summary),
         *results_lines(summary),
         *deviation_lines(),
+        *provenance_lines(summary, uncommitted_counted_runs(summary)),
+        *_past_random_init(summary),
+    ]
+    for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
+        lines += [f"## {title}", ""]
+        if not run_tags(summary, part):
+            lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
+                      ""]
+        if part == "gpu":
+            lines += partb_lines(summary)
+        for study in (s for s in STUDIES.values() if s.part == part):
+            lines += _study_section(resolve_study(study, choices), summary, figures_dir,
+                                    doc_dir)
+    lines += [
         "## How to rerun",
         "",
         "```bash",
@@ -190,9 +229,9 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "goes on from there on any machine (a clean clone with `../shared/data` beside it), whose",
         "`make repro-cpu` (`python -m studies.repro cpu`) and `report` restore them instead of",
         "training those runs again. A run under way when its machine is lost starts again from",
-        "its first epoch. A tuned run (`sincere`, `cifar2`) is trained once",
-        "its grid (`sincere_grid`) has chosen its setting; a lane that reaches it earlier goes",
-        "on with other runs.",
+        "its first epoch. A tuned run (`sincere`, `cifar2`; study 5's `ressl`) is trained once",
+        "its grid (`sincere_grid`; `ressl_grid`) has chosen its setting; a lane that reaches it",
+        "earlier goes on with other runs.",
         "",
         *CONTINUE_AT_STUDY_CHECKOUT,
         "Part A (CPU): ResNet-18 width 16 with the CIFAR stem, the first 10,000 images of a",
@@ -206,57 +245,40 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "run table. An online 200-NN monitor every 5 epochs (the 10,000 training images as",
         "bank, the test split as queries; CIFAR-2: its 4,000 training images, the test split's",
         "cat and dog images) draws the learning curves; it changes nothing in training.",
+        "The training loss is logged every 10th step, so a run's initial and final loss are",
+        "the means of its first and last epochs' logged steps (3 or 4 of CIFAR-10's 39 steps",
+        "per epoch, 1 of CIFAR-2's 15), not the epochs' means.",
         "Evaluation on the full train (bank) and test splits of the archive. Part B",
         "(one GPU): full width, the 50,000 training images, 200 epochs, bf16, GPU augmentation.",
         "",
-        *provenance_lines(summary),
+        *scale_lines(),
         "## Plan and cost (Part A)",
         "",
         *plan_lines(),
         "",
         *measured_cost_lines(summary),
-        *scale_lines(),
-        *verdict_rule_lines(),
-        *_past_random_init(summary),
     ]
-    for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
-        lines += [f"## {title}", ""]
-        if not run_tags(summary, part):
-            lines += [f"No run of this part exists yet. {PART_PENDING.get(part, '')}".rstrip(),
-                      ""]
-        if part == "gpu":
-            lines += partb_lines(summary)
-        for study in (s for s in STUDIES.values() if s.part == part):
-            lines += _study_section(resolve_study(study, choices), summary, figures_dir,
-                                    doc_dir)
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _baseline(study: Study) -> Variant | None:
-    """The study's random-initialisation baseline, if it has one."""
-    return next((v for v in study.variants if v.name.endswith("random_init")), None)
 
 
 def _past_random_init(summary: dict) -> list[str]:
     """Each trained Part A run's accuracy minus that of the random-init baseline of its seed
-    and study (points; 200-NN where the run has it, else 1-NN, in the projector's output
-    when it has no backbone kNN), and the smallest gain."""
+    and study (points, on the protocol of :func:`studies.repro.trained.gain_protocol`), and
+    the smallest gain."""
     choices = summary.get("choices") or {}
     rows, gains = [], []
     planned = 0  # trained runs of the plan with a test evaluation
     seen: set[str] = set()
     for study in (resolve_study(s, choices) for s in STUDIES.values() if s.part == "cpu"):
-        base_variant = _baseline(study)
+        base_variant = baseline(study)
         for v in study.variants:
-            protocol = next((p for p in ("knn200", "knn1", "knn1_projector") if p in v.evals),
-                            None)
+            protocol = gain_protocol(v)
             if (v is base_variant or v.stem in seen or v.tuning is not None
                     or protocol is None or base_variant is None):
                 continue
             seen.add(v.stem)
-            metric = f"{protocol}/top1"
             cells = []
-            measured = _gains_over_random_init(study, summary, "cpu", metric, v.stem)
+            measured = gains_over_random_init(study, summary, "cpu", f"{protocol}/top1", v.stem)
             for seed in study.seeds:
                 planned += 1
                 if seed in measured:
@@ -265,8 +287,9 @@ def _past_random_init(summary: dict) -> list[str]:
             rows.append(f"| {study.number} | {v.label} | {protocol} | "
                         f"{', '.join(cells) or 'not yet run'} |")
     lines = ["## Trained past random initialisation", "",
-             "Each finished run's top-1 minus that of the same backbone randomly initialised "
-             "with the same seed (points, test split; CIFAR-2 runs against CIFAR-2's):", "",
+             "Each finished run's top-1 minus that of the same network randomly initialised "
+             "with the same seed (points, test split; 200-NN on the backbone, or 1-NN in the "
+             "projector's output where the claims read it; CIFAR-2 runs against CIFAR-2's):", "",
              "| study | run | protocol | gain over random init, per seed |", "|---|---|---|---|",
              *rows, ""]
     if gains:
@@ -277,8 +300,25 @@ def _past_random_init(summary: dict) -> list[str]:
     return lines
 
 
+def _mechanism_text(v: Verdict) -> str:
+    """The measured mechanisms of a claim, each with its seeds' values."""
+    parts = []
+    for m in v.mechanisms:
+        if not m.values:
+            continue
+        seeds = ", ".join(
+            f"s{s}: {_signed(x)} (" + ", ".join(f"{k} {v:.3f}" for k, v in numbers.items()) + ")"
+            for s, x, numbers in zip(m.seeds, m.values, m.inputs, strict=True))
+        interval = (f" [{_signed(m.t_interval[0])}, {_signed(m.t_interval[1])}]"
+                    if m.t_interval else "")
+        parts.append(f"<br>*mechanism*: {m.statement}: mean "
+                     f"{_signed(sum(m.values) / len(m.values))}{interval}; {seeds}")
+    return "".join(parts)
+
+
 def _measured(v: Verdict, study: Study) -> str:
-    """The claim's measured cell: mean, t-interval and signs, then each seed's value."""
+    """The claim's measured cell: mean, t-interval and signs, then each seed's value, then its
+    mechanisms."""
     if not v.values:
         return "–"
     cells = []
@@ -298,32 +338,14 @@ def _measured(v: Verdict, study: Study) -> str:
     if v.tag != study.part:
         text += (f" ({v.tag}: {v.tag.partition('-e')[2]} epochs instead of the "
                  "configs': a pipeline check, not evidence)")
-    return text
-
-
-def _gains_over_random_init(study: Study, summary: dict, tag: str, metric: str,
-                            stem: str) -> dict[int, float]:
-    """Per seed, the finished run's ``metric`` minus that of the random init of the same seed,
-    in points."""
-    base_variant = _baseline(study)
-    assert base_variant is not None
-    base = base_variant.stem
-    runs = summary.get("runs", {})
-    gains = {}
-    for run in runs.values():
-        if run.get("tag") != tag or run.get("stem") != stem or not run.get("pretrain_finished"):
-            continue
-        other = runs.get(f"{tag}/{base}/seed{run['seed']}") or {}
-        if metric in run["metrics"] and metric in other.get("metrics", {}):
-            gains[run["seed"]] = 100.0 * (run["metrics"][metric] - other["metrics"][metric])
-    return gains
+    return text + _mechanism_text(v)
 
 
 def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
                         stem: str) -> str:
     """Mean over seeds of (run - random init of the same seed) on ``metric``, in points, with
     its 95% t-interval from two seeds on."""
-    diffs = list(_gains_over_random_init(study, summary, tag, metric, stem).values())
+    diffs = list(gains_over_random_init(study, summary, tag, metric, stem).values())
     if not diffs:
         return "–"
     if len(diffs) == 1:
@@ -332,61 +354,26 @@ def _versus_random_init(study: Study, summary: dict, tag: str, metric: str,
     return f"{mean:+.2f} [{low:+.2f}, {high:+.2f}] ({len(diffs)} seeds)"
 
 
-def _accuracy_column(study: Study) -> tuple[str, str, float, int] | None:
-    """The first accuracy column of the study's run table (the one compared with random
-    init), if it has one."""
-    return next((c for c in _columns(study) if c[1].endswith("/top1")), None)
-
-
-def _not_past_random_init(study: Study, summary: dict, tag: str
-                          ) -> list[tuple[Variant, str, float, float, float]]:
-    """The study's trained runs whose gain over random init (the run table's accuracy, every
-    planned seed measured) has a 95% t-interval that is not above 0: (variant, protocol name,
-    mean, low, high), in points."""
-    base_variant = _baseline(study)  # None for a study without runs
-    if base_variant is None or len(study.seeds) < 2:
-        return []
-    accuracy = _accuracy_column(study)
-    if accuracy is None:
-        return []
-    out = []
-    for v in study.variants:
-        if v is base_variant:
-            continue
-        gains = _gains_over_random_init(study, summary, tag, accuracy[1], v.stem)
-        if sorted(gains) != sorted(study.seeds):
-            continue
-        mean, low, high = t_interval(list(gains.values()))
-        if low <= 0:
-            out.append((v, accuracy[0].split(" top-1")[0], mean, low, high))
-    return out
-
-
-def _untrained_text(untrained: list[tuple[Variant, str, float, float, float]]) -> str:
-    return "; ".join(f"{v.label}: {name} {mean:+.2f} [{low:+.2f}, {high:+.2f}] points"
-                     for v, name, mean, low, high in untrained)
-
-
 def _untrained_lines(summary: dict) -> list[str]:
     """Under the tally: the Part A studies with a run not trained past its random init, and
     how many of their counted claims read such a run."""
     choices = summary.get("choices") or {}
     found = []
     for study in (resolve_study(s, choices) for s in STUDIES.values() if s.part == "cpu"):
-        untrained = _not_past_random_init(study, summary, study.part)
+        untrained = not_past_random_init(study, summary, study.part)
         if not untrained:
             continue
         names = {v.name for v, *_ in untrained}
-        claims = [c for c in study.claims if c.role == "primary"
+        claims = [c for c in study.claims if c.role in COUNTED_ROLES
                   and any(name in names for name, _ in c.needs)]
-        found.append(f"study {study.number} ({_untrained_text(untrained)}; {len(claims)} of "
+        found.append(f"study {study.number} ({untrained_text(untrained)}; {len(claims)} of "
                      f"its counted claims read them)")
     if not found:
         return []
     return ["Not trained past random initialisation at this budget, the gain's 95% t-interval "
-            "over the seeds not above 0: " + "; ".join(found) + ". Their verdicts follow the "
-            "rules fixed before the runs, but they compare networks not shown to be better than "
-            "the same ones untrained, not the losses as the papers train them.", ""]
+            "over the seeds not above 0: " + "; ".join(found) + ". The claims that read them "
+            "are *inconclusive (not trained)*: they compare networks not shown to be better "
+            "than the same ones untrained.", ""]
 
 
 def _study_section(study: Study, summary: dict, figures_dir: Path | None,
@@ -398,63 +385,28 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     configs = ", ".join(f"`{c}`" for c in dict.fromkeys(v.config for v in study.variants))
     lines += [f"Study `{study.name}`; seeds {list(study.seeds)}; configs: {configs or 'none'}.",
               ""]
-    if study.claims:  # a study that only chooses settings (the tuning grid) has none
+    if study.claims:  # a study that only chooses settings (a tuning grid) has none
         lines += _claims_table(study, summary)
-    if study.name == "sincere_grid":
-        lines += _choice_lines(summary)
+    if tunings_of(study):
+        lines += choice_lines(study, summary)
         # a chosen cell's folder also holds the tuned comparison's later seeds: the grid is
         # its own seeds only
         summary = _of_seeds(summary, study.seeds)
     if not study.variants:
         return lines
-    cols = _columns(study)
-    accuracy = _accuracy_column(study)
-    versus = accuracy is not None and _baseline(study) is not None
     for tag in tags:
-        header = ["run", "epochs", *[c[0] for c in cols]]
-        if versus:
-            header.append(f"{accuracy[0].split(' top-1')[0]} vs random init (points)")
-        rows = []
-        for variant in study.variants:
-            epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
-                           if r.get("tag") == tag and r.get("stem") == variant.stem), None)
-            cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
-            if _all_seeds_done(summary, study, tag, variant.stem):  # a metric it does not have
-                cells = ["–" if c == "not yet run" else c for c in cells]
-            if versus:
-                cells.append("–" if variant is _baseline(study) else _versus_random_init(
-                    study, summary, tag, accuracy[1], variant.stem))
-            rows.append([variant.label, str(epochs) if epochs else "–", *cells])
-        if all(all(c in ("not yet run", "–") for c in r[2:]) for r in rows) and tag != tags[0]:
-            continue
-        lines.append(f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
-                     "single seed, accuracies carry their 95% test-set bootstrap interval; "
-                     "*vs random init*: mean paired difference with its 95% t-interval; "
-                     "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
-                     "cores shared with other work, so they follow the machine's load as much "
-                     "as the method):")
-        lines.append("")
-        lines.append("| " + " | ".join(header) + " |")
-        lines.append("|" + "---|" * len(header))
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        lines.append("")
-        stuck = sorted({v.label for v in study.variants for r in summary.get("runs", {}).values()
-                        if r.get("tag") == tag and r.get("stem") == v.stem
-                        and r.get("pretrain_finished") and collapsed(r.get("metrics", {}))})
-        if stuck:
-            lines += [f"Collapsed or nearly ({', '.join(stuck)}): in the last epoch the two views' "
-                      "mean "
-                      f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
-                      f"less than {COLLAPSE_MAX_DROP:.0%}: every embedding is nearly the same "
-                      "vector, so claims that read these runs are *collapsed*.", ""]
-        untrained = _not_past_random_init(study, summary, tag)
-        if untrained:
-            lines += [f"Not trained past random initialisation ({_untrained_text(untrained)}, "
-                      "mean gain over the same network untrained with the same seed, 95% "
-                      "t-interval): the interval is not above 0, so at this budget these runs "
-                      "are not shown to be better than untrained, and the claims that read "
-                      "them compare them as they are, not the losses as the paper trains "
-                      "them.", ""]
+        table = _run_table(study, summary, tag)
+        if table and (tag == tags[0] or table[0] != "empty"):
+            lines += [f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
+                      "single seed, accuracies carry their 95% test-set bootstrap interval; "
+                      "*vs random init*: mean paired difference with its 95% t-interval; "
+                      "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
+                      "cores shared with other work, so they follow the machine's load as "
+                      "much as the method):", "", *table[1:]]
+    if any(judge(c, study, summary).superseded is not None for c in study.claims):
+        table = _run_table(previous_study(study), superseded_runs(PREVIOUS_COMMIT), study.part)
+        lines += [f"The runs at {PREVIOUS_COMMIT} that the rerun replaces, which the pending "
+                  f"claims' verdicts judge meanwhile (`{SUPERSEDED_RUNS}`):", "", *table[1:]]
     if figures_dir is not None:
         for name, caption in make_figures(study, summary, figures_dir):
             rel = os.path.relpath(figures_dir / name, doc_dir) if doc_dir else str(
@@ -463,43 +415,70 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
     return lines
 
 
+def _run_table(study: Study, summary: dict, tag: str) -> list[str]:
+    """The study's runs under ``tag`` as a table, with the collapsed ones and those not trained
+    past random initialisation named under it; its first item says whether any cell holds a
+    number (``"empty"`` or ``"measured"``)."""
+    cols = _columns(study)
+    base = baseline(study)
+    trained = next((v for v in study.variants if v is not base), None)
+    protocol = gain_protocol(trained) if trained is not None else None
+    header = ["run", "epochs", *[c[0] for c in cols]]
+    if base is not None and protocol is not None:
+        header.append(f"{PROTOCOL_WORDS[protocol]} vs random init (points)")
+    rows = []
+    for variant in study.variants:
+        epochs = next((r["epochs"] for r in summary.get("runs", {}).values()
+                       if r.get("tag") == tag and r.get("stem") == variant.stem), None)
+        cells = [_cell(summary, tag, variant.stem, m, s, d) for _, m, s, d in cols]
+        if _all_seeds_done(summary, study, tag, variant.stem):  # a metric it does not have
+            cells = ["–" if c == "not yet run" else c for c in cells]
+        if base is not None and protocol is not None:
+            cells.append("–" if variant is base else _versus_random_init(
+                study, summary, tag, f"{protocol}/top1", variant.stem))
+        rows.append([variant.label, str(epochs) if epochs else "–", *cells])
+    empty = all(all(c in ("not yet run", "–") for c in r[2:]) for r in rows)
+    lines = ["empty" if empty else "measured",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+             *("| " + " | ".join(r) + " |" for r in rows), ""]
+    stuck = sorted({v.label for v in study.variants for r in summary.get("runs", {}).values()
+                    if r.get("tag") == tag and r.get("stem") == v.stem
+                    and r.get("pretrain_finished")
+                    and collapsed(r.get("metrics", {}), chance(v))})
+    if stuck:
+        lines += [f"Collapsed ({'; '.join(stuck)}): in the last epoch the two views' mean "
+                  f"cosine similarity was >= {COLLAPSE_SIMILARITY} and the loss had fallen by "
+                  f"less than {COLLAPSE_MAX_DROP:.0%} or the kNN accuracy was within "
+                  f"{NEAR_CHANCE:g} points of chance: every embedding is nearly the same "
+                  "vector, so claims that read these runs are *collapsed*.", ""]
+    untrained = not_past_random_init(study, summary, tag)
+    if untrained:
+        lines += [f"Not trained past random initialisation ({untrained_text(untrained)}, "
+                  "mean gain over the same network untrained with the same seed, 95% "
+                  "t-interval): the interval is not above 0, so at this budget these runs "
+                  "are not shown to be better than untrained, and the claims that read them "
+                  "are *inconclusive (not trained)*.", ""]
+    return lines
+
+
 def _claims_table(study: Study, summary: dict) -> list[str]:
-    """The study's claims with the paper's numbers, the planned MDE (Part A), what was measured
-    and the verdict."""
-    mde_header = " MDE (planned) |" if study.part == "cpu" else ""
-    lines = [f"| claim | paper (source) | paper's numbers |{mde_header} measured | verdict |",
-             "|---|---|---|" + ("---|" if mde_header else "") + "---|---|"]
+    """The study's claims with the paper's numbers, the planned detectable effect (Part A),
+    what was measured and the verdict."""
+    planned = " 80%-power effect (planned) |" if study.part == "cpu" else ""
+    lines = [f"| claim | paper (source) | paper's numbers |{planned} measured | verdict |",
+             "|---|---|---|" + ("---|" if planned else "") + "---|---|"]
     for claim in study.claims:
         v = judge(claim, study, summary)
         cell = ""
-        if mde_header:
-            limit = planned_mde(claim, study)
+        if planned:
+            limit = planned_effect(claim, study)
             cell = f" {limit:.3g}{claim.unit} |" if limit is not None else " no estimate |"
-        role = {"beside": "*beside (not counted)* ",
-                "not_comparable": "*not comparable (not counted)* "}.get(claim.role, "")
+        role = f"*{ROLE_WORDS[claim.role]}* " if claim.role in ROLE_WORDS else ""
+        measured = _measured(v, study)
+        if v.superseded is not None and not v.values:
+            measured = f"{PREVIOUS_COMMIT}'s runs: {_measured(v.superseded, study)}"
         lines.append(f"| {role}{claim.statement} | {claim.source} | {claim.paper} |{cell} "
-                     f"{_measured(v, study)} | {v.verdict} |")
-    return [*lines, ""]
-
-
-def _choice_lines(summary: dict) -> list[str]:
-    """What each loss's grid chose, from the summary's ``choices``."""
-    from studies.repro.studies import LOSS_LABELS, TUNINGS
-
-    lines = []
-    for name, tuning in TUNINGS.items():
-        choice = (summary.get("choices") or {}).get(name) or {}
-        cell = next((c for c in tuning.grid if c.name == choice.get("chosen")), None)
-        scores = choice.get("scores") or {}
-        loss = LOSS_LABELS[name]
-        if cell is None:
-            done = sum(v is not None for v in scores.values())
-            lines.append(f"* {loss}: not chosen yet ({done} of {len(tuning.grid)} cells scored).")
-            continue
-        others = ", ".join(f"{settings_text(c.overrides)} {100 * scores[c.name]:.2f}%"
-                           for c in tuning.grid if c is not cell)
-        lines.append(f"* {loss}: chosen {settings_text(cell.overrides)} (validation 1-NN "
-                     f"{100 * scores[cell.name]:.2f}%; the other cells: {others}).")
+                     f"{measured} | {v.verdict} |")
     return [*lines, ""]
 
 

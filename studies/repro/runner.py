@@ -55,7 +55,8 @@ from studies.repro.records import (
     record,
     restore,
 )
-from studies.repro.studies import STUDIES, Study, Variant
+from studies.repro.schema import Study, Variant
+from studies.repro.studies import STUDIES
 from studies.repro.tuning import (
     choose,
     folder_choices,

@@ -1,22 +1,26 @@
-"""The sections of the reproduction report on the study's scale: its planned cost (an estimate
-made before the runs, :mod:`studies.repro.plan`), its measured cost (the runs'
-``cost.jsonl``, :mod:`studies.repro.records`) and what Part A's scale can and cannot show.
+"""The sections of the reproduction report on the study's scale: the planned cost of each round
+(an estimate made before its runs, :mod:`studies.repro.plan`), its measured cost (the runs'
+``cost.jsonl``, :mod:`studies.repro.records`; a round's runs are those its checkout trained,
+:mod:`studies.repro.provenance`) and what Part A's scale can and cannot show.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from studies.repro.plan import (
     EVAL_SECONDS,
     LANES,
-    REUSED,
-    ROUND_TWO,
+    REUSED_BY_ROUND_THREE,
+    ROUND_THREE,
     STEP_SECONDS,
+    StudyCost,
     planned_cost,
     planned_step_seconds,
 )
-from studies.repro.stats import SEED_SD, mde
+from studies.repro.provenance import SECOND_ROUND_CHECKOUT, STUDY_CHECKOUT
+from studies.repro.stats import SEED_SD, mde_at_power
 from studies.repro.studies import CPU_SEEDS, STUDIES
-from studies.repro.tuning import is_resolved, resolve_study
 
 #: The first round's plan and cost (issue 25; its page at commit b27d5e1), kept as text: its
 #: studies have since changed.
@@ -28,26 +32,48 @@ FIRST_ROUND = (
     "random-init records are the ones below.")
 
 
-def plan_lines() -> list[str]:
-    """The planned cost of the second round of Part A (an estimate from the first round's
-    measured costs), per study, fixed before its runs."""
-    studies = [STUDIES[name] for name in ROUND_TWO]
-    costs = planned_cost(studies)
-    total = sum(c.seconds for c in costs)
+@dataclass(frozen=True)
+class Round:
+    """A round of Part A as its plan counts it: its name on the page, the checkout that trains
+    it, its planned runs and their training and evaluation CPU-seconds."""
+
+    name: str
+    checkout: str
+    runs: int
+    train_seconds: float
+    eval_seconds: float
+
+
+#: The second round's plan (issue 38), fixed at 1955f53 before its runs; its studies have
+#: changed since (issue 54 extended the grid), so its figures are kept as planned then (the
+#: page at 0f3dae1).
+SECOND_ROUND_PLAN = (
+    "**Second round (issue 38), planned before its runs** (its runs, evaluations, the tuning "
+    "rule, the layers and the margins were fixed at 7ae8bf4 and 1955f53, before the first of "
+    "them started): `temperature` 9 runs, 5.94 training and 0.63 evaluation CPU-hours; "
+    "`dystress` 3, 1.90 and 0.21; `sincere_grid` 8, 5.37 and 0.07; `sincere` 4, 2.68 and "
+    "0.45; `cifar2` 9, 1.55 and 0.34: 33 runs, 17.44 and 1.69, about 19.1 CPU-hours, from "
+    "the first round's measured costs.")
+#: Issue 54's budget for its items 3 to 5 (the first round's records trained again, the grids
+#: extended, lightly's SimCLR beside contrastkit's), CPU-hours.
+ROUND_THREE_BUDGET = 15.0
+
+
+def round_three_cost() -> list[StudyCost]:
+    """Issue 54's round's planned cost per study (:func:`studies.repro.plan.planned_cost`)."""
+    return planned_cost([STUDIES[n] for n in ROUND_THREE], reused=REUSED_BY_ROUND_THREE)
+
+
+def rounds() -> tuple[Round, Round]:
+    """The second round and issue 54's, as their plans count them."""
+    third = round_three_cost()
+    return (Round("second round", SECOND_ROUND_CHECKOUT, 33, 17.44 * 3600, 1.69 * 3600),
+            Round("issue 54's round", STUDY_CHECKOUT, sum(c.runs for c in third),
+                  sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third)))
+
+
+def _cost_table(costs: list[StudyCost]) -> list[str]:
     return [
-        "**Second round (issue 38), planned before its runs**: the studies "
-        + ", ".join(f"`{n}`" for n in ROUND_TWO) + " (their runs, evaluations, the tuning "
-        "rule, the layers and the margins were fixed in `studies.repro.studies`, then "
-        "`contrastkit.repro.studies`, at 7ae8bf4 and 1955f53, before the first of these runs "
-        "started). Runs x their steps x CPU-seconds per step, plus "
-        "each evaluation's CPU-seconds, both from the first round's measured costs "
-        f"(`studies.repro.plan`: SimCLR {STEP_SECONDS['simclr']:.2f}, DySTreSS "
-        f"{STEP_SECONDS['dystress']:.2f}, SINCERE {STEP_SECONDS['sincere']:.2f}, SupCon "
-        f"{STEP_SECONDS['supcon']:.2f} CPU-seconds per step; features of one space "
-        f"{EVAL_SECONDS['features']:.0f}, each kNN {EVAL_SECONDS['knn']:.0f}, each `analyze` "
-        f"{EVAL_SECONDS['analyze']:.0f} CPU-seconds). The random-init baseline of CIFAR-10 is "
-        "the first round's record.",
-        "",
         "| study | runs it trains | training CPU-h | evaluation CPU-h |",
         "|---|---|---|---|",
         *(f"| `{c.study}` | {c.runs} | {c.train_seconds / 3600:.2f} | "
@@ -55,26 +81,55 @@ def plan_lines() -> list[str]:
         f"| total | {sum(c.runs for c in costs)} | "
         f"{sum(c.train_seconds for c in costs) / 3600:.2f} | "
         f"{sum(c.eval_seconds for c in costs) / 3600:.2f} |",
+    ]
+
+
+def plan_lines() -> list[str]:
+    """The planned cost of issue 54's round (an estimate from the first round's measured
+    costs), per study, fixed before its runs, and the plans of the rounds before."""
+    costs = round_three_cost()
+    total = sum(c.seconds for c in costs)
+    return [
+        f"**Issue 54's round, planned before its runs** (fixed at {STUDY_CHECKOUT}): the "
+        "studies " + ", ".join(f"`{n}`" for n in ROUND_THREE) + ": the grids' extension "
+        "and ReSSL's grid, the runs tuned on them, and study 5's first-round records "
+        "(SCE, MoCo v2, ReSSL, the CIFAR-10 random init, 3 seeds) trained again at one "
+        "recorded commit; the first grid's cells and CIFAR-2's random init are the second "
+        "round's records. Runs x their steps x CPU-seconds per step, plus each evaluation's "
+        "CPU-seconds, both from the first round's measured costs (`studies.repro.plan`: "
+        f"SimCLR {STEP_SECONDS['simclr']:.2f}, SINCERE {STEP_SECONDS['sincere']:.2f}, SupCon "
+        f"{STEP_SECONDS['supcon']:.2f}, SCE {STEP_SECONDS['sce']:.2f}, MoCo v2 "
+        f"{STEP_SECONDS['moco']:.2f}, ReSSL {STEP_SECONDS['ressl']:.2f} CPU-seconds per step; "
+        f"features of one space {EVAL_SECONDS['features']:.0f}, each kNN "
+        f"{EVAL_SECONDS['knn']:.0f}, each `analyze` {EVAL_SECONDS['analyze']:.0f} "
+        "CPU-seconds).",
         "",
-        f"Total about {total / 3600:.1f} CPU-hours; {LANES} lanes of one thread sharing the "
-        f"study list take about {total / LANES / 3600:.1f} hours of wall time on two cores "
-        "they have to themselves (more on the shared machine). Every run is resumable.",
+        *_cost_table(costs),
+        "",
+        f"Total about {total / 3600:.1f} CPU-hours, against the issue's budget of about "
+        f"{ROUND_THREE_BUDGET:.0f} for it and lightly's SimCLR beside contrastkit's (that "
+        f"anchor is planned and run apart); {LANES} lanes of one thread sharing the study "
+        f"list take about {total / LANES / 3600:.1f} hours of wall time on two cores they "
+        "have to themselves (more on the shared machine). Every run is resumable.",
+        "",
+        SECOND_ROUND_PLAN,
         "",
         FIRST_ROUND,
     ]
 
 
-def second_round_runs(summary: dict) -> list[dict]:
-    """The Part A runs of the second round: those whose commands recorded their provenance
-    (the first round's predate it)."""
+def round_runs(summary: dict, checkout: str) -> list[dict]:
+    """The Part A runs a round's ``checkout`` trained (the first commit their pretraining
+    recorded; the first round's predate provenance)."""
     return [r for r in summary.get("runs", {}).values()
-            if r.get("tag") == "cpu" and (r.get("provenance") or {}).get("commits")]
+            if r.get("tag") == "cpu"
+            and str(((r.get("provenance") or {}).get("commits") or [""])[0]).startswith(checkout)]
 
 
-def second_round_cost(summary: dict) -> tuple[float, float]:
-    """``(CPU-seconds, wall-seconds)`` of every command of the second round so far: its runs'
+def round_cost(summary: dict, checkout: str) -> tuple[float, float]:
+    """``(CPU-seconds, wall-seconds)`` of every command of a round so far: its runs'
     ``cost.jsonl`` and the comparisons between its runs."""
-    runs = second_round_runs(summary)
+    runs = round_runs(summary, checkout)
     stems = {r["stem"] for r in runs}
     compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
                       summary.get("comparisons", {}).items()
@@ -93,32 +148,32 @@ def pretrain_cpu(metrics: dict) -> float:
 
 
 def measured_cost_lines(summary: dict) -> list[str]:
-    """The second round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of
-    each command's process tree, wall time of each command): per config, and in total."""
-    runs = second_round_runs(summary)
+    """Each round's measured cost so far (:func:`rounds`)."""
+    return [line for r in rounds() for line in _measured_round(summary, r)]
+
+
+def _measured_round(summary: dict, round_: Round) -> list[str]:
+    """A round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of each
+    command's process tree, wall time of each command): per config, and in total."""
+    runs = round_runs(summary, round_.checkout)
     if not runs:
-        return ["**Measured (second round):** no run of it has logged its cost yet.", ""]
-    plan = planned_cost([STUDIES[n] for n in ROUND_TWO])
+        return [f"**Measured ({round_.name}):** no run of it has logged its cost yet.", ""]
     done = [r for r in runs if r.get("status") == "done"]
-    cpu, wall = second_round_cost(summary)
+    cpu, wall = round_cost(summary, round_.checkout)
     unlogged = sum(pretrain_cpu(r["metrics"]) - r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
                    for r in runs)
     invocations = sum(int(r["metrics"].get("cost/pretrain_invocations", 0)) for r in runs)
     logged = sum(int(r["metrics"].get("cost/pretrain_invocations_logged", 0)) for r in runs)
-    studies = [resolve_study(STUDIES[n], summary.get("choices") or {}) for n in ROUND_TWO]
-    wanted = {(v.stem, seed) for s in studies for seed in s.seeds for v in s.variants
-              if v.stem not in REUSED}
-    finished = (all(is_resolved(v) for s in studies for v in s.variants)
-                and wanted <= {(r["stem"], r["seed"]) for r in done})
+    finished = len(done) >= round_.runs
     lines = [
-        f"**Measured (second round)** (each command's `cost.jsonl` line: CPU time of its "
+        f"**Measured ({round_.name})** (each command's `cost.jsonl` line: CPU time of its "
         f"process tree, its wall time; one torch thread per lane): {len(done)} runs finished "
-        f"and evaluated (the plan: {sum(c.runs for c in plan)}); {cpu / 3600:.2f} CPU-hours "
+        f"and evaluated (the plan: {round_.runs}); {cpu / 3600:.2f} CPU-hours "
         f"{'in all' if finished else 'so far'}, every command included (runs under way and "
         f"comparisons too); the commands' wall time sums to {wall / 3600:.2f} hours (two "
         "lanes side by side, at nice 19 on cores shared with other work). "
         f"{_unlogged_sentence(invocations, logged, unlogged, cpu)}"
-        f"{_rate_sentence(done, sum(c.train_seconds for c in plan))}Per finished run:",
+        f"{_rate_sentence(done, round_.train_seconds)}Per finished run:",
         "",
         "| config | runs | pretraining CPU-min | of it logged | evaluation CPU-min "
         "| pretraining wall-min (logged invocations) |",
@@ -150,7 +205,7 @@ def _unlogged_sentence(invocations: int, logged: int, unlogged: float, cpu: floa
 def _rate_sentence(done: list[dict], plan_train: float) -> str:
     """The finished runs' pretraining CPU-seconds per step against the plan's for the same
     runs, per CPU model that trained them (machines differ by more than the methods), and the
-    second round's planned training (``plan_train`` CPU-seconds) at each ratio."""
+    round's planned training (``plan_train`` CPU-seconds) at each ratio."""
     trained = [r for r in done if r["metrics"].get("cost/pretrain_steps")]
     if not trained:
         return ""
@@ -199,7 +254,7 @@ def _mean_range(values: list[float]) -> str:
 
 def scale_lines() -> list[str]:
     """What Part A's scale can and cannot show, in plain words."""
-    acc_mde = mde(SEED_SD["accuracy"][0], len(CPU_SEEDS))
+    detected = mde_at_power(SEED_SD["accuracy"][0], len(CPU_SEEDS))
     return [
         "## What the CPU scale can and cannot show",
         "",
@@ -211,21 +266,22 @@ def scale_lines() -> list[str]:
         "* whether each method learns at all at this budget: every trained run is compared "
         "with the same backbone randomly initialised, seed by seed, and its learning curve is "
         "drawn next to that baseline;",
-        f"* the direction of an effect at least as large as the minimum detectable one "
-        f"(about {acc_mde:.1f} points of accuracy over {len(CPU_SEEDS)} seeds), and the sign "
+        f"* the direction of an effect at least as large as the one detected with 80% power "
+        f"(about {detected:.1f} points of accuracy over {len(CPU_SEEDS)} seeds), and the sign "
         "of a geometric quantity (uniformity, tolerance, local separation, target-noise "
         "margin) between two losses trained alike;",
-        "* whether a loss collapses (the views' similarity near 1 and the loss stuck at its "
-        "starting value).",
+        "* whether a loss collapses (the views' similarity near 1, and the loss stuck at its "
+        "starting value or the kNN accuracy near chance).",
         "",
         "It cannot show:",
         "",
         "* the papers' absolute numbers (linear probes near 90% on CIFAR-10): they need "
         "Part B's full scale;",
-        f"* effects smaller than the minimum detectable one: SCE vs ReSSL (+0.1 in the "
-        f"paper), SCE's lambda, Ceil and tau_m ablations (0.14 to 1.8 points), DySTreSS's "
-        f"+2.0 points over SimCLR are all below {acc_mde:.1f} points; such a claim is *not "
-        "testable at this scale*, which is not evidence against it;",
+        f"* effects smaller than that: SCE vs MoCo v2 (+2.7 in the paper) and vs ReSSL (+0.1), "
+        f"SCE's lambda, Ceil and tau_m ablations (0.88 to 1.8 points), DySTreSS's +2.0 points "
+        f"over SimCLR are all below {detected:.1f} points; such a claim is *not testable at "
+        "this scale*, which is not evidence against it unless its interval excludes the "
+        "paper's effect (*the paper's effect excluded*);",
         "* what depends on long training or scale: a ranking that changes after 30 epochs, "
         "the effect of larger batches or queues, ImageNet, and the linear-probe protocols "
         "(Part A evaluates with kNN, which needs no training).",

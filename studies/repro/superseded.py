@@ -1,75 +1,128 @@
-"""The first round's results of the claims the second round reruns (issue 38), and why each was
-superseded: shown beside a claim while its second-round runs are pending, never as a verdict.
+"""What the revised page replaces: the labels of the page at :data:`PREVIOUS_COMMIT` and the runs
+it read where issue 54's round trains them again.
 
-The first round's page and records are in git history at :data:`FIRST_ROUND_COMMIT`
-(``git show b27d5e1:docs/reproduction.md``); its SimCLR, DySTreSS, SINCERE and SupCon records
-were removed when the second round's plan was fixed, so the values are kept here as text, quoted
-from that page (95% t-intervals over its 3 seeds). The DySTreSS claim against SimCLR at
-t = 0.2, new in the second round, gives the same t-interval computed from that page's records.
+Issue 54 revised the verdict rules (:mod:`studies.repro.rules`) after a review of the page at
+commit 0f3dae1 (``git show 0f3dae1:docs/reproduction.md``), and retrains the runs of studies 1,
+1b and 5 (:data:`studies.repro.plan.ROUND_THREE`). Three things are kept here:
+
+* :data:`PREVIOUS`: every Part A claim's label and role on that page, shown beside each label
+  the revised rules change;
+* the runs that page read for the claims the round retrains (``docs/reproduction/superseded.json``,
+  an extract of ``git show 0f3dae1:docs/reproduction.json``; their records are replaced by the
+  retrained ones): until a claim's rerun has finished, the verdicts judge these runs by the
+  revised rules and show the result beside *pending* (:func:`superseded_runs`,
+  :func:`previous_study`);
+* the first round's DySTreSS and SimCLR t = 0.2 runs (commit :data:`FIRST_ROUND_COMMIT`, the same
+  file), whose uniformity went the paper's way where the second round's, on identical configs,
+  did not: the headline pools the two rounds' seeds.
 """
 
 from __future__ import annotations
 
-#: The commit whose page and records hold the first round's results.
+import json
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+from studies.repro import layout
+from studies.repro.schema import Study
+from studies.repro.studies import STUDIES
+from studies.repro.tuning import resolve
+
+#: The page whose labels the revised rules replace (issue 54's review read it).
+PREVIOUS_COMMIT = "0f3dae1"
+#: The first round's page (issue 25), whose DySTreSS runs the second round trained again.
 FIRST_ROUND_COMMIT = "b27d5e1"
+#: The extract of those pages' summaries kept in git (see the module docstring).
+SUPERSEDED_RUNS = "docs/reproduction/superseded.json"
 
-#: The verdict of a claim of the second round while its runs are not all finished.
-PENDING = "pending rerun (second-round plan)"
+#: The verdict of a claim of issue 54's round while its runs are not all trained.
+PENDING = "pending rerun (issue 54)"
 
-_SINCERE_WHY = ("one temperature and learning rate were shared by SINCERE and SupCon, where the "
-                "paper tunes each loss (App. J)")
-_LAYER_WHY = ("it read the backbone's features; the projector's output is now the claims' "
-              "primary layer (fixed before the rerun), on runs of one recorded checkout")
-_RETRAIN_WHY = ("its SimCLR and DySTreSS records name no checkout (a seed trained again moved "
-                "200-NN by about 1 point); retrained with one recorded checkout")
-_NO_CIFAR2 = f"the first round ({FIRST_ROUND_COMMIT}) ran no CIFAR-2 study"
-
-#: Claim id -> (the first round's result, why it was superseded); a claim new in the second
-#: round: (None, why the first round has no result for it).
-SUPERSEDED: dict[str, tuple[str | None, str]] = {
-    "sincere-margin": ("+0.017 [+0.012, +0.023], reproduced", _SINCERE_WHY),
-    "sincere-loss": ("+0.685 [+0.623, +0.747], reproduced", _SINCERE_WHY),
-    "sincere-knn1": ("+10.3 [+7.4, +13.2] points, tested as 'not worse' and called reproduced, "
-                     "where the paper finds the two indistinguishable", _SINCERE_WHY),
-    "sincere-knn5": ("+8.9 [+5.6, +12.2] points, tested as 'not worse' and called reproduced, "
-                     "where the paper finds the two indistinguishable", _SINCERE_WHY),
-    "cifar2-margin": (None, _NO_CIFAR2),
-    "cifar2-loss": (None, _NO_CIFAR2),
-    "cifar2-knn1": (None, _NO_CIFAR2),
-    "cifar2-knn5": (None, _NO_CIFAR2),
-    "t-uniformity": ("backbone -0.325 [-0.404, -0.246], the opposite direction; a side check on "
-                     "the projector's output (seed 0 retrained) +0.671 [+0.641, +0.700], not a "
-                     "verdict", _LAYER_WHY),
-    "t-tolerance": ("backbone -0.072 [-0.090, -0.055], the opposite direction; projector side "
-                    "check +0.080 [+0.068, +0.092], not a verdict", _LAYER_WHY),
-    "t-local-separation": ("backbone +0.033 [+0.028, +0.039], reproduced; projector side check "
-                           "+0.096 [+0.073, +0.120], not a verdict", _LAYER_WHY),
-    "t-uniformity-backbone": ("-0.325 [-0.404, -0.246], the opposite direction (called not "
-                              "reproduced)", _LAYER_WHY),
-    "t-tolerance-backbone": ("-0.072 [-0.090, -0.055], the opposite direction (called not "
-                             "reproduced)", _LAYER_WHY),
-    "t-local-separation-backbone": ("+0.033 [+0.028, +0.039], reproduced", _LAYER_WHY),
-    "dys-knn": ("-0.14 [-3.27, +2.99] points (computed from its records: that round's claim was "
-                "against the best fixed temperature)", _RETRAIN_WHY),
-    "dys-knn-best": ("-2.70 [-4.80, -0.60] points, 0/3 seeds positive: below 0, shown then as "
-                     "not testable (paper effect below the MDE)", _RETRAIN_WHY),
-    "dys-unif": ("+0.057 [+0.013, +0.101], reproduced", _RETRAIN_WHY),
-    "dys-interclass": ("-0.001 [-0.017, +0.015], not testable (paper effect below the MDE)",
-                       _RETRAIN_WHY),
-    "dys-align": ("+0.0097 [-0.0067, +0.026], not reproduced (now not comparable, see its note)",
-                  _RETRAIN_WHY),
+#: Each Part A claim's label on the page at 0f3dae1 (its results table) and its role there.
+PREVIOUS: dict[str, tuple[str, str]] = {
+    "sincere-margin": ("reproduced", "primary"),
+    "sincere-loss": ("reproduced", "primary"),
+    "sincere-knn1": ("not reproduced", "primary"),
+    "sincere-knn5": ("not reproduced", "primary"),
+    "cifar2-margin": ("not reproduced", "primary"),
+    "cifar2-loss": ("not reproduced", "primary"),
+    "cifar2-knn1": ("not reproduced", "primary"),
+    "cifar2-knn5": ("not reproduced", "primary"),
+    "t-uniformity": ("reproduced", "primary"),
+    "t-tolerance": ("reproduced", "primary"),
+    "t-local-separation": ("reproduced", "primary"),
+    "t-uniformity-backbone": ("reversed at this scale", "beside"),
+    "t-tolerance-backbone": ("reversed at this scale", "beside"),
+    "t-local-separation-backbone": ("reproduced", "beside"),
+    "sce-l0": ("not testable at this scale", "primary"),
+    "sce-l1": ("not testable at this scale", "primary"),
+    "sce-ceil": ("not testable at this scale", "primary"),
+    "sce-taum": ("not testable at this scale", "primary"),
+    "dys-knn": ("not testable at this scale", "primary"),
+    "dys-knn-best": ("reversed at this scale", "beside"),
+    "dys-unif": ("not reproduced", "primary"),
+    "dys-interclass": ("not testable at this scale", "primary"),
+    "dys-align": ("not comparable", "not_comparable"),
+    "b-moco": ("not testable at this scale", "primary"),
+    "b-ressl-moco": ("reversed at this scale", "primary"),
+    "b-ressl": ("reproduced", "primary"),
 }
 
+#: Why issue 54's round trains each of its claim studies again.
+RERUN_WHY: dict[str, str] = {
+    "sincere": "each loss's grid chose its corner (t 0.1, lr 0.05: the highest temperature and "
+               "lowest learning rate tried) without SINCERE App. J's warm-up; the grid is "
+               "extended around it with the warm-up (study 1a)",
+    "cifar2": "its runs take the CIFAR-10 grid's choice, which the extended grid makes again "
+              "(study 1a)",
+    "baselines": "its SCE, MoCo v2, ReSSL and random-init records name no commit (first "
+                 "round), and ReSSL ran at its authors' 200-epoch temperatures while SCE and "
+                 "MoCo v2 ran at SCE's CIFAR-10 settings; retrained at one recorded commit, "
+                 "ReSSL at the setting its grid chooses (study 5a)",
+}
 
-def pending_verdict(claim_id: str) -> str:
-    """``pending rerun (second-round plan); first round (b27d5e1): RESULT; superseded: WHY``
-    (a claim new in the second round: ``...; new in the second round: WHY``).
+#: The cell of each tuning grid that the runs at 0f3dae1 had: the first grid's choice for
+#: SINCERE and SupCon (a CIFAR-2 run, trained on its own config, then had its config's folder);
+#: ReSSL untuned, at its config's own setting, the grid's cell ``ressl``.
+PREVIOUS_CHOICES = {"sincere": "sincere_t0.1_lr0.05", "supcon": "supcon_t0.1_lr0.05",
+                    "ressl": "ressl_t0.1_tm0.04"}
+
+
+def superseded_runs(commit: str) -> dict:
+    """The summary extract of the page at ``commit`` (:data:`PREVIOUS_COMMIT` or
+    :data:`FIRST_ROUND_COMMIT`): ``runs`` and ``comparisons`` as that summary held them.
 
     Raises:
-        KeyError: for a claim of the second round without a first-round entry (a test keeps
-            every such claim listed).
+        FileNotFoundError: when the checkout lacks :data:`SUPERSEDED_RUNS`.
+        KeyError: for a commit the file does not hold.
     """
-    result, why = SUPERSEDED[claim_id]
-    if result is None:
-        return f"{PENDING}; new in the second round: {why}"
-    return f"{PENDING}; first round ({FIRST_ROUND_COMMIT}): {result}; superseded: {why}"
+    path = layout.REPO / SUPERSEDED_RUNS
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: the runs the revised page replaces are read "
+                                "from it (a checkout of the repository has it)")
+    return _read(path)[commit]
+
+
+@cache
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def previous_study(study: Study) -> Study:
+    """``study`` as defined (:data:`studies.repro.studies.STUDIES`, whatever its tuned runs
+    were resolved to) with each tuned run resolved as the runs at :data:`PREVIOUS_COMMIT` were
+    (:data:`PREVIOUS_CHOICES`), so that its claims read the superseded runs."""
+    study = replace(STUDIES.get(study.name, study), seeds=study.seeds)
+    variants = []
+    for v in study.variants:
+        if v.tuning is None:
+            variants.append(v)
+            continue
+        cells = (*v.tuning.grid, *v.tuning.bounds)
+        cell = next(c for c in cells if c.name == PREVIOUS_CHOICES[v.tuning.name])
+        resolved = resolve(v, cell)
+        resolved = replace(resolved, label=resolved.label.replace("(tuned: ",
+                                                                  f"({PREVIOUS_COMMIT}: "))
+        variants.append(resolved if v.tuning.reuse else replace(resolved, folder=None))
+    return replace(study, variants=tuple(variants))

@@ -10,12 +10,16 @@ choice, and the variant is a placeholder whose folder holds no run. Once chosen:
 * with ``reuse``, the tuned variant *is* the chosen grid run (its folder, so seed 0 is the grid
   run itself and seeds 1, 2 are trained beside it), with the study's evaluations added;
 * without, it trains its own config with the chosen cell's ``overrides`` (another data set
-  at the same temperature and learning rate).
+  at the same temperature and learning rate), in a folder named after its config and the
+  chosen cell (``cifar2_sincere_t0.1_lr0.05_warmup``), so that a run at an earlier choice is
+  never taken for it.
 
 :func:`folder_choices` reads the grid's evaluations from the run folders (the runner, the
-collection, which writes them into the summary as ``choices``); :func:`resolve_study` turns a
-study's tuned variants into concrete ones from those choices (the verdicts and the report,
-from the summary).
+collection, which writes them into the summary as ``choices``, the scores of the cells that
+bound the grid, ``Tuning.bounds``, among them); :func:`resolve_study` turns a study's tuned
+variants into concrete ones from those choices (the verdicts and the report, from the
+summary). :func:`neighbours` finds the cells that bracket a choice, on each setting the grid
+sweeps: a choice is *interior* when each of them scores lower (the report says whether).
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from pathlib import Path
 
 from studies.repro import layout
 from studies.repro.layout import eval_dir, run_dir
-from studies.repro.studies import Study, Tuning, Variant
+from studies.repro.schema import Study, Tuning, Variant
 
 #: Short names of the overridden settings, for labels.
-SETTING_NAMES = {"--model.method.init_args.temperature": "t", "--model.optimizer.base_lr": "lr"}
+SETTING_NAMES = {"--model.method.init_args.temperature": "t", "--model.optimizer.base_lr": "lr",
+                 "--model.method.init_args.target_temperature": "t_m",
+                 "--model.optimizer.warmup_fraction": "warm-up",
+                 "--model.optimizer.warmup_start_ratio": "warm-up start"}
 
 
 def settings_text(overrides: Iterable[str]) -> str:
@@ -42,11 +49,12 @@ def settings_text(overrides: Iterable[str]) -> str:
 
 def grid_scores(tuning: Tuning, root: Path | None = None,
                 part: str = "cpu") -> dict[str, float | None]:
-    """Each grid cell's validation score (``tuning.metric`` of ``tuning.protocol``, seed
-    ``tuning.seed``) read from its run folder under ``root``; None where not evaluated yet."""
+    """Each cell's validation score (``tuning.metric`` of ``tuning.protocol``, seed
+    ``tuning.seed``), the grid's and its bounds', read from its run folder under ``root``;
+    None where not evaluated yet."""
     root = layout.REPO if root is None else root
     scores: dict[str, float | None] = {}
-    for cell in tuning.grid:
+    for cell in (*tuning.grid, *tuning.bounds):
         path = root / eval_dir(run_dir(part, cell.stem, tuning.seed), tuning.protocol)
         try:
             value = json.loads((path / "results.json").read_text())["metrics"][tuning.metric]
@@ -91,7 +99,10 @@ def resolve(variant: Variant, chosen: Variant | None) -> Variant:
         evals = tuple(dict.fromkeys(chosen.evals + variant.evals))
         return replace(chosen, name=variant.name, label=label, evals=evals,
                        eval_args=variant.eval_args, tuning=None)
-    return replace(variant, label=label, folder=None, overrides=chosen.overrides, tuning=None)
+    # its own folder per setting: a run trained at another grid's choice is not this one
+    suffix = chosen.stem.removeprefix(f"{variant.tuning.name}_")
+    return replace(variant, label=label, folder=f"{Path(variant.config).stem}_{suffix}",
+                   overrides=chosen.overrides, tuning=None)
 
 
 def resolve_study(study: Study, choices: dict[str, dict]) -> Study:
@@ -108,6 +119,36 @@ def resolve_study(study: Study, choices: dict[str, dict]) -> Study:
         cell = next((c for c in v.tuning.grid if c.name == name), None)
         variants.append(resolve(v, cell))
     return replace(study, variants=tuple(variants))
+
+
+#: The settings a grid may sweep, by their override.
+SWEPT = ("--model.method.init_args.temperature", "--model.optimizer.base_lr",
+         "--model.method.init_args.target_temperature")
+
+
+def swept_settings(cell: Variant) -> dict[str, float]:
+    """The cell's values of the settings in :data:`SWEPT`, by override."""
+    items = list(cell.overrides)
+    return {k: float(v) for k, v in zip(items[::2], items[1::2], strict=True) if k in SWEPT}
+
+
+def neighbours(tuning: Tuning, chosen: Variant
+               ) -> dict[str, tuple[Variant | None, Variant | None]]:
+    """Per setting the grid sweeps (by its override), the nearest cells of the grid or its
+    bounds below and above ``chosen`` on that setting, every other swept setting equal (None
+    where there is none on that side)."""
+    cells = (*tuning.grid, *tuning.bounds)
+    swept = [k for k in SWEPT if len({swept_settings(c).get(k) for c in tuning.grid}) > 1]
+    at = swept_settings(chosen)
+    out = {}
+    for key in swept:
+        line = [c for c in cells if all(swept_settings(c).get(k) == at.get(k)
+                                        for k in swept if k != key)]
+        below = [c for c in line if swept_settings(c)[key] < at[key]]
+        above = [c for c in line if swept_settings(c)[key] > at[key]]
+        out[key] = (max(below, key=lambda c: swept_settings(c)[key], default=None),
+                    min(above, key=lambda c: swept_settings(c)[key], default=None))
+    return out
 
 
 def is_resolved(variant: Variant) -> bool:

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from repro_summaries import (
     SINCERE_CELL,
+    SINCERE_TUNED,
     SUPCON_CELL,
+    SUPCON_TUNED,
     fake_choices,
     fake_sincere_summary,
     run_entry,
@@ -19,9 +21,10 @@ from scipy import stats
 from studies.repro import layout
 from studies.repro.collection import read_monitor
 from studies.repro.figures import _bar_chart, _learning_curves, make_figures
+from studies.repro.provenance import SECOND_ROUND_CHECKOUT, STUDY_CHECKOUT
 from studies.repro.report import cpu_study_order, render_report, write_report
 from studies.repro.studies import STUDIES
-from studies.repro.superseded import PENDING, pending_verdict
+from studies.repro.superseded import PENDING, PREVIOUS_COMMIT, SUPERSEDED_RUNS
 from studies.repro.tuning import resolve_study
 
 
@@ -52,37 +55,59 @@ def test_the_readme_counts_what_the_committed_page_counts():
     """The README's sentence on the study states the tally of docs/reproduction.md as
     committed (regenerate both together)."""
     readme = " ".join((layout.REPO / "README.md").read_text().split())
-    found = re.search(r"of the page's (\d+) primary Part A claims, (\d+) (?:is|are) reproduced, "
-                      r"(\d+) reversed at that scale, (\d+) not reproduced, (\d+) not testable "
-                      r"at that scale and (\d+) pending their rerun", readme)
+    found = re.search(r"of the page's (\d+) counted Part A claims, (\d+) are reproduced, (\d+) "
+                      r"reproduced in direction only, (\d+) reversed at that scale, (\d+) "
+                      r"contradicted, (\d+) not reproduced, (\d+) not testable at that scale "
+                      r"with the paper's effect excluded, (\d+) not testable at that scale, "
+                      r"(\d+) inconclusive \(not trained\) and (\d+) pending their rerun", readme)
     assert found, "README.md: the study's tally sentence is missing"
     page = (layout.REPO / layout.DOC).read_text()
     cells = [int(c) for c in _row(page, "| A (CPU scale) |").strip("|").split("|")[1:]]
-    total, reproduced, reversed_, not_reproduced, untestable, collapsed, inconclusive, \
-        pending, not_run = cells[:9]
-    assert [int(g) for g in found.groups()] == [total, reproduced, reversed_, not_reproduced,
-                                                untestable, pending]
-    assert collapsed == inconclusive == not_run == 0, (
-        "the README's sentence names no other verdict: add it")
-    # the claims that read runs not trained past random init, as the page counts them
-    untrained = re.search(r"(\d+) counted claims, those of the CIFAR-2 study, read runs not "
-                          r"shown to train past their random initialisation", readme)
-    on_page = re.search(r"study 1b \(.*?; (\d+) of its counted claims read them\)", page)
-    assert (untrained and int(untrained.group(1))) == (on_page and int(on_page.group(1))), (
-        "README.md: the count of claims on runs not trained past random init differs from "
-        "the page's")
-    assert not re.search(r"study (?!1b)\S+ \([^)]*of its counted claims read them", page), (
-        "another study has runs not trained past random init: the README must name it")
+    total, reproduced, direction, reversed_, contradicted, not_reproduced, excluded, \
+        untestable, collapsed, inconclusive, pending, not_run = cells[:12]
+    assert [int(g) for g in found.groups()] == [
+        total, reproduced, direction, reversed_, contradicted, not_reproduced, excluded,
+        untestable, inconclusive, pending]
+    assert collapsed == not_run == 0, "the README's sentence names no other label: add it"
+
+
+def test_the_committed_page_is_what_its_summary_renders(tmp_path):
+    """docs/reproduction.md is render_report of docs/reproduction.json, byte for byte (its
+    figure blocks aside, drawn by the slow test of the whole command): no date, no path of
+    the machine that made it."""
+    import json
+
+    page = (layout.REPO / layout.DOC).read_text()
+    summary = json.loads((layout.REPO / layout.DOC_SUMMARY).read_text())
+    assert "generated" not in summary
+    lines, kept = page.split("\n"), []
+    for i, line in enumerate(lines):  # a figure block: its link, a blank line, its caption
+        figure = line.startswith("![") or (i >= 2 and lines[i - 2].startswith("!["))
+        if figure or (i >= 1 and lines[i - 1].startswith("![")) or (
+                i >= 3 and lines[i - 3].startswith("![")):
+            continue
+        kept.append(line)
+    assert render_report(summary) == "\n".join(kept)
+    assert render_report(summary) == render_report(json.loads(json.dumps(summary)))
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", page)  # no timestamp
+
+
+def _in_tmp_checkout(tmp_path, monkeypatch):
+    """``layout.REPO`` at ``tmp_path`` with the checkout's configs and the superseded runs'
+    extract (the plan reads the configs; pending claims read the extract), no run files."""
+    (tmp_path / "configs").symlink_to(layout.REPO / "configs")
+    (tmp_path / SUPERSEDED_RUNS).parent.mkdir(parents=True)
+    (tmp_path / SUPERSEDED_RUNS).symlink_to(layout.REPO / SUPERSEDED_RUNS)
+    monkeypatch.setattr(layout, "REPO", tmp_path)
 
 
 def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
-    (tmp_path / "configs").symlink_to(layout.REPO / "configs")  # the plan reads the configs
-    monkeypatch.setattr(layout, "REPO", tmp_path)  # no run files: not those of the checkout
+    _in_tmp_checkout(tmp_path, monkeypatch)
     summary = fake_sincere_summary()
     figures = tmp_path / "docs" / "figures"
     text = write_report(summary, tmp_path / "docs" / "reproduction.md", figures).read_text()
     # every claim of every study is listed with its source and the paper's numbers
-    roles = {"beside": "*beside (not counted)* ",
+    roles = {"beside": "*beside (not counted)* ", "table": "*read off a table (not counted)* ",
              "not_comparable": "*not comparable (not counted)* ", "primary": ""}
     for study in STUDIES.values():
         assert f"### {study.title}" in text
@@ -94,102 +119,134 @@ def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
     assert ("| no estimate | mean +0.210 [+0.185, +0.235], 3/3 positive; s0: +0.200, "
             "s1: +0.210, s2: +0.220 | reproduced |") in margin
     knn1 = _row(text, "| SINCERE's and SupCon's 1-NN accuracies are equivalent")
-    assert "| 3.4 points | mean +1.100 [" in knn1 and "s0: +1.000 [-1.00, +3.00]" in knn1
+    assert "| 4.47 points | mean +1.100 [" in knn1 and "s0: +1.000 [-1.00, +3.00]" in knn1
     assert "; 90% t-interval [+0.931, +1.269] |" in knn1
-    assert "| reproduced (90% t-interval [+0.931, +1.27] within -/+3.5 points) |" in knn1
+    assert "| not testable at this scale (margin 3.5 < the effect 3 seeds detect" in knn1
     knn5 = _row(text, "| SINCERE's and SupCon's 5-NN accuracies are equivalent")
-    assert "| not reproduced (mean -7 points, 90% t-interval [-8.69, " in knn5
-    # not testable: SCE's 4 claims (not run), the baselines' two "beats" claims; DySTreSS's
-    # two accuracy claims and its inter-class uniformity claim, planned as not testable, are
-    # pending their rerun (no DySTreSS run in this summary), like the temperature claims
-    assert text.count("| not testable at this scale (paper effect") == 6
-    assert text.count(f"| {PENDING}; first round (b27d5e1): ") == 5 + 6  # dystress, temperature
-    assert text.count(f"| {PENDING}; new in the second round: ") == 4  # cifar2
-    dys = _row(text, "| 4 | DySTreSS beats SimCLR at t = 0.2")
-    assert dys.endswith(f"| – | **{PENDING}**<br>first round (b27d5e1): -0.14 [-3.27, +2.99] "
-                        "points (computed from its records: that round's claim was against the "
-                        "best fixed temperature); superseded: its SimCLR and DySTreSS records "
-                        "name no checkout (a seed trained again moved 200-NN by about 1 point); "
-                        "retrained with one recorded checkout |")
-    assert text.count("not testable at this scale (paper effect +1.4 < MDE 3.4 points; "
-                      "not run)") == 1
-    # the overview counts every primary claim once, by the first words of its verdict, with
-    # reversed at this scale a column of its own; claims beside and not comparable apart
+    assert "| contradicted (mean -7 points, 90% t-interval [-8.69, " in knn5
+    # not testable: SCE's 4 claims (not run), and DySTreSS's three planned so (no run here);
+    # pending: CIFAR-2's and study 5's claims, with their 0f3dae1 runs' verdicts
+    assert text.count("| not testable at this scale (paper effect") == 4 + 3
+    assert text.count(f"| {PENDING}; {PREVIOUS_COMMIT}'s runs under the revised rules: ") == (
+        4 + 3)
+    cifar2 = _row(text, "| 1b | SINCERE's and SupCon's 1-NN accuracies")
+    assert cifar2.endswith(f"| **{PENDING}**<br>{PREVIOUS_COMMIT}'s runs, revised rules: "
+                           "**inconclusive**<br>was *not reproduced* at 0f3dae1: a run it reads "
+                           "is not shown past its random initialisation, so it carries no "
+                           "evidence either way (new rule) |")
+    assert "| 1b | SINCERE's and SupCon's 1-NN accuracies are equivalent" in text
+    assert f"| {PREVIOUS_COMMIT}'s runs: +5.48 [-1.73, +12.7], d = +1.9 (3 seeds) |" in cifar2
+    ressl = _row(text, "| 5 | *read off a table (not counted)* ReSSL beats MoCo v2")
+    assert ressl.endswith("**reversed at this scale**<br>was *reversed at this scale*, counted "
+                          "at 0f3dae1: read off a table (not counted) now, by the one counting "
+                          "rule: read off a table, no sentence of the paper states it |")
+    assert text.count("not testable at this scale (paper effect +1.4 < the effect 3 seeds "
+                      "detect with 80% power, 4.47 points; not run)") == 1
+    # the overview counts every counted claim once, by the first words of its verdict;
+    # claims beside, read off a table and not comparable apart
     n_gpu = sum(len(st.claims) for st in STUDIES.values() if st.part == "gpu")
-    assert (f"| B (GPU, full scale) | {n_gpu} | 0 | 0 | 0 | 0 | 0 | 0 | 0 | {n_gpu} | 0 | 0 |"
-            in text)
-    assert ("| part | claims | reproduced | reversed at this scale | not reproduced | not "
-            "testable at this scale | collapsed | inconclusive | pending rerun (second-round "
-            "plan) | not yet run | beside | not comparable |") in text
+    assert (f"| B (GPU, full scale) | {n_gpu} | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | "
+            f"{n_gpu} | 0 | 0 | 0 |" in text)
+    assert ("| part | claims | reproduced | direction only | reversed at this scale | "
+            "contradicted | not reproduced | not testable at this scale, the paper's effect "
+            "excluded | not testable at this scale | collapsed | inconclusive | pending rerun "
+            "(issue 54) | not yet run | beside | read off a table | not comparable |") in text
     row = _row(text, "| A (CPU scale) |")
     cells = [int(c) for c in row.strip("|").split("|")[1:]]
     claims = [c for st in STUDIES.values() if st.part == "cpu" for c in st.claims]
-    assert cells[0] == sum(cells[1:9]) == sum(c.role == "primary" for c in claims)
-    # reproduced (margin, 1-NN), reversed (loss), not reproduced (5-NN), not testable (6);
-    # pending: CIFAR-2 (4), temperature (3), DySTreSS (3); not yet run: SCE not worse than ReSSL
-    assert cells[1:9] == [2, 1, 1, 6, 0, 0, 10, 1]
-    assert cells[9:] == [sum(c.role == "beside" for c in claims),
-                         sum(c.role == "not_comparable" for c in claims)] == [4, 1]
-    # the results table: one row per claim, reworded ones with the paper's own words
-    assert text.index("## At a glance") < text.index("## Results (Part A)") < text.index(
-        "## Deviations from the papers") < text.index("## How to rerun")
+    assert cells[0] == sum(cells[1:12]) == sum(c.role == "primary" for c in claims) == 20
+    # reproduced (margin), reversed (loss), contradicted (5-NN), not testable (1-NN, SCE's 4,
+    # DySTreSS's 2); pending: CIFAR-2 (4), study 5 (2); not yet run: the temperature claims
+    # (3) and DySTreSS's uniformity
+    assert cells[1:12] == [1, 0, 1, 1, 0, 0, 7, 0, 0, 6, 4]
+    assert cells[12:] == [4, 1, 1]
+    # the order: the headline, the rules, then the results; the details after them
+    order = ["## Headline", "## Verdict rules", "## At a glance", "## Results (Part A)",
+             "## Deviations from the papers", "## Provenance", "## Part A: CPU-scale study",
+             "## Part B: GPU, full scale", "## How to rerun",
+             "## What the CPU scale can and cannot show", "## Plan and cost (Part A)"]
+    assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
     loss = _row(text, "| 1 | SINCERE's training loss falls further")
     assert "*reworded*; the paper: “the final training value for SINCERE loss" in loss
-    assert "| +4.26 | -1 [-1, -1], d = -inf (3 seeds) | **reversed at this scale** |" in loss
-    assert "| +0.584 | +0.21 [+0.185, +0.235], d = +21.0 (3 seeds) | **reproduced** |" in (
-        _row(text, "| 1 | SINCERE widens"))
+    assert ("| +4.26 | -1 [-1, -1], d = -inf (3 seeds) | **reversed at this scale**<br>was "
+            "*reproduced* at 0f3dae1: measured on the runs issue 54's round trained again |"
+            in loss)
+    assert ("| +0.584 | +0.21 [+0.185, +0.235], d = +21.0 (3 seeds) | **reproduced** |" in
+            _row(text, "| 1 | SINCERE widens"))
     align = _row(text, "| 4 | *not comparable (not counted)* DySTreSS's alignment")
     assert "Not a claim the DySTreSS text makes" in align
     # run table: the tuned runs' labels say their setting; the paired gain over random init
-    assert "| run | epochs | target-noise margin |" in text
+    assert "| run | epochs | target-noise margin | nearest-target sim. (median) |" in text
     assert "| 5-NN top-1 % | backbone: margin |" in text
     assert "| backbone: 5-NN % | pretrain min | 1-NN vs random init (points) |" in text
     gains = [100 * (0.80 + 0.001 * s - 0.30 - 0.01 * s) for s in (0, 1, 2)]  # 50.0, 49.1, 48.2
     low, high = stats.t.interval(0.95, 2, loc=49.1, scale=stats.sem(gains))
-    sincere = _row(text, "| SINCERE (tuned: t=0.1, lr=0.2) | 30 |")
+    sincere = _row(text, f"| {SINCERE_TUNED} | 30 |")
     assert sincere.endswith(f"| +49.10 [{low:+.2f}, {high:+.2f}] (3 seeds) |")
     init = _row(text, "| random init (not trained) | 30 |")
     assert init.endswith("| – |")
     # a metric the finished baseline does not have (no margin here) is "–", not "not yet run"
     assert init.split("|")[3].strip() == "–" and "not yet run" not in init
     assert "(figures/repro_sincere_" not in text  # no loss curve without metrics.csv files
-    # the grid's choice
-    assert "* SINCERE: chosen t=0.1, lr=0.2 (validation 1-NN 50.00%; the other cells: " in text
+    # the grid's choice: interior, or which side is open
+    assert ("* SINCERE: chosen t=0.2, lr=0.02, warm-up (validation 1-NN 50.00%); **not "
+            "interior**, open where no cell at t above 0.2 (lr=0.02); no cell at lr below "
+            "0.02 (t=0.2): the next cells to run lie on those sides") in text
     # the verdict rules: the MDE with its power, the effect at 80% power
-    assert "MDE = 3.40 points over 3 seeds" in text and "a power of about 61%" in text
-    assert "the effect detected with 80% power is 4.47 points" in text
+    assert "a power of only about 61%" in text and "4.47 points over 3 seeds" in text
     assert "| accuracy | 1.37 | 3.4 | 4.47 |" in text
-    # the deviations table and the provenance section
+    # the deviations table and the provenance section: runs without a clean commit named
     assert "| SINCERE and SupCon settings |" in text and "sha256 5ad50ced" in text
-    assert ("| not recorded (first round, 2026-11-26 to 27: main's heads 068e236 to ce89961, "
-            "below) |") in text
+    assert "config_supcon/cifar10_supcon.py and cifar10_sincere.py" in text
+    assert "Every counted run (read by a counted claim, or the random init of its study) " \
+           "names a clean commit." in text
 
 
 def test_partial_study_renders_what_has_finished(tmp_path):
     """Two of three seeds of SINCERE/SupCon and one seed of the baselines: the finished
-    numbers, t-intervals where two seeds exist, and 'not yet run' verdicts ('pending rerun'
-    in a study the second round reruns)."""
+    numbers, t-intervals where two seeds exist, and *pending* verdicts (the studies issue 54's
+    round reruns), with what the revised rules make of the runs they replace."""
     summary = fake_sincere_summary(seeds=(0, 1))
     for stem, acc in (("sce", 0.50), ("moco", 0.47), ("random_init", 0.31)):
         summary["runs"] |= run_entry(stem, 0, {"knn200/top1": acc})
     text = render_report(summary)
     margin = _row(text, "| SINCERE widens the target-noise margin")
     assert "mean +0.205 [" in margin and "2/2 positive; s0: +0.200, s1: +0.210" in margin
-    assert margin.endswith(f"| {pending_verdict('sincere-margin')} |")
+    assert margin.endswith("(study 1a) |")
+    assert f"| {PENDING}; {PREVIOUS_COMMIT}'s runs under the revised rules: direction only (" \
+        in margin
     assert _row(text, "| 1 | SINCERE widens").endswith(
-        f"| +0.205 [+0.141, +0.269], d = +29.0 (2 seeds) | **{PENDING}**<br>first round "
-        "(b27d5e1): +0.017 [+0.012, +0.023], reproduced; superseded: one temperature and "
-        "learning rate were shared by SINCERE and SupCon, where the paper tunes each loss "
-        "(App. J) |")
-    assert "| SINCERE (tuned: t=0.1, lr=0.2) | 30 | 0.305 ± 0.007 (2 seeds) |" in text
+        f"| +0.205 [+0.141, +0.269], d = +29.0 (2 seeds) | **{PENDING}**<br>{PREVIOUS_COMMIT}'s "
+        "runs, revised rules: **direction only**<br>was *reproduced* at 0f3dae1: the sign "
+        "agrees, but 38 times below the paper's effect and the paper's mechanism, SINCERE "
+        "lowering the nearest-noise similarity reversed (-0.129 [-0.155, -0.104]) (new label) |")
+    assert f"| {SINCERE_TUNED} | 30 | 0.305 ± 0.007 (2 seeds) |" in text
     # a baseline with seeds still to run: its missing margin may yet come
     assert _row(text, "| random init (not trained) | 30 |").split("|")[3].strip() == "not yet run"
     assert _row(text, "| SCE | 30 |").endswith("| +19.00 (1 seed) |")
-    assert _row(text, "| ReSSL | – |") == ("| ReSSL | – | not yet run | not yet run | – |")
-    assert _row(text, "| SCE is not worse than ReSSL").endswith("| not yet run |")
+    assert _row(text, "| ReSSL (tuned: t=0.1, t_m=0.04) | – |") == (
+        "| ReSSL (tuned: t=0.1, t_m=0.04) | – | not yet run | not yet run | – |")
+    assert _row(text, "| SCE is not worse than ReSSL").endswith(
+        "ReSSL at the setting its grid chooses (study 5a) |")
+    # the runs replaced, as the pending verdicts read them, in the study's section
+    assert (f"The runs at {PREVIOUS_COMMIT} that the rerun replaces, which the pending claims' "
+            "verdicts judge meanwhile") in text
+    assert "| SINCERE (0f3dae1: t=0.1, lr=0.05) | 30 | 0.019 ± 0.001 (3 seeds) | 0.654" in text
     # tuned runs whose grid has not chosen: their rows wait
     summary.pop("choices")
     assert "| SINCERE (tuned) | – | not yet run |" in render_report(summary)
+
+
+def test_the_mechanism_is_shown_seed_by_seed_with_the_numbers_it_reads():
+    """SINCERE's margin claim, pending its rerun: the runs it replaces show SINCERE's and
+    SupCon's median nearest-noise similarity in every seed, the paper's mechanism reversed."""
+    text = render_report({"runs": {}, "comparisons": {}})
+    margin = _row(text, "| SINCERE widens the target-noise margin")
+    assert ("*mechanism*: SINCERE lowers the similarity of test images to their nearest noise "
+            "(other class) training image") in margin
+    assert ("SupCon's median nearest-noise similarity minus SINCERE's: mean -0.129 [-0.155, "
+            "-0.104]; s0: -0.140 (sincere noise_similarity_median 0.638, supcon "
+            "noise_similarity_median 0.498), s1: -0.120 (") in margin
 
 
 def test_bar_chart_with_the_random_init_line(tmp_path):
@@ -326,22 +383,57 @@ def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path)
 
 
 def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table():
-    """The grid chooses settings and makes no claim: no empty claims table; its eight cells
-    share two configs, each named once; each loss's choice is named by its label."""
+    """The grid chooses settings and makes no claim: no empty claims table; its sixteen cells
+    share two configs, each named once; a grid not chosen yet is *pending*, its scored cells
+    and its bounds' shown, collapsed ones marked."""
     summary = {"runs": {}, "comparisons": {}, "choices": {
-        "sincere": {"chosen": None, "scores": {"sincere_t0.05_lr0.05": 0.47,
-                                               "sincere_t0.05_lr0.2": 0.10,
-                                               "sincere_t0.1_lr0.05": None,
-                                               "sincere_t0.1_lr0.2": None}}}}
+        "sincere": {"chosen": None, "scores": {"sincere_t0.1_lr0.02_warmup": 0.47,
+                                               "sincere_t0.1_lr0.05_warmup": 0.10,
+                                               "sincere_t0.2_lr0.02_warmup": None,
+                                               "sincere_t0.2_lr0.05_warmup": None,
+                                               "sincere_t0.05_lr0.2": 0.1038}}}}
+    summary["runs"] |= run_entry("sincere_t0.05_lr0.2", 0, {
+        "knn1_heldout_projector/top1": 0.1038, "pretrain/final_positive_similarity": 0.982,
+        "pretrain/initial_loss": 10.43, "pretrain/final_loss": 6.45})
     text = render_report(summary)
     grid = text[text.index("### 1a."):text.index("### 1b.")]
     assert ("Study `sincere_grid`; seeds [0]; configs: `configs/repro/cpu/sincere.yaml`, "
             "`configs/repro/cpu/supcon.yaml`.") in grid
     assert "| claim |" not in grid
-    assert "* SINCERE: not chosen yet (2 of 4 cells scored)." in grid
-    assert "* SupCon: not chosen yet (0 of 4 cells scored)." in grid
+    assert ("* SINCERE: **pending**, not chosen yet (2 of 4 cells scored). Its cells, "
+            "validation 1-NN: t=0.1, lr=0.02, warm-up 47.00%; t=0.1, lr=0.05, warm-up 10.00%; "
+            "t=0.2, lr=0.02, warm-up pending; t=0.2, lr=0.05, warm-up pending. The earlier "
+            "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
+            "t=0.05, lr=0.2 10.38% (collapsed);") in grid
+    assert "* SupCon: **pending**, not chosen yet (0 of 4 cells scored)." in grid
+    assert "Collapsed (SINCERE t=0.05, lr=0.2): in the last epoch" in grid
+    # ReSSL's grid likewise, in study 5a
+    assert "* ReSSL: **pending**, not chosen yet (0 of 4 cells scored). Its cells, " \
+           "validation 200-NN: t=0.1, t_m=0.04 pending;" in text
     # a study with claims keeps its table
     assert "| claim |" in text[text.index("### 1b."):text.index("### 2.")]
+
+
+def test_a_grid_choice_is_interior_when_lower_cells_bracket_it_on_each_setting():
+    """SINCERE chose t 0.1, lr 0.05 with warm-up: bracketed on t by the first grid's t 0.05
+    and the extension's t 0.2, on lr by 0.02 and the first grid's 0.2, all lower: interior;
+    a neighbour scoring higher, or one not scored yet, is said."""
+    scores = {"sincere_t0.1_lr0.02_warmup": 0.55, "sincere_t0.1_lr0.05_warmup": 0.62,
+              "sincere_t0.2_lr0.02_warmup": 0.50, "sincere_t0.2_lr0.05_warmup": 0.58,
+              "sincere_t0.05_lr0.05": 0.4676, "sincere_t0.05_lr0.2": 0.1038,
+              "sincere_t0.1_lr0.05": 0.6176, "sincere_t0.1_lr0.2": 0.167}
+    choice = {"chosen": "sincere_t0.1_lr0.05_warmup", "scores": scores}
+    text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": choice}})
+    assert ("* SINCERE: chosen t=0.1, lr=0.05, warm-up (validation 1-NN 62.00%); interior: the "
+            "nearest cells on each side score lower (t=0.05, lr=0.05 46.76%; t=0.2, lr=0.05, "
+            "warm-up 58.00%; t=0.1, lr=0.02, warm-up 55.00%; t=0.1, lr=0.2 16.70%).") in text
+    higher = {**choice, "scores": {**scores, "sincere_t0.05_lr0.05": 0.70}}
+    text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": higher}})
+    assert ("**not interior**, open where t=0.05, lr=0.05 scores 70.00%, not lower: the next "
+            "cells to run lie on those sides") in text
+    waiting = {**choice, "scores": {**scores, "sincere_t0.1_lr0.2": None}}
+    text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": waiting}})
+    assert "(validation 1-NN 62.00%); whether it is interior waits for t=0.1, lr=0.2." in text
 
 
 def test_the_tuning_grid_section_reads_the_grid_seed_only():
@@ -354,25 +446,24 @@ def test_the_tuning_grid_section_reads_the_grid_seed_only():
         run["metrics"]["knn1_heldout_projector/top1"] = 0.50 + 0.10 * seed
     text = render_report(summary)
     grid = text[text.index("### 1a."):text.index("### 1b.")]
-    row = _row(grid, "| SINCERE t=0.1, lr=0.2 | 30 |")
+    row = _row(grid, "| SINCERE t=0.2, lr=0.02, warm-up | 30 |")
     assert "| 50.00 (1 seed) |" in row and "seeds)" not in row
-    tuned = _row(text[text.index("### 1. "):text.index("### 1a.")],
-                 "| SINCERE (tuned: t=0.1, lr=0.2) | 30 |")
+    tuned = _row(text[text.index("### 1. "):text.index("### 1a.")], f"| {SINCERE_TUNED} | 30 |")
     assert "(3 seeds)" in tuned
 
 
-def _provenance(commit="a" * 40):
+def _provenance(commit=SECOND_ROUND_CHECKOUT + "a" * 33):
     return {"commits": [commit], "dirty": False, "torch": "2.13.0+cpu", "lightning": "2.6.6",
             "numpy": "2.4.6", "cpu": "AMD EPYC", "omp_num_threads": "1", "gpu": None}
 
 
 def test_measured_cost_and_gains_over_random_init():
-    """The second round's measured cost sums every command's CPU time of its runs (those
-    with provenance; an unfinished run's and their comparisons' included) and gives
+    """The second round's measured cost sums every command's CPU time of its runs (those its
+    checkout trained; an unfinished run's and their comparisons' included) and gives
     per-config figures of the finished runs; the overview gives each trained run's gain over
     the random init of its seed."""
     summary = fake_sincere_summary()
-    assert "no run of it has logged its cost yet" in render_report(summary)
+    assert render_report(summary).count("no run of it has logged its cost yet") == 2
     for seed in (0, 1, 2):
         run = summary["runs"][f"cpu/{SINCERE_CELL}/seed{seed}"]
         run["metrics"] |= {"cost/cpu_seconds": 3000.0 + 600 * seed,
@@ -415,17 +506,18 @@ def test_measured_cost_and_gains_over_random_init():
     assert (f"| `{SINCERE_CELL}` | 2 | {(2400 + 2400 / 600 * 1170) / 2 / 60:.1f} (40.0-78.0) | "
             "1 of 2 invocations, 600 of 1,170 steps trained (the rest estimated) | ") in text
     # the provenance table: the commit that trained them
-    assert ("| aaaaaaaaaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, OMP_NUM_THREADS=1 | 3: "
+    assert (f"| {SECOND_ROUND_CHECKOUT}aaa | no | 2.13.0+cpu / 2.6.6 / 2.4.6 | AMD EPYC, "
+            "OMP_NUM_THREADS=1 | 3: ") in text
+    # SINCERE 1-NN 0.80 + 0.001 s, random init 0.30 + 0.01 s: gains 50.0, 49.1, 48.2 (the
+    # projector's 1-NN, where the claims read)
+    assert (f"| 1 | {SINCERE_TUNED} | knn1_projector | s0: +50.0, s1: +49.1, s2: +48.2 |"
             in text)
-    # SINCERE 1-NN 0.80 + 0.001 s, random init 0.30 + 0.01 s: gains 50.0, 49.1, 48.2
-    assert "| 1 | SINCERE (tuned: t=0.1, lr=0.2) | knn1 | s0: +50.0, s1: +49.1, s2: +48.2 |" in text
-    assert ("| 1 | SupCon (tuned: t=0.05, lr=0.05) | knn1 | s0: +49.0, s1: +48.0, s2: +47.0 |"
+    assert (f"| 1 | {SUPCON_TUNED} | knn1_projector | s0: +49.0, s1: +48.0, s2: +47.0 |"
             in text)
     # CIFAR-2's tuned runs carry the same labels: the study column tells them apart
-    assert "| 1b | SINCERE (tuned: t=0.1, lr=0.2) | knn1_projector | not yet run |" in text
+    assert f"| 1b | {SINCERE_TUNED} | knn1_projector | not yet run |" in text
     assert "| 5 | SCE | knn200 | not yet run |" in text
-    assert ("Smallest gain so far: +47.0 points (study 1, SupCon (tuned: t=0.05, lr=0.05), "
-            "seed 2)") in text
+    assert f"Smallest gain so far: +47.0 points (study 1, {SUPCON_TUNED}, seed 2)" in text
     assert "## What the CPU scale can and cannot show" in text
 
 
@@ -438,18 +530,19 @@ def test_a_finished_study_reports_its_whole_cost_and_smallest_gain():
             for v in resolve_study(st, choices).variants:
                 variants.setdefault(v.stem, v)
     summary = {"runs": {}, "comparisons": {}, "choices": choices}
+    validations = {"knn1_heldout_projector", "knn200_heldout"}
     for stem, v in variants.items():
-        seeds = (0,) if v.evals == ("knn1_heldout_projector",) else (0, 1, 2)
+        seeds = (0,) if set(v.evals) <= validations else (0, 1, 2)
         for seed in seeds:
             acc = 0.3 if stem.endswith("random_init") else 0.5 + 0.01 * seed
             summary["runs"] |= run_entry(stem, seed, {
                 "knn200/top1": acc, "knn1/top1": acc, "knn1_projector/top1": acc,
-                "cost/cpu_seconds": 60.0, "cost/wall_seconds": 60.0})
-            if stem != "random_init" and stem not in ("sce", "moco", "ressl"):
-                summary["runs"][f"cpu/{stem}/seed{seed}"]["provenance"] = _provenance()
+                "cost/cpu_seconds": 60.0, "cost/wall_seconds": 60.0},
+                provenance=_provenance(STUDY_CHECKOUT + "b" * 33))
     text = render_report(summary)
-    assert "CPU-hours in all, every command included" in text
-    assert "so far" not in text[:text.index("## Part B")]
+    cost = text[text.index("## Plan and cost (Part A)"):]
+    assert "CPU-hours in all, every command included" in cost
+    assert "so far" not in cost
     assert "Smallest gain: +20.0 points (" in text
 
 
@@ -488,22 +581,25 @@ def test_runs_not_trained_past_random_init_are_named_under_the_tally_and_in_thei
     text = render_report(_untrained_supcon(gains))
     glance = text[text.index("## At a glance"):text.index("## Results (Part A)")]
     assert ("Not trained past random initialisation at this budget, the gain's 95% t-interval "
-            f"over the seeds not above 0: study 1 (SupCon (tuned: t=0.05, lr=0.05): {interval}; "
+            f"over the seeds not above 0: study 1 ({SUPCON_TUNED}: {interval}; "
             "4 of its counted claims read them).") in glance
     section = text[text.index("### 1. "):text.index("### 1a.")]
-    assert (f"Not trained past random initialisation (SupCon (tuned: t=0.05, lr=0.05): "
+    assert (f"Not trained past random initialisation ({SUPCON_TUNED}: "
             f"{interval}, mean gain") in section
-    assert "SINCERE (tuned: t=0.1, lr=0.2): 1-NN" not in text
+    assert f"{SINCERE_TUNED}: 1-NN" not in text
+    def study_1(text):  # the glance and study 1 (the CIFAR-2 runs replaced were not trained)
+        return text[:text.index("### 1a.")]
+
     # an interval that straddles 0 is not above it either
-    assert "Not trained past random initialisation (SupCon" in render_report(
-        _untrained_supcon((2.0, -1.0, 0.5)))
+    assert "Not trained past random initialisation (SupCon" in study_1(render_report(
+        _untrained_supcon((2.0, -1.0, 0.5))))
     # trained past it: nothing said
-    assert "Not trained past random initialisation" not in render_report(
-        _untrained_supcon((5.0, 6.0, 7.0)))
+    assert "Not trained past random initialisation" not in study_1(render_report(
+        _untrained_supcon((5.0, 6.0, 7.0))))
     # a seed not yet measured: no verdict on the run yet
     summary = _untrained_supcon(gains)
     del summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]
-    assert "Not trained past random initialisation" not in render_report(summary)
+    assert "Not trained past random initialisation" not in study_1(render_report(summary))
 
 
 def test_cifar2_learning_curves_name_its_own_monitor_splits(tmp_path):

@@ -28,9 +28,11 @@ from studies.repro.commands import (
     parse_duration,
     trained_seconds,
 )
+from studies.repro.grids import TUNINGS, VALIDATION
 from studies.repro.layout import ARCHIVE, eval_dir, run_dir
 from studies.repro.runner import Runner, run_lock, run_studies, selected
-from studies.repro.studies import STUDIES, TUNINGS, VALIDATION, Study, Tuning, Variant
+from studies.repro.schema import Study, Tuning, Variant
+from studies.repro.studies import STUDIES
 
 
 def _dry_run(part, names, seeds=None, **kwargs):
@@ -96,7 +98,15 @@ def test_dry_run_of_the_grid_scores_each_cell_on_held_out_images(monkeypatch, tm
     assert validation[7:11] == ["--subset", "10000", "--held-out", "5000"]
     assert _option(validation, "--output") == (
         "runs/repro/cpu/sincere_t0.05_lr0.05/seed0/eval/knn1_heldout_projector")
-    assert len(commands) == 16  # 8 cells: pretrain and the validation 1-NN
+    # 16 cells (the first grid and its extension): pretrain and the validation 1-NN
+    assert len(commands) == 32
+    # the extension's cells train with SINCERE App. J's warm-up scaled to this budget
+    extended = next(c for c in commands
+                    if "runs/repro/cpu/sincere_t0.2_lr0.02_warmup/seed0/pretrain" in c)
+    assert extended[-9:] == ["--model.method.init_args.temperature", "0.2",
+                             "--model.optimizer.base_lr", "0.02",
+                             "--model.optimizer.warmup_fraction", "0.0125",
+                             "--model.optimizer.warmup_start_ratio", "0.001", "--overwrite"]
 
 
 def test_dry_run_sincere_names_the_tuned_runs_and_evaluates_the_baseline(monkeypatch,
@@ -140,12 +150,15 @@ def test_dry_run_trains_a_tuned_run_at_the_setting_its_evaluated_grid_chose(monk
     pretrain = {_option(c, "--config"): c for c in runner.commands if c[1] == "pretrain"}
     for loss, best in (("sincere", 3), ("supcon", 1)):
         cmd = pretrain[f"configs/repro/cpu/cifar2_{loss}.yaml"]
-        assert _option(cmd, "--output") == f"runs/repro/cpu/cifar2_{loss}/seed1/pretrain"
+        # its folder is named after its config and the chosen cell: a run at another choice
+        # (the first grid's, in cifar2_<loss>) is never taken for it
+        cell = TUNINGS[loss].grid[best].stem.removeprefix(f"{loss}_")
+        assert _option(cmd, "--output") == f"runs/repro/cpu/cifar2_{loss}_{cell}/seed1/pretrain"
         assert all(arg in cmd for arg in TUNINGS[loss].grid[best].overrides)
     compares = [c for c in runner.commands if c[1] == "compare"]
     assert {c[2] for c in compares} == {
-        f"runs/repro/cpu/cifar2_sincere/seed1/eval/{p}" for p in ("knn1_projector",
-                                                                 "knn5_projector")}
+        f"runs/repro/cpu/cifar2_sincere_t0.2_lr0.05_warmup/seed1/eval/{p}"
+        for p in ("knn1_projector", "knn5_projector")}
 
 
 def test_dry_run_cifar10_evaluations_use_the_archive(monkeypatch, tmp_path):
@@ -175,7 +188,8 @@ def test_shared_runs_train_once_and_get_every_evaluation(monkeypatch, tmp_path):
     monkeypatch.setattr(layout, "REPO", tmp_path)
     commands = _dry_run("cpu", ["dystress", "temperature", "sincere", "baselines"], seeds=[0])
     configs = [_option(c, "--config") for c in commands if c[1] == "pretrain"]
-    assert len(configs) == len(set(configs)) == 8  # SINCERE and SupCon wait for their grid
+    # SINCERE, SupCon and study 5's ReSSL wait for their grids
+    assert len(configs) == len(set(configs)) == 7
     init = "runs/repro/cpu/random_init/seed0/pretrain/checkpoints/last.ckpt"
     evals = [" ".join(c[1:5]) for c in commands if c[1] == "eval" and init in c]
     assert sorted(evals) == ["eval knn --k 1", "eval knn --k 1", "eval knn --k 200",
@@ -333,7 +347,7 @@ from pathlib import Path
 
 from studies.repro import layout
 from studies.repro.runner import Runner, run_studies
-from studies.repro.studies import Study, Variant
+from studies.repro.schema import Study, Variant
 
 layout.REPO = Path(sys.argv[1])
 study = Study("tiny", "cpu", "tiny", (0,),
@@ -480,7 +494,8 @@ def test_a_tuned_run_trains_at_the_setting_its_grid_chose(monkeypatch, tmp_path)
     assert [c[:2] for c in calls[:3]] == [("g_a", 0), ("g_b", 0), ("g_c", 0)]
     trained = [c for c in calls[3:] if c[0] != "g_b" or c[1] != 0 or "knn1" in c[2]]
     assert ("g_b", 0, ("val", "knn1"), ("--model.optimizer.base_lr", "0.2")) in trained
+    # without reuse, in a folder named after its config and the chosen cell
     assert {(c[0], c[1]) for c in trained} == {("g_b", 0), ("g_b", 1), ("g_b", 2),
-                                               ("h", 0), ("h", 1), ("h", 2)}
+                                               ("h_b", 0), ("h_b", 1), ("h_b", 2)}
     assert all(c[3] == ("--model.optimizer.base_lr", "0.2") for c in trained)
     assert not (tmp_path / "runs/repro/cpu/best-not-chosen").exists()

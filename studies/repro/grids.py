@@ -1,0 +1,138 @@
+"""The tuning grids of the reproduction study: each tuned run's grid of settings, fixed before
+the runs, and the studies that train them (1a for SINCERE and SupCon, 5a for ReSSL).
+
+A grid's cells are seed-0 runs scored on a validation split held out of the training images
+(never the test split); :mod:`studies.repro.tuning` chooses among them by the rule of each
+:class:`~studies.repro.schema.Tuning`.
+"""
+
+from __future__ import annotations
+
+from studies.repro.schema import Study, Tuning, Variant, cpu_config
+
+#: The per-loss tuning grid of SINCERE and SupCon (SINCERE App. J: "Various settings of
+#: temperature and learning rate were evaluated, with the highest 1NN accuracy determining
+#: the final model parameters"), fixed before the runs: temperature x base learning rate
+#: (per 256 images). The temperatures are those of the authors' own search
+#: (tufts-ml/SupContrast, config_supcon/cifar2_run.py: temperature [0.05, 0.1], learning rate
+#: [0.35, 0.5, 0.65] at batch 512; their final CIFAR-10 settings, config_supcon/cifar10_supcon.py
+#: and cifar10_sincere.py at commit 2c076f1: SupCon --temp 0.05, --learning_rate 0.35,
+#: SINCERE 0.1 and 0.65); the learning rates are the first round's shared 0.05 and 0.2, about
+#: the lowest of the authors' rates scaled linearly to 256 images (0.175).
+GRID_TEMPERATURES = ("0.05", "0.1")
+GRID_LEARNING_RATES = ("0.05", "0.2")
+#: The validation split of the grid: the 5,000 training-split images that follow the 10,000
+#: a Part A run trains on, in the same fixed shuffle (never trained on, never the test
+#: split); the bank is those 10,000 training images. Protocol ``knn1_heldout_projector``.
+HELD_OUT = 5000
+VALIDATION = "knn1_heldout_projector"
+
+
+def _grid(loss: str) -> tuple[Variant, ...]:
+    """The first grid (issue 38): one seed-0 run of ``loss`` per cell, no warm-up, evaluated on
+    the validation split only (the chosen cell gets the study's evaluations once chosen)."""
+    return tuple(
+        Variant(f"{loss}_t{t}_lr{lr}", f"{LOSS_LABELS[loss]} t={t}, lr={lr}", cpu_config(loss),
+                (VALIDATION,), folder=f"{loss}_t{t}_lr{lr}",
+                overrides=("--model.method.init_args.temperature", t,
+                           "--model.optimizer.base_lr", lr))
+        for t in GRID_TEMPERATURES for lr in GRID_LEARNING_RATES)
+
+
+#: SINCERE App. J's warm-up at this budget (issue 54): "10 epochs warming up from 0.1% to
+#: 100%" of 800 epochs, i.e. the first 1.25% of the steps (15 of 1,170), from 0.1% of the
+#: learning rate; the cosine then ends at 0.1% of it, as the configs already do.
+APP_J_WARMUP = ("--model.optimizer.warmup_fraction", "0.0125",
+                "--model.optimizer.warmup_start_ratio", "0.001")
+#: The grid's extension (issue 54), fixed before its runs: the first grid chose t = 0.1,
+#: lr = 0.05 for both losses, its corner (its highest temperature and lowest learning rate),
+#: so it did not bracket the optimum. Four cells around that choice on its two open sides, a
+#: higher temperature and a lower learning rate, each with App. J's warm-up (the first grid
+#: had none): t {0.1, 0.2} x base lr {0.02, 0.05}. The choice is made among these four (the
+#: paper tunes with its warm-up); the first grid's cells, without it, stay on the page beside
+#: and bound the grid on the other two sides (a lower temperature, a higher learning rate).
+EXTENDED_TEMPERATURES = ("0.1", "0.2")
+EXTENDED_LEARNING_RATES = ("0.02", "0.05")
+
+
+def _extended_grid(loss: str) -> tuple[Variant, ...]:
+    """The grid's extension: one seed-0 run of ``loss`` per cell, with App. J's warm-up."""
+    return tuple(
+        Variant(f"{loss}_t{t}_lr{lr}_warmup", f"{LOSS_LABELS[loss]} t={t}, lr={lr}, warm-up",
+                cpu_config(loss), (VALIDATION,), folder=f"{loss}_t{t}_lr{lr}_warmup",
+                overrides=("--model.method.init_args.temperature", t,
+                           "--model.optimizer.base_lr", lr, *APP_J_WARMUP))
+        for t in EXTENDED_TEMPERATURES for lr in EXTENDED_LEARNING_RATES)
+
+
+LOSS_LABELS = {"sincere": "SINCERE", "supcon": "SupCon", "ressl": "ReSSL"}
+#: The first grid of each supervised loss (issue 38), on the page beside its extension.
+FIRST_GRIDS = {loss: _grid(loss) for loss in ("sincere", "supcon")}
+
+#: ReSSL's temperatures at this budget (issue 54), fixed before the runs: the first round
+#: trained ReSSL at its authors' 200-epoch setting (t = 0.1, t_m = 0.04) while SCE and MoCo v2
+#: ran at SCE's CIFAR-10 settings, and ReSSL gained least over its random init; a small grid,
+#: t {0.1, 0.2} x t_m {0.04, 0.07} (t_m < t, as ReSSL requires), one seed-0 run per cell,
+#: scored by 200-NN on the backbone (the protocol of study 5's claims) on the validation split.
+RESSL_TEMPERATURES = ("0.1", "0.2")
+RESSL_TARGET_TEMPERATURES = ("0.04", "0.07")
+RESSL_VALIDATION = "knn200_heldout"
+
+
+def _ressl_grid() -> tuple[Variant, ...]:
+    """One seed-0 run of ReSSL per cell; the config's own setting (t 0.1, t_m 0.04) keeps the
+    study's folder ``ressl``, so its seeds 1 and 2 serve the comparison if it is chosen."""
+    cells = []
+    for t in RESSL_TEMPERATURES:
+        for tm in RESSL_TARGET_TEMPERATURES:
+            name = f"ressl_t{t}_tm{tm}"
+            own = (t, tm) == ("0.1", "0.04")
+            cells.append(Variant(
+                name, f"ReSSL t={t}, t_m={tm}", cpu_config("ressl"), (RESSL_VALIDATION,),
+                folder="ressl" if own else name,
+                overrides=("--model.method.init_args.temperature", t,
+                           "--model.method.init_args.target_temperature", tm)))
+    return tuple(cells)
+
+
+#: Each tuned method's tuning: its grid, the rule that picks the cell (fixed before the runs);
+#: SINCERE's and SupCon's first grids bound their extensions.
+TUNINGS = {**{loss: Tuning(loss, _extended_grid(loss), VALIDATION, bounds=FIRST_GRIDS[loss])
+              for loss in ("sincere", "supcon")},
+           "ressl": Tuning("ressl", _ressl_grid(), RESSL_VALIDATION)}
+
+
+def sincere_grid_study() -> Study:
+    """Study 1a: both grids of SINCERE and of SupCon, the first and its extension."""
+    variants = (*FIRST_GRIDS["sincere"], *FIRST_GRIDS["supcon"], *TUNINGS["sincere"].grid,
+                *TUNINGS["supcon"].grid)
+    note = ("Fixed before the runs (issue 38): each loss is tuned on its own, as SINCERE's "
+            "App. J does, over temperature {" + ", ".join(GRID_TEMPERATURES) + "} x base "
+            "learning rate {" + ", ".join(GRID_LEARNING_RATES) + "} (per 256 images), one "
+            "run per cell at seed 0. Each run is scored by its 1-NN accuracy in the "
+            f"projector's output on a validation split: the {HELD_OUT:,} training-split "
+            "images that follow the 10,000 it trains on in the same fixed shuffle (bank: "
+            "those 10,000), never trained on and never the test split. That first grid chose "
+            "t = 0.1, lr = 0.05 for both losses, its corner. Extended before its runs (issue "
+            "54): t {" + ", ".join(EXTENDED_TEMPERATURES) + "} x lr {"
+            + ", ".join(EXTENDED_LEARNING_RATES) + "}, each cell with App. J's warm-up "
+            "(the first 1.25% of the steps from 0.1% of the learning rate), the first grid "
+            "without it. The cell of the extension with the highest validation 1-NN is the "
+            "loss's setting (ties: the first in the order above); its seed-0 run is seed 0 "
+            "of the comparison, and seeds 1 and 2 are trained at that setting.")
+    return Study("sincere_grid", "cpu", "1a. SINCERE and SupCon: the tuning grid", (0,),
+                 variants, note=note)
+
+
+def ressl_grid_study() -> Study:
+    """Study 5a: ReSSL's temperature grid."""
+    note = ("Fixed before the runs (issue 54): ReSSL's two temperatures tuned at this budget "
+            "over t {" + ", ".join(RESSL_TEMPERATURES) + "} x t_m {"
+            + ", ".join(RESSL_TARGET_TEMPERATURES) + "}, one run per cell at seed 0, each "
+            "scored by its 200-NN accuracy on the backbone's features of the validation "
+            f"split (the {HELD_OUT:,} training-split images after the 10,000 it trains on; "
+            "bank: those 10,000). The cell with the highest score is ReSSL's setting in study "
+            "5 (ties: the first in the order above); its seed-0 run is seed 0 there, and "
+            "seeds 1 and 2 are trained at that setting.")
+    return Study("ressl_grid", "cpu", "5a. ReSSL: the temperature grid", (0,),
+                 TUNINGS["ressl"].grid, note=note)
