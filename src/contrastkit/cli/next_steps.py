@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning as L
 
+from contrastkit.train.callbacks import EpochSummaryCallback
 from contrastkit.train.extend import how_to_extend
 from contrastkit.train.summary_figure import SUMMARY_FIGURE
 
@@ -29,7 +30,8 @@ def eval_data_args(datamodule: object) -> list[str] | None:
 
 def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
     """What a finished run prints last: epochs and steps done, the kNN monitor's last and best
-    values when it ran, the run folder's main files, the ``eval knn --baselines`` command
+    values when it ran, the run folder's main files, what the monitors' passes cost when they
+    ran, the ``eval knn --baselines`` command
     that answers "are these features useful?" (``docs/evaluation.md`` has the others), and
     the ``--extend-to`` command that trains the run longer."""
     done = (f"pretraining done: {trainer.current_epoch} epochs ({trainer.global_step} "
@@ -43,9 +45,14 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
         if best is not None:
             done += f" (best {float(best.best_model_score):.4f}: checkpoints/best.ckpt)"
     checkpoint = output / "checkpoints" / "last.ckpt"
-    files = [f"{checkpoint}", f"{output / SUMMARY_FIGURE} (loss and kNN monitor per epoch)",
+    figure = "loss and kNN monitor" if monitor is not None else "loss"
+    files = [f"{checkpoint}", f"{output / SUMMARY_FIGURE} ({figure} per epoch)",
              f"{output / 'metrics.csv'}", f"{output / 'config.yaml'}"]
     lines = [done, "results: " + ", ".join(files)]
+    cost = next((c.monitor_cost() for c in trainer.callbacks
+                 if isinstance(c, EpochSummaryCallback)), None)
+    if cost is not None:
+        lines.append(cost)
     data = eval_data_args(datamodule)
     if data is not None:
         command = ["contrastkit", "eval", "knn", "--checkpoint", str(checkpoint), *data,
