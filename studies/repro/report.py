@@ -7,7 +7,8 @@ initialisation (with the counted claims that read them) and the results table
 (:mod:`studies.repro.deviations`); the details follow: how to rerun, which checkout trained
 the records (:mod:`studies.repro.provenance`), the planned and measured cost and what the
 scale can show (:mod:`studies.repro.scale`), the verdict rules, the gains over random
-initialisation, then per study its claims (paper's numbers, measured values per seed,
+initialisation, the outside anchor (lightly's SimCLR, :mod:`studies.repro.lightly_anchor`),
+then per study its claims (paper's numbers, measured values per seed,
 verdict), a table of its runs per tag (with those not trained past random initialisation
 named under it) and its figures (:mod:`studies.repro.figures`). Tuned runs are shown as their
 grid chose (:mod:`studies.repro.tuning`). :func:`write_report` writes it atomically.
@@ -26,6 +27,9 @@ from studies.repro.collection import run_tags, seed_values
 from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
 from studies.repro.headline import results_lines, tally_lines
+from studies.repro.lightly_anchor import COMMAND as ANCHOR_COMMAND
+from studies.repro.lightly_anchor import SEEDS as ANCHOR_SEEDS
+from studies.repro.lightly_anchor import anchor_lines
 from studies.repro.partb import partb_lines
 from studies.repro.plan import ROUND_TWO
 from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
@@ -182,6 +186,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "python -m studies.repro cpu --dry-run         # the commands, without running them",
         "python -m studies.repro gpu                   # Part B: the next block's device call",
         "python -m studies.repro report                # this page and docs/figures/repro_*",
+        "# the outside anchor, lightly's SimCLR (the timm lane's venv; \"Outside anchor\" below):",
+        *(ANCHOR_COMMAND.format(seed=seed) for seed in ANCHOR_SEEDS),
         "```",
         "",
         "A run goes on from its last checkpoint after any stop on the same machine. Once a run",
@@ -218,6 +224,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         *scale_lines(),
         *verdict_rule_lines(),
         *_past_random_init(summary),
+        *anchor_lines(summary),
     ]
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
         lines += [f"## {title}", ""]
