@@ -28,11 +28,16 @@ steps, the epoch-end checkpoint); a lightly epoch from its loader's start to its
 Printed: per method, the median epoch of each and the median of the per-round ratios
 contrastkit / lightly (below 1: contrastkit faster).
 
+One torch thread by default (``--threads``), as the study's lanes train: on a shared machine
+torch's default two threads spin while they wait, and contrastkit's views (many small batched
+operators in the training process) then slow down far more than lightly's (PIL, one thread
+in each loader worker); ``benchmarks/README.md``, "Beside lightly", has the measurement.
+
 A method whose contrastkit side is not in this checkout (its class or option missing) is
 listed as such and skipped. Run it in the timm lane's venv (torch + torchvision + lightly)::
 
-    PYTHONPATH=src:. .venv-timm/bin/python benchmarks/lightly_side_by_side.py \\
-        --methods simclr moco --rounds 5
+    OMP_NUM_THREADS=1 PYTHONPATH=src:. .venv-timm/bin/python \\
+        benchmarks/lightly_side_by_side.py --methods simclr moco --rounds 3
 """
 
 from __future__ import annotations
@@ -491,10 +496,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
     parser.add_argument("--workers", type=int, default=1,
                         help="loader workers of both sides")
     parser.add_argument("--rounds", type=int, default=5, help="timed epochs of each side")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (both sides)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of the process (both sides; loader workers have "
+                        "one each)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     folder = write_images(args.archive, args.folder, args.images)
     rows = []
     with tempfile.TemporaryDirectory() as work:

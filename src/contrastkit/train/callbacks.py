@@ -306,8 +306,9 @@ def monitors_line(trainer: L.Trainer, pl_module: L.LightningModule) -> str | Non
     splits = monitor_splits() if bank is not None and queries is not None else ()
     spec = pl_module.online_spec
     if not splits:
-        why = ("model.online_eval.knn and model.online_eval.linear are false"
-               if not spec.knn and not spec.linear else "no labelled held-out split to score")
+        labelled = bank is not None and queries is not None and pl_module.num_classes > 0
+        why = ("model.online_eval.knn and model.online_eval.linear are false" if labelled
+               else "no labelled held-out split to score: data.val_split null, or no labels")
         return f"online monitors: none runs ({why}): no validation pass"
     names = []
     if "bank" in splits:
