@@ -6,8 +6,9 @@ epochs' training loss and the online monitor's learning curve from ``metrics.csv
 wall time of its commands (``cost.jsonl``, :mod:`studies.repro.records`), the checkout and
 hardware that ran them (``provenance.jsonl``, :mod:`studies.repro.provenance`), every
 evaluation's ``results.json`` (with a bootstrap interval of its top-1 when it saved
-predictions), every ``comparison.json``, and the settings the tuning grids chose
-(``choices``, :mod:`studies.repro.tuning`).
+predictions), every ``comparison.json``, the settings the tuning grids chose
+(``choices``, :mod:`studies.repro.tuning`) and the outside anchor's seeds (``anchor``,
+:mod:`studies.repro.lightly_anchor`).
 :func:`write_summary` writes the result atomically as ``runs/repro/summary.json``;
 :func:`run_tags` and :func:`seed_values` are the queries the verdicts, tables and figures make
 of a summary.
@@ -23,6 +24,7 @@ from contrastkit.outputs import write_bytes_atomic
 from studies.repro import layout, records
 from studies.repro.block_records import BLOCK_SUMMARY
 from studies.repro.layout import RUNS, eval_dir
+from studies.repro.lightly_anchor import collect_anchor
 from studies.repro.provenance import read_provenance
 from studies.repro.schema import Variant
 from studies.repro.studies import STUDIES
@@ -171,7 +173,8 @@ def collect(root: Path | None = None) -> dict:
                                                         "accuracy_a", "accuracy_b",
                                                         "n_resamples")},
                             "cpu_seconds": records.read_costs(seed_dir).get("cost/cpu_seconds")}
-    return {"runs": runs, "comparisons": comparisons, "choices": choices}
+    return {"runs": runs, "comparisons": comparisons, "choices": choices,
+            "anchor": collect_anchor(root)}
 
 
 def _accuracy_interval(folder: Path, results: dict, protocol: str) -> dict[str, float]:

@@ -5,7 +5,8 @@ headline (:mod:`studies.repro.headline`: the scale first, then what is and is no
 then the verdict rules (:mod:`studies.repro.rules`), the tally, the runs not shown to train
 past their random initialisation and the results table; after the results, the deviations
 from the papers (:mod:`studies.repro.deviations`), which checkout trained the records
-(:mod:`studies.repro.provenance`) and the gains over random initialisation; then per study its
+(:mod:`studies.repro.provenance`), the gains over random initialisation and the outside anchor
+(lightly's SimCLR, :mod:`studies.repro.lightly_anchor`); then per study its
 claims (paper's numbers, measured values per seed, verdict), each tuning grid's choice
 (:mod:`studies.repro.grid_section`), a table of its runs per tag (with the runs that collapsed
 or did not train past random initialisation named under it) and its figures
@@ -35,6 +36,9 @@ from studies.repro.headline import (
     tally_lines,
     uncommitted_counted_runs,
 )
+from studies.repro.lightly_anchor import COMMAND as ANCHOR_COMMAND
+from studies.repro.lightly_anchor import SEEDS as ANCHOR_SEEDS
+from studies.repro.lightly_anchor import anchor_lines
 from studies.repro.partb import partb_lines
 from studies.repro.plan import ROUND_THREE
 from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
@@ -197,6 +201,7 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         *deviation_lines(),
         *provenance_lines(summary, uncommitted_counted_runs(summary)),
         *_past_random_init(summary),
+        *anchor_lines(summary),
     ]
     for part, title in (("cpu", "Part A: CPU-scale study"), ("gpu", "Part B: GPU, full scale")):
         lines += [f"## {title}", ""]
@@ -221,6 +226,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "python -m studies.repro cpu --dry-run         # the commands, without running them",
         "python -m studies.repro gpu                   # Part B: the next block's device call",
         "python -m studies.repro report                # this page and docs/figures/repro_*",
+        "# the outside anchor, lightly's SimCLR (the timm lane's venv; \"Outside anchor\" above):",
+        *(ANCHOR_COMMAND.format(seed=seed) for seed in ANCHOR_SEEDS),
         "```",
         "",
         "A run goes on from its last checkpoint after any stop on the same machine. Once a run",

@@ -26,7 +26,7 @@ def test_pretrain_prints_the_run_and_what_to_do_next(tmp_path, capfd):
                   "max_epochs=2` reached", "Epoch 0"):
         assert noise not in text, noise
     assert "epoch 1/2" in text and "epoch 2/2" in text
-    last = printed.out.strip().splitlines()[-5:]
+    last = printed.out.strip().splitlines()[-6:]
     assert last[0].startswith("pretraining done: 2 epochs (8 optimiser steps), kNN monitor "
                               "top-1 ")
     # no loss logged in 8 steps at an interval of 50: no summary.png drawn, none named (issue
@@ -34,10 +34,11 @@ def test_pretrain_prints_the_run_and_what_to_do_next(tmp_path, capfd):
     assert not (out / "summary.png").exists()
     assert last[1] == (f"results: {out}/checkpoints/last.ckpt, {out}/metrics.csv, "
                        f"{out}/config.yaml")
-    assert last[2] == (f"next:    contrastkit eval knn --checkpoint {out}/checkpoints/last.ckpt "
+    assert last[2].startswith("monitors: 2 passes, ")  # what the monitors cost
+    assert last[3] == (f"next:    contrastkit eval knn --checkpoint {out}/checkpoints/last.ckpt "
                        f"--data digits --baselines --output {out}-eval/knn")
-    assert last[4].startswith(f"train longer: contrastkit pretrain --config {out}/config.yaml ")
-    assert f"--output {out} --extend-to 4" in last[4]
+    assert last[5].startswith(f"train longer: contrastkit pretrain --config {out}/config.yaml ")
+    assert f"--output {out} --extend-to 4" in last[5]
 
 
 def test_the_skipped_files_warning_comes_once_per_evaluation(tiny_checkpoint, tmp_path, capsys):

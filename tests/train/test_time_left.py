@@ -24,7 +24,8 @@ def test_both_progress_modes_show_the_time_left(tmp_path, capsys):
     pretrain([*args, "--output", str(tmp_path / "lines")])
     out = capsys.readouterr().out
     first, last = (line for line in out.splitlines() if line.startswith("epoch "))
-    assert re.search(r"epoch 1/2 \(step 4, [\d.]+ s, <1 min left\)", first)
+    assert re.search(r"epoch 1/2 \(step 4, [\d.]+ s of which monitors [\d.]+ s, <1 min left\)",
+                     first)
     assert "left" not in last
     bar = [a for a in args if a not in ("--trainer.enable_progress_bar", "false")]
     pretrain([*bar, "--trainer.enable_progress_bar", "true", "--output", str(tmp_path / "bar")])

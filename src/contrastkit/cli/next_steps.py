@@ -9,6 +9,7 @@ from pathlib import Path
 import lightning as L
 
 from contrastkit.outputs import evaluations_folder
+from contrastkit.train.callbacks import EpochSummaryCallback
 from contrastkit.train.extend import how_to_extend
 from contrastkit.train.summary_figure import SUMMARY_FIGURE
 
@@ -30,10 +31,11 @@ def eval_data_args(datamodule: object) -> list[str] | None:
 
 def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
     """What a finished run prints last: epochs and steps done, the kNN monitor's last and best
-    values when it ran, the run folder's main files (those written), the ``eval knn
-    --baselines`` command that answers "are these features useful?" (``docs/evaluation.md`` has
-    the others; into a new folder, so that it runs as printed), and the ``--extend-to``
-    command that trains the run longer (the last two when the run has a checkpoint)."""
+    values when it ran, the run folder's main files (those written), what the monitors'
+    passes cost when they ran, the ``eval knn --baselines`` command that answers "are these
+    features useful?" (``docs/evaluation.md`` has the others; into a new folder, so that it
+    runs as printed), and the ``--extend-to`` command that trains the run longer (the last two
+    when the run has a checkpoint)."""
     done = (f"pretraining done: {trainer.current_epoch} epochs ({trainer.global_step} "
             "optimiser steps)")
     monitor = trainer.callback_metrics.get("val/knn_top1")
@@ -47,10 +49,15 @@ def finished_lines(trainer: L.Trainer, datamodule: object, output: Path) -> str:
             done += (f" ({score}: checkpoints/best.ckpt)" if Path(best.best_model_path).is_file()
                      else f" ({score}, before the resume: its checkpoint is not in this folder)")
     checkpoint = output / "checkpoints" / "last.ckpt"
-    files = [(checkpoint, ""), (output / SUMMARY_FIGURE, " (loss and kNN monitor per epoch)"),
+    figure = "loss and kNN monitor" if monitor is not None else "loss"
+    files = [(checkpoint, ""), (output / SUMMARY_FIGURE, f" ({figure} per epoch)"),
              (output / "metrics.csv", ""), (output / "config.yaml", "")]
     written = [f"{path}{what}" for path, what in files if path.is_file()]
     lines = [done, "results: " + (", ".join(written) or "nothing written")]
+    cost = next((c.monitor_cost() for c in trainer.callbacks
+                 if isinstance(c, EpochSummaryCallback)), None)
+    if cost is not None:
+        lines.append(cost)
     if not checkpoint.is_file():
         return "\n".join(lines)
     data = eval_data_args(datamodule)

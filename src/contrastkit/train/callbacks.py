@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_info
 
 from contrastkit.checkpoints import (
     WEIGHTS_SHA256,
@@ -236,16 +237,38 @@ def saved_metrics_file(trainer: L.Trainer) -> Path | None:
 
 
 class EpochSummaryCallback(L.Callback):
-    """With the progress bar off, print one line per epoch (after its validation): the epoch,
-    its wall time and the last logged values of the loss and of the monitors."""
+    """What the online monitors cost, and with the progress bar off one line per epoch.
+
+    At the start of fitting, one line says which monitors run, on how many images and how often
+    (:func:`monitors_line`). Every validation pass (the monitors' pass) is timed; with the
+    progress bar off, each epoch prints one line (after its validation): the epoch, its wall
+    time and the monitors' share of it, the time left and the last logged values of the loss
+    and of the monitors. :meth:`monitor_cost` sums the passes up for the run's last lines.
+    """
 
     KEYS = ("train/loss", "val/knn_top1", "val/online_linear_top1")
 
     def __init__(self) -> None:
         self.clock = EpochClock()
+        self.monitor_clock = EpochClock()
+        self._passes_before_epoch = 0
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        line = monitors_line(trainer, pl_module)
+        if line and trainer.is_global_zero:
+            rank_zero_info(line)
 
     def on_train_epoch_start(self, trainer, pl_module) -> None:
         self.clock.start()
+        self._passes_before_epoch = len(self.monitor_clock.seconds)
+
+    def on_validation_epoch_start(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking:
+            self.monitor_clock.start()
+
+    def on_validation_epoch_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking:
+            self.monitor_clock.stop()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
         elapsed = self.clock.stop()
@@ -254,10 +277,52 @@ class EpochSummaryCallback(L.Callback):
         metrics = trainer.callback_metrics
         values = [f"{k} {float(metrics[k]):.4f}" for k in self.KEYS if k in metrics]
         left = time_left(self.clock.seconds, trainer.current_epoch + 1, trainer.max_epochs)
+        passes = self.monitor_clock.seconds[self._passes_before_epoch:]
+        monitor = f" of which monitors {sum(passes):.1f} s" if passes else ""
         print(f"{epoch_label(trainer.current_epoch, trainer.max_epochs)} (step "
               f"{trainer.global_step}, "
-              f"{elapsed:.1f} s{', ' + left if left else ''}): " + ", ".join(values),
+              f"{elapsed:.1f} s{monitor}{', ' + left if left else ''}): " + ", ".join(values),
               flush=True)
+
+    def monitor_cost(self) -> str | None:
+        """``"monitors: N passes, S s each on average (T s of this command's W s of epochs)"``;
+        None when no monitor ran."""
+        passes = self.monitor_clock.seconds
+        if not passes:
+            return None
+        total = sum(passes)
+        return (f"monitors: {len(passes)} pass{'es' if len(passes) > 1 else ''}, "
+                f"{total / len(passes):.1f} s each on average ({total:.0f} s of this "
+                f"command's {sum(self.clock.seconds):.0f} s of epochs)")
+
+
+def monitors_line(trainer: L.Trainer, pl_module: L.LightningModule) -> str | None:
+    """The start line of the online monitors: which run, on which images and how often
+    (``trainer.check_val_every_n_epoch``), or that none runs (no validation pass); None for a
+    module that does not say which splits its monitors read (no ``monitor_splits``)."""
+    monitor_splits = getattr(pl_module, "monitor_splits", None)
+    if monitor_splits is None:
+        return None
+    datamodule = getattr(trainer, "datamodule", None)
+    bank, queries = (getattr(datamodule, name, None) for name in ("bank_set", "val_set"))
+    splits = monitor_splits() if bank is not None and queries is not None else ()
+    spec = pl_module.online_spec
+    if not splits:
+        labelled = bank is not None and queries is not None and pl_module.num_classes > 0
+        why = ("model.online_eval.knn and model.online_eval.linear are false" if labelled
+               else "no labelled held-out split to score: data.val_split null, or no labels")
+        return f"online monitors: none runs ({why}): no validation pass"
+    names = []
+    if "bank" in splits:
+        names.append(f"kNN (k {spec.knn_k}, bank of {len(bank)} images)")
+    if getattr(pl_module, "classifier", None) is not None:
+        names.append("online linear classifier (trained every step)")
+    every = trainer.check_val_every_n_epoch
+    when = (f"every {every} epochs" if every and every > 1 else "every epoch") + \
+        " (trainer.check_val_every_n_epoch)"
+    return (f"online monitors: {' and '.join(names)}, scored on the {len(queries)} images of "
+            f"data.val_split {getattr(datamodule, 'val_split', None)} {when}; the epoch lines "
+            "give each pass's seconds")
 
 
 class MovableCheckpoint(ModelCheckpoint):

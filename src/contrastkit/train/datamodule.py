@@ -454,13 +454,22 @@ class PretrainDataModule(L.LightningDataModule):
         return self.crop_specs
 
     def val_dataloader(self) -> list[DataLoader]:
+        """The loaders of the splits the trained module's online monitors read, in its order
+        (:meth:`~contrastkit.train.module.PretrainModule.monitor_splits`: the bank and the
+        queries for the kNN monitor, the queries alone for the online classifier); none when
+        no monitor runs, so that Lightning runs no validation pass at all. A module that does
+        not say gets both."""
         if self.val_set is None or self.bank_set is None:
             return []
         trainer = self.trainer
+        module = getattr(trainer, "lightning_module", None)
+        wanted = module.monitor_splits() if hasattr(module, "monitor_splits") else (
+            "bank", "queries")
+        splits = {"bank": self.bank_set, "queries": self.val_set}
         shards = trainer.world_size if trainer is not None else 1
         index = trainer.global_rank if trainer is not None else 0
-        return [self._loader(split, ShardSampler(len(split), index, shards), False)
-                for split in (self.bank_set, self.val_set)]
+        return [self._loader(splits[name], ShardSampler(len(splits[name]), index, shards), False)
+                for name in wanted]
 
 
 class ShardSampler(Sampler[int]):

@@ -11,6 +11,8 @@ It owns what is common to every method and nothing method-specific:
   accumulation behaves like the equivalent large batch;
 * the online monitors: a linear classifier on detached backbone features and a weighted
   kNN on the validation split (sharded over processes), neither of which changes the backbone;
+  the validation pass reads only the splits the monitors that run need (:meth:`monitor_splits`)
+  and does not run at all when both are off;
 * a non-finite loss stops the run with the step, epoch and batch where it appeared; the check
   runs on the device and is read every ``trainer.log_every_n_steps`` steps and before every
   checkpoint, so no checkpoint holds weights updated with a NaN (:mod:`.finite_guard`);
@@ -107,8 +109,8 @@ class PretrainModule(L.LightningModule):
         self.eval_view = build_eval_view(self.views_spec)
         use_linear = self.online_spec.linear and num_classes > 0
         self.classifier = nn.Linear(method.backbone.out_dim, num_classes) if use_linear else None
-        self._val_features: dict[int, list[Tensor]] = {}
-        self._val_labels: dict[int, list[Tensor]] = {}
+        self._val_features: dict[str, list[Tensor]] = {}
+        self._val_labels: dict[str, list[Tensor]] = {}
         self.finite_guard = FiniteGuard()
         online = self.online_spec
         self.collapse_check = CollapseCheck(online.collapse_spread,
@@ -354,6 +356,15 @@ class PretrainModule(L.LightningModule):
         return int(per_process) * self.trainer.world_size * int(accumulate)
 
     # --- online kNN / linear monitors on the validation split -------------------------------
+    def monitor_splits(self) -> tuple[str, ...]:
+        """The splits the online monitors that run read, in the order of the validation
+        loaders: ``("bank", "queries")`` with the kNN monitor, ``("queries",)`` with the
+        online classifier alone, ``()`` when no monitor runs (no validation pass at all:
+        :meth:`~contrastkit.train.datamodule.PretrainDataModule.val_dataloader` gives none)."""
+        if self.online_spec.knn and self.num_classes > 0:
+            return ("bank", "queries")
+        return ("queries",) if self.classifier is not None else ()
+
     def validation_step(
         self, batch: tuple[Tensor, Tensor], batch_idx: int, dataloader_idx: int = 0
     ) -> None:
@@ -363,23 +374,24 @@ class PretrainModule(L.LightningModule):
         if self._channels_last:  # the training views' layout: a compiled backbone is reused
             view = view.contiguous(memory_format=torch.channels_last)
         features = self.method.backbone(view)
-        self._val_features.setdefault(dataloader_idx, []).append(features.float())
-        self._val_labels.setdefault(dataloader_idx, []).append(labels)
+        split = self.monitor_splits()[dataloader_idx]
+        self._val_features.setdefault(split, []).append(features.float())
+        self._val_labels.setdefault(split, []).append(labels)
 
     def on_validation_epoch_end(self) -> None:
         # Each process saw its shard of the bank and of the queries (the data module's
         # ShardSampler): the bank is gathered whole on every process, each process predicts
         # its own queries, and the predictions are gathered and put back in the split's order.
-        feats = {i: torch.cat(v) for i, v in self._val_features.items()}
-        labels = {i: torch.cat(v) for i, v in self._val_labels.items()}
+        feats = {split: torch.cat(v) for split, v in self._val_features.items()}
+        labels = {split: torch.cat(v) for split, v in self._val_labels.items()}
         self._val_features.clear()
         self._val_labels.clear()
-        if 1 not in feats:  # the datamodule gives (bank, query) loaders
+        if "queries" not in feats:
             return
-        bank, bank_y = _gather_shards(feats[0]), _gather_shards(labels[0])
-        query, query_y = feats[1], labels[1]
+        query, query_y = feats["queries"], labels["queries"]
         truth = _gather_shards(query_y)
-        if self.online_spec.knn and self.num_classes > 0:
+        if "bank" in feats:
+            bank, bank_y = _gather_shards(feats["bank"]), _gather_shards(labels["bank"])
             k = min(self.online_spec.knn_k, bank.shape[0])
             # The bank may be a subset missing some class: let knn_predict infer the count.
             pred, _ = knn_predict(bank, bank_y, query, k=k,

@@ -127,9 +127,15 @@ class PerformanceSpec:
 class OnlineEvalSpec:
     """Monitors that never change the backbone.
 
+    Both are scored in Lightning's validation pass, every ``trainer.check_val_every_n_epoch``
+    epochs, on the data module's ``val_split``; a monitor that is off reads nothing, and with
+    both off there is no validation pass at all (``docs/configs.md``, "Online monitors").
+
     Attributes:
-        linear: train a linear classifier on detached backbone features during pretraining.
-        knn: run a weighted kNN monitor on the validation split every ``every_n_epochs``.
+        linear: train a linear classifier on detached backbone features during pretraining
+            (scored on the queries of the validation split).
+        knn: a weighted kNN monitor: the features of the bank split vote for those of the
+            validation split (``val/knn_top1``, which chooses ``best.ckpt``).
         knn_k: neighbours of the kNN monitor (default: ``contrastkit eval knn``'s, 200).
         knn_temperature: temperature of the kNN vote weights exp(s / t) (default:
             ``contrastkit eval knn``'s, 0.1, so that with the same bank the monitor and the
