@@ -74,13 +74,14 @@ def test_shape_dtype_range(name: str, size: int, dtype: torch.dtype) -> None:
 
 
 def test_the_baselines_cifar_presets_are_their_references_without_blur() -> None:
-    """BYOL's two views without blur (solo-learn's asymmetric CIFAR views, lightly's CIFAR-10
-    benchmark) and solo-learn's VICReg CIFAR views: the ops each pipeline runs."""
+    """BYOL's two views without blur and with SimCLR's crop (0.08, 1) (solo-learn's asymmetric
+    CIFAR views, lightly's CIFAR-10 benchmark) and solo-learn's VICReg CIFAR views: the ops each
+    pipeline runs."""
     from dataclasses import replace
 
     P = A.PRESETS
-    assert P["strong_alpha_cifar"] == replace(P["strong_alpha"], blur_p=0.0)
-    assert P["strong_beta_cifar"] == replace(P["strong_beta"], blur_p=0.0)
+    assert P["strong_alpha_cifar"] == replace(P["strong_alpha"], blur_p=0.0, crop_scale=(0.08, 1))
+    assert P["strong_beta_cifar"] == replace(P["strong_beta"], blur_p=0.0, crop_scale=(0.08, 1))
     assert P["vicreg_cifar"] == replace(P["strong_beta"], blur_p=0.0, solarize_p=0.1)
     for name, solarize in (("strong_alpha_cifar", None), ("strong_beta_cifar", 0.2),
                            ("vicreg_cifar", 0.1)):

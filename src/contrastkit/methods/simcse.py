@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from contrastkit.distributed import gather_with_grad
+from contrastkit.gradients import GradientFreeze
 from contrastkit.losses import Temperature, resolve_temperature, simcse
 from contrastkit.losses.temperature import check_temperature
 from contrastkit.methods.base import StepOutput, cosine_of_pairs, loggable
@@ -67,6 +68,8 @@ class SimCSE(nn.Module):
         self.projector: nn.Module = (
             nn.Sequential(nn.Linear(width, width), nn.Tanh())
             if self.backbone_spec.pooling == "cls" else nn.Identity())
+        #: no layer frozen at the start (the engine's gradient freezes, contrastkit.gradients)
+        self.gradient_freezes: dict[str, GradientFreeze] = {}
 
     def tokenize(self, sentences: list[str]) -> Tokens:
         """Token ids and masks of ``sentences`` (CPU tensors)."""
@@ -89,6 +92,11 @@ class SimCSE(nn.Module):
         loss = simcse(z1, z2, temperature=t)
         logs = loggable(temperature=t, positive_similarity=positive.mean())
         return StepOutput(loss=loss, features=features[:n].detach(), logs=logs)
+
+    def collapse_loss(self) -> None:
+        """No fixed value: a collapsed encoder's InfoNCE is log of the global batch, which the
+        engine's spread check (``train/z_std``) watches instead."""
+        return None
 
     def after_optimizer_step(self, state: ScheduleState) -> dict[str, float]:
         """Nothing to update after a step (no target branch, no queue)."""
