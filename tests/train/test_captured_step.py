@@ -266,8 +266,11 @@ def test_the_captured_step_traces_as_one_graph(tmp_path) -> None:
     assert trace.plain[0] == trace.traced[0]  # the first loss comes before any update
     torch.testing.assert_close(trace.traced, trace.plain, rtol=1e-6, atol=0)
     plain, traced = trace.states
+    # float32 rounding of two steps summed in another order: up to about 6e-7 measured on a
+    # queue key's element (unit vectors) on an AMD EPYC with AVX-512, depending on the draw of
+    # the weights; a wrong step differs by orders of magnitude more
     for key, value in plain.items():
-        torch.testing.assert_close(traced[key], value, rtol=1e-5, atol=1e-7, msg=key)
+        torch.testing.assert_close(traced[key], value, rtol=1e-5, atol=2e-6, msg=key)
 
 
 @pytest.mark.slow
