@@ -25,6 +25,7 @@ import contrastkit.cli.pretrain as cli_module
 from contrastkit.gradients import GradientFreeze
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
+from studies.repro.baselines_section import EMBEDDING_DIMS
 
 REPO = Path(__file__).resolve().parents[2]
 #: configs/text/ (sentence encoders) builds other classes: tests/train/test_text_configs.py;
@@ -576,7 +577,7 @@ def test_study_6_configs_are_the_simclr_rows_setting_with_each_methods_recipe(st
     views = model.views_spec
     assert (views.online, views.target, views.normalize) == (online, target, "cifar10")
     assert (tuple(views.crop_scale) if views.crop_scale else None) == crop
-    assert method.embed_dim == dim
+    assert method.embed_dim == dim == EMBEDDING_DIMS[stem]  # what the page scales z_std by
 
 
 @pytest.mark.parametrize("name", ["sce/cifar10_sce.yaml", "sce/imagenet_sce_multicrop.yaml"])
