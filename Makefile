@@ -74,7 +74,7 @@ bench: $(STAMP)
 # study list (each takes the next run the other does not hold; issue 54's round first, the tuned
 # runs once their grid has chosen); that round plans about 17 CPU-hours. Resumable: rerun after
 # any stop. Finished runs are recorded in docs/reproduction/runs: commit them to go on elsewhere.
-REPRO_STUDIES = sincere_grid ressl_grid sincere cifar2 baselines temperature sce_lambda_tau dystress
+REPRO_STUDIES = sincere_grid ressl_grid sincere cifar2 baselines temperature sce_lambda_tau dystress baselines_cpu
 repro-cpu: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES) & lane=$$!; \
 	OMP_NUM_THREADS=1 $(PY) -m studies.repro cpu --study $(REPRO_STUDIES); \

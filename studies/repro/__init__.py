@@ -37,6 +37,7 @@ One module per job:
 * :mod:`~studies.repro.plan`: the planned cost of Part A (an estimate);
 * :mod:`~studies.repro.report`: the Markdown report; :mod:`~studies.repro.headline`: its
   first screens; :mod:`~studies.repro.grid_section`: a tuning grid's lines;
+  :mod:`~studies.repro.baselines_section`: study 6's tables (one seed per baseline);
 * :mod:`~studies.repro.scale`: its sections on the planned and measured cost and the scale;
 * :mod:`~studies.repro.figures`: its figures;
 * :mod:`~studies.repro.blocks`: Part B's order across blocks of GPU time, the next block and

@@ -64,27 +64,35 @@ def read_losses(metrics_csv: Path) -> dict[str, float]:
     """Mean ``train/loss`` of the first and of the last logged epoch's logged steps (Feeney &
     Hughes 2023, Table 4, compares the first and last epochs; the loss is logged every
     ``trainer.log_every_n_steps`` steps, so this is the mean of those steps, not of the whole
-    epoch), and the last epoch's mean ``train/positive_similarity`` when logged (see
-    :func:`studies.repro.trained.collapsed`)."""
+    epoch), the last epoch's mean ``train/positive_similarity`` and ``train/z_std`` (the
+    embedding's spread) when logged (see :func:`studies.repro.trained.collapsed`), and the step
+    of the engine's collapse warning (``train/collapse_step``) when it warned."""
     import csv
 
     by_epoch: dict[int, list[float]] = {}
-    positive: dict[int, list[float]] = {}
+    extra: dict[str, dict[int, list[float]]] = {"positive_similarity": {}, "z_std": {}}
+    warned: float | None = None
     with open(metrics_csv, newline="") as handle:
         for row in csv.DictReader(handle):
+            if row.get("train/collapse_step") and warned is None:
+                warned = float(row["train/collapse_step"])
             if row.get("train/loss") and row.get("epoch"):
                 epoch = int(float(row["epoch"]))
                 by_epoch.setdefault(epoch, []).append(float(row["train/loss"]))
-                if row.get("train/positive_similarity"):
-                    positive.setdefault(epoch, []).append(float(row["train/positive_similarity"]))
+                for name, values in extra.items():
+                    if row.get(f"train/{name}"):
+                        values.setdefault(epoch, []).append(float(row[f"train/{name}"]))
     if not by_epoch:
         return {}
     first, last = min(by_epoch), max(by_epoch)
     out = {"initial_loss": sum(by_epoch[first]) / len(by_epoch[first]),
            "final_loss": sum(by_epoch[last]) / len(by_epoch[last]),
            "logged_epochs": last + 1}
-    if positive.get(last):
-        out["final_positive_similarity"] = sum(positive[last]) / len(positive[last])
+    for name, values in extra.items():
+        if values.get(last):
+            out[f"final_{name}"] = sum(values[last]) / len(values[last])
+    if warned is not None:
+        out["collapse_step"] = warned
     return out
 
 

@@ -8,7 +8,8 @@ study that lists it, with the union of the evaluations its studies need. A tuned
 (:mod:`studies.repro.tuning`) that reuses its grid's chosen run adds, at the grid's seed,
 only the evaluations the grid run lacks. :func:`planned_cost` sums this per study; the runs a
 round reuses from the rounds before are left out (issue 54's round:
-:data:`REUSED_BY_ROUND_THREE`).
+:data:`REUSED_BY_ROUND_THREE`; issue 53's study 6: :data:`REUSED_BY_BASELINES_ROUND`). Study
+6's steps are planned from its configs' pilots (:data:`BASELINE_PILOT_STEP_SECONDS`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,17 @@ from pathlib import Path
 from studies.repro import layout
 from studies.repro.grids import FIRST_GRIDS
 from studies.repro.schema import Study, Variant
+from studies.repro.studies import BASELINES_CPU
+
+#: Study 6's configs (issue 53), planned from their pilots before the runs: SimCLR's 2.03
+#: times each config's CPU-seconds per step over SimCLR t = 0.2's in the same pilot (2 epochs
+#: on 2,048 images, 16 steps, one thread at nice 10 on the shared 2-core machine: the process
+#: CPU time of the 16-step run minus that of a 1-step run, over 15 steps; SimCLR's 2.35, BYOL
+#: 3.39, MoCo v3 3.45, W-MSE 2.41, SwAV 2.49, DINO 3.18, NNCLR 2.47, Barlow Twins 2.55, VICReg
+#: 2.69, DCLW 2.12: the start-up's spread, about 0.2 per step, included).
+BASELINE_PILOT_STEP_SECONDS: dict[str, float] = {
+    "byol": 2.93, "mocov3": 2.98, "wmse": 2.08, "swav": 2.15, "dino": 2.75, "nnclr": 2.14,
+    "barlow_twins": 2.20, "vicreg": 2.32, "dclw": 1.83}
 
 #: CPU-seconds per training step with one torch thread, batch 256, 32 px, ResNet-18 width 16
 #: CIFAR stem, augmentation included, by config stem prefix (the longest matching prefix):
@@ -32,7 +44,7 @@ STEP_SECONDS: dict[str, float] = {"simclr": 2.03, "dystress": 1.95, "sincere": 2
                                   "supcon": 2.07, "cifar2_sincere": 2.06,
                                   "cifar2_supcon": 2.07, "cifar2_random_init": 2.03,
                                   "random_init": 2.03, "sce": 1.55, "moco": 1.57,
-                                  "ressl": 1.61}
+                                  "ressl": 1.61, **BASELINE_PILOT_STEP_SECONDS}
 
 #: CPU-seconds of evaluations of a width-16 checkpoint, start-up included, from the first
 #: round's ``cost.jsonl`` (means over its runs): extracting and caching one split pair's
@@ -51,6 +63,10 @@ ROUND_THREE = ("sincere_grid", "ressl_grid", "sincere", "cifar2", "baselines")
 #: (seeds 0-2 of its choice among them) and CIFAR-2's random init.
 REUSED_BY_ROUND_THREE = frozenset({
     *(cell.stem for cells in FIRST_GRIDS.values() for cell in cells), "cifar2_random_init"})
+#: Issue 53's round: study 6, one seed of each baseline.
+BASELINES_ROUND = (BASELINES_CPU,)
+#: The runs study 6 reads from the rounds before (seed 0 of each, not trained again).
+REUSED_BY_BASELINES_ROUND = frozenset({"random_init", "simclr_t0.2"})
 #: Lanes of a round: two processes of one thread sharing its study list.
 LANES = 2
 

@@ -9,7 +9,8 @@ from the papers (:mod:`studies.repro.deviations`), which checkout trained the re
 (lightly's SimCLR, :mod:`studies.repro.lightly_anchor`); then per study its
 claims (paper's numbers, measured values per seed, verdict), each tuning grid's choice
 (:mod:`studies.repro.grid_section`), a table of its runs per tag (with the runs that collapsed
-or did not train past random initialisation named under it) and its figures
+or did not train past random initialisation named under it; study 6, one seed per method, its
+own tables: :mod:`studies.repro.baselines_section`) and its figures
 (:mod:`studies.repro.figures`); last Part B, how to rerun, what the scale can show and the
 planned and measured cost (:mod:`studies.repro.scale`). Tuned runs are shown as their grid
 chose (:mod:`studies.repro.tuning`). The page holds only what the summary and the checkout's
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
+from studies.repro.baselines_section import baselines_cpu_lines
 from studies.repro.collection import run_tags, seed_values
 from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
@@ -46,7 +48,7 @@ from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, verdict_rule_lines
 from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
 from studies.repro.schema import Study
 from studies.repro.stats import t_interval
-from studies.repro.studies import STUDIES
+from studies.repro.studies import BASELINES_CPU, STUDIES
 from studies.repro.superseded import (
     PREVIOUS_COMMIT,
     SUPERSEDED_RUNS,
@@ -224,6 +226,8 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
         f"OMP_NUM_THREADS=1 python -m studies.repro cpu --study {cpu_studies} &",
         "python -m studies.repro cpu --dry-run         # the commands, without running them",
+        f"python -m studies.repro cpu --study {BASELINES_CPU}   # study 6 alone: its nine runs "
+        "(seed 0)",
         "python -m studies.repro gpu                   # Part B: the next block's device call",
         "python -m studies.repro report                # this page and docs/figures/repro_*",
         "# the outside anchor, lightly's SimCLR (the timm lane's venv; \"Outside anchor\" above):",
@@ -245,7 +249,9 @@ def render_report(summary: dict, figures_dir: Path | None = None,
         "fixed shuffle of the CIFAR-10 JPEG archive's train split (the same images for every",
         "run and seed; 958 to 1,053 images per class, close to but not exactly balanced),",
         "batch 256, 30 epochs (1,170 steps), seeds 0, 1, 2 paired across the",
-        "runs of each claim; shuffled key batch norm (8 virtual devices) for MoCo v2, ReSSL and",
+        "runs of each claim (study 6: seed 0 of each baseline, its config's header naming what",
+        "it takes from lightly's or solo-learn's recipe); shuffled key batch norm (8 virtual",
+        "devices) for MoCo v2, ReSSL and",
         "SCE; batch norm after both projector layers for SINCERE and SupCon; one random-",
         "initialisation baseline per seed (`configs/repro/cpu/random_init.yaml`; CIFAR-2's:",
         "`cifar2_random_init.yaml`) evaluated with every study's protocols and shown in every",
@@ -401,7 +407,7 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
         summary = _of_seeds(summary, study.seeds)
     if not study.variants:
         return lines
-    for tag in tags:
+    for tag in tags if study.name != BASELINES_CPU else ():
         table = _run_table(study, summary, tag)
         if table and (tag == tags[0] or table[0] != "empty"):
             lines += [f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
@@ -410,6 +416,9 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
                       "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
                       "cores shared with other work, so they follow the machine's load as "
                       "much as the method):", "", *table[1:]]
+    if study.name == BASELINES_CPU:  # one seed per method: its own tables and rules
+        lines += baselines_cpu_lines(study, summary)  # (the random init's spread: every seed)
+        summary = _of_seeds(summary, study.seeds)  # its figure: the study's seed alone
     if any(judge(c, study, summary).superseded is not None for c in study.claims):
         table = _run_table(previous_study(study), superseded_runs(PREVIOUS_COMMIT), study.part)
         lines += [f"The runs at {PREVIOUS_COMMIT} that the rerun replaces, which the pending "

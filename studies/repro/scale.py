@@ -9,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studies.repro.plan import (
+    BASELINE_PILOT_STEP_SECONDS,
+    BASELINES_ROUND,
     EVAL_SECONDS,
     LANES,
+    REUSED_BY_BASELINES_ROUND,
     REUSED_BY_ROUND_THREE,
     ROUND_THREE,
     STEP_SECONDS,
@@ -35,13 +38,16 @@ FIRST_ROUND = (
 @dataclass(frozen=True)
 class Round:
     """A round of Part A as its plan counts it: its name on the page, the checkout that trains
-    it, its planned runs and their training and evaluation CPU-seconds."""
+    it, its planned runs and their training and evaluation CPU-seconds; ``stems``, when set,
+    are the round's runs whatever checkout trains them (issue 53's, whose checkout is not
+    fixed here)."""
 
     name: str
     checkout: str
     runs: int
     train_seconds: float
     eval_seconds: float
+    stems: frozenset[str] = frozenset()
 
 
 #: The second round's plan (issue 38), fixed at 1955f53 before its runs; its studies have
@@ -64,12 +70,22 @@ def round_three_cost() -> list[StudyCost]:
     return planned_cost([STUDIES[n] for n in ROUND_THREE], reused=REUSED_BY_ROUND_THREE)
 
 
-def rounds() -> tuple[Round, Round]:
-    """The second round and issue 54's, as their plans count them."""
-    third = round_three_cost()
+def baselines_round_cost() -> list[StudyCost]:
+    """Issue 53's study 6's planned cost (:func:`studies.repro.plan.planned_cost`)."""
+    return planned_cost([STUDIES[n] for n in BASELINES_ROUND], reused=REUSED_BY_BASELINES_ROUND)
+
+
+def rounds() -> tuple[Round, Round, Round]:
+    """The second round, issue 54's and issue 53's study 6, as their plans count them."""
+    third, baselines = round_three_cost(), baselines_round_cost()
+    trained = frozenset(v.stem for n in BASELINES_ROUND for v in STUDIES[n].variants
+                        if v.stem not in REUSED_BY_BASELINES_ROUND)
     return (Round("second round", SECOND_ROUND_CHECKOUT, 33, 17.44 * 3600, 1.69 * 3600),
             Round("issue 54's round", STUDY_CHECKOUT, sum(c.runs for c in third),
-                  sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third)))
+                  sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third)),
+            Round("issue 53's study 6", "", sum(c.runs for c in baselines),
+                  sum(c.train_seconds for c in baselines),
+                  sum(c.eval_seconds for c in baselines), trained))
 
 
 def _cost_table(costs: list[StudyCost]) -> list[str]:
@@ -112,24 +128,50 @@ def plan_lines() -> list[str]:
         f"list take about {total / LANES / 3600:.1f} hours of wall time on two cores they "
         "have to themselves (more on the shared machine). Every run is resumable.",
         "",
+        *_baselines_plan_lines(),
         SECOND_ROUND_PLAN,
         "",
         FIRST_ROUND,
     ]
 
 
-def round_runs(summary: dict, checkout: str) -> list[dict]:
+def _baselines_plan_lines() -> list[str]:
+    """Issue 53's study 6, planned before its runs from its configs' pilots."""
+    costs = baselines_round_cost()
+    total = sum(c.seconds for c in costs)
+    rates = ", ".join(f"{v.label} {BASELINE_PILOT_STEP_SECONDS[v.stem]:.2f}"
+                      for n in BASELINES_ROUND for v in STUDIES[n].variants
+                      if v.stem in BASELINE_PILOT_STEP_SECONDS)
+    return [
+        "**Issue 53's study 6, planned before its runs**: `" + "`, `".join(BASELINES_ROUND)
+        + "`, one seed (0) of each baseline; its random init and SimCLR t = 0.2 of seed 0 are "
+        "earlier rounds' records, reused. CPU-seconds per step from each config's pilot (2 epochs "
+        "on 2,048 images; its CPU-seconds per step over SimCLR t = 0.2's in the same pilot, "
+        f"times SimCLR's {STEP_SECONDS['simclr']:.2f}): {rates}; evaluations as above.",
+        "",
+        *_cost_table(costs),
+        "",
+        f"Total about {total / 3600:.1f} CPU-hours (the issue's budget: about 1 CPU-hour per "
+        f"run); {LANES} lanes of one thread take about {total / LANES / 3600:.1f} hours of "
+        "wall time on two cores they have to themselves.",
+        "",
+    ]
+
+
+def round_runs(summary: dict, checkout: str, stems: frozenset[str] = frozenset()) -> list[dict]:
     """The Part A runs a round's ``checkout`` trained (the first commit their pretraining
-    recorded; the first round's predate provenance)."""
+    recorded; the first round's predate provenance), or, with ``stems``, the runs of those
+    stems whatever trained them."""
     return [r for r in summary.get("runs", {}).values()
-            if r.get("tag") == "cpu"
-            and str(((r.get("provenance") or {}).get("commits") or [""])[0]).startswith(checkout)]
+            if r.get("tag") == "cpu" and (r.get("stem") in stems if stems else str(
+                ((r.get("provenance") or {}).get("commits") or [""])[0]).startswith(checkout))]
 
 
-def round_cost(summary: dict, checkout: str) -> tuple[float, float]:
+def round_cost(summary: dict, checkout: str,
+               stems: frozenset[str] = frozenset()) -> tuple[float, float]:
     """``(CPU-seconds, wall-seconds)`` of every command of a round so far: its runs'
     ``cost.jsonl`` and the comparisons between its runs."""
-    runs = round_runs(summary, checkout)
+    runs = round_runs(summary, checkout, stems)
     stems = {r["stem"] for r in runs}
     compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
                       summary.get("comparisons", {}).items()
@@ -155,11 +197,11 @@ def measured_cost_lines(summary: dict) -> list[str]:
 def _measured_round(summary: dict, round_: Round) -> list[str]:
     """A round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of each
     command's process tree, wall time of each command): per config, and in total."""
-    runs = round_runs(summary, round_.checkout)
+    runs = round_runs(summary, round_.checkout, round_.stems)
     if not runs:
         return [f"**Measured ({round_.name}):** no run of it has logged its cost yet.", ""]
     done = [r for r in runs if r.get("status") == "done"]
-    cpu, wall = round_cost(summary, round_.checkout)
+    cpu, wall = round_cost(summary, round_.checkout, round_.stems)
     unlogged = sum(pretrain_cpu(r["metrics"]) - r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
                    for r in runs)
     invocations = sum(int(r["metrics"].get("cost/pretrain_invocations", 0)) for r in runs)

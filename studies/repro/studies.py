@@ -7,7 +7,8 @@ one YAML under ``configs/repro/<part>``, evaluated with some of the protocols of
 numbers, the kind of verdict and the seed noise assumed for it, see
 :mod:`studies.repro.verdicts` and :mod:`studies.repro.stats`). Part A (``cpu``) tests
 directions at CPU scale, with 3 paired seeds and a random-initialisation baseline in every
-study; Part B (``gpu``) the absolute numbers at full scale. The tuning grids and their studies
+study (study 6, the baselines of the papers' tables: one seed each and no claim); Part B
+(``gpu``) the absolute numbers at full scale. The tuning grids and their studies
 (1a, 5a) are :mod:`studies.repro.grids`.
 
 The claims' ``source`` strings, printed in the report, name the papers by their methods:
@@ -482,6 +483,40 @@ def _baselines_study() -> Study:
                  variants, claims, note=note)
 
 
+#: The study's name: the baselines of the papers' comparison tables at CPU scale (issue 53).
+BASELINES_CPU = "baselines_cpu"
+#: Its methods, each one config under configs/repro/cpu: (config stem, label), in the issue's
+#: order.
+BASELINE_METHODS = (("byol", "BYOL"), ("mocov3", "MoCo v3"), ("wmse", "W-MSE"),
+                    ("swav", "SwAV"), ("dino", "DINO"), ("nnclr", "NNCLR"),
+                    ("barlow_twins", "Barlow Twins"), ("vicreg", "VICReg"), ("dclw", "DCLW"))
+#: The one seed of each (a run costs about a CPU-hour).
+BASELINES_CPU_SEEDS = (0,)
+
+
+def _baselines_cpu_study() -> Study:
+    """Study 6: each baseline once, evaluated as the SimCLR rows are (200-NN, ``analyze`` on
+    the backbone and on the projector's output, with the DySTreSS run's ``--dystress``
+    arguments), beside the shared random init and SimCLR t = 0.2; no claim."""
+    variants = (*(Variant(stem, label, cpu_config(stem), SIMCLR_EVALS,
+                          analyze_args=("--dystress", "0.07", "0.2"))
+                  for stem, label in BASELINE_METHODS),
+                _simclr("0.2"), RANDOM_INIT)
+    note = ("The methods of the papers' comparison tables that contrastkit gained with issue 53 "
+            "(SCE Tables 7-11, DySTreSS Tables 1, 2, 8, 9, 13), each trained once (seed 0) at "
+            "the setting of the SimCLR rows (the same data, backbone, batch, 30 epochs and "
+            "SGD; each config's header names what it takes from lightly's CIFAR-10 benchmark "
+            "or solo-learn and each value it changes), beside the study's random init and "
+            "SimCLR at t = 0.2 (the runs of studies 2 and 4, seed 0). No claim: the papers "
+            "make none at this scale. One seed at this budget ranks nothing: the table says "
+            "only which methods learned past their random initialisation and which "
+            "collapsed, and shows the papers' diagnostics for each, on the projector's output "
+            "and on the backbone, which no peer publishes across methods (solo-learn and "
+            "lightly publish accuracies).")
+    return Study(BASELINES_CPU, "cpu", "6. The baselines of the papers' tables at CPU scale",
+                 BASELINES_CPU_SEEDS, variants, note=note)
+
+
 def _absolute(cid: str, source: str, name: str, label: str, protocol: str,
               paper: float) -> Claim:
     what = {"linear_d1": "linear probe, SCE D.1 protocol", "knn200": "200-NN"}[protocol]
@@ -533,7 +568,7 @@ def build_studies() -> dict[str, Study]:
     """Every study, in report order."""
     studies = [_sincere_study(), sincere_grid_study(), _cifar2_study(), _temperature_study(),
                _sce_study(), _dystress_study(), _baselines_study(), ressl_grid_study(),
-               *_gpu_studies()]
+               _baselines_cpu_study(), *_gpu_studies()]
     return {s.name: s for s in studies}
 
 

@@ -13,7 +13,18 @@ Two rules of :mod:`studies.repro.verdicts` read a claim's runs before its values
   kNN accuracy (:data:`COLLAPSE_ACCURACIES`, the first it has) lies within
   :data:`NEAR_CHANCE` points of chance (one over the number of classes).
 
-Both are also what the page says under each run table and grid.
+Both are also what the page says under each run table and grid. Study 6 (one seed per method,
+no claim) states its own two, for one run (:data:`studies.repro.studies.BASELINES_CPU`):
+
+* **learned past random init, one seed** (:func:`learned_one_seed`): one seed has no
+  t-interval, so a run learned when its gain over the random init of its seed exceeds the
+  random init's seed-to-seed spread (:func:`random_init_spread`: the range of the random init's
+  top-1 over every seed recorded), a difference no two random initialisations showed;
+* **collapsed, one run** (:func:`collapsed_or_warned`): the collapse rule above, or the
+  engine's collapse warning during training (``train/collapse_step``: the embedding's spread
+  near zero, or the loss at the value a method states for a collapse, such as SwAV's log K,
+  for 200 steps), the signs of the non-contrastive methods, whose positive cosine is high by
+  design.
 """
 
 from __future__ import annotations
@@ -141,3 +152,30 @@ def untrained_text(untrained: list[tuple[Variant, str, float, float, float]]) ->
     """``SupCon (tuned: ...): 1-NN -1.85 [-5.14, +1.44] points; ...``."""
     return "; ".join(f"{v.label}: {name} {mean:+.2f} [{low:+.2f}, {high:+.2f}] points"
                      for v, name, mean, low, high in untrained)
+
+
+def random_init_spread(summary: dict, tag: str, protocol: str,
+                       stem: str = "random_init") -> tuple[float, int] | None:
+    """``(range in points, seeds)`` of the finished random-init runs' top-1 on ``protocol``
+    over every seed recorded under ``tag``; None with fewer than two."""
+    values = [100.0 * run["metrics"][f"{protocol}/top1"]
+              for run in summary.get("runs", {}).values()
+              if run.get("tag") == tag and run.get("stem") == stem
+              and run.get("pretrain_finished") and f"{protocol}/top1" in run.get("metrics", {})]
+    if len(values) < 2:
+        return None
+    return max(values) - min(values), len(values)
+
+
+def learned_one_seed(gain: float | None, spread: tuple[float, int] | None) -> bool | None:
+    """Whether a gain over random init (points) exceeds the random init's seed-to-seed spread
+    (:func:`random_init_spread`); None while either is unmeasured."""
+    if gain is None or spread is None:
+        return None
+    return gain > spread[0]
+
+
+def collapsed_or_warned(metrics: dict[str, float], chance_points: float) -> bool:
+    """Study 6's collapse rule for one run: :func:`collapsed`, or the engine warned of a
+    collapse during training (``pretrain/collapse_step`` recorded)."""
+    return collapsed(metrics, chance_points) or "pretrain/collapse_step" in metrics

@@ -91,6 +91,8 @@ def test_running_out_of_memory_in_an_evaluation_says_what_to_reduce(tiny_checkpo
 @pytest.mark.parametrize(("extra", "expected"), [
     (("--model.optimizer.base_lr", "-0.1"),
      "model.optimizer.base_lr must be finite and >= 0, got -0.1"),
+    (("--model.optimizer.online_lr", "0"),
+     "model.optimizer.online_lr must be finite and > 0, got 0.0"),
     (("--model.optimizer.weight_decay", "-1"),
      "model.optimizer.weight_decay must be finite and >= 0, got -1.0"),
     (("--model.method.temperature", "nan"), "model.method.temperature: nan is not a finite number"),

@@ -280,3 +280,17 @@ def test_each_hands_the_engine_its_online_embedding_for_the_collapse_check():
     torch.testing.assert_close(out.embedding, dino_method.encode(views[0])[1])
     out = nnclr_method(views, _labels(), STATE)
     torch.testing.assert_close(out.embedding, nnclr_method.encode_both(views[0])[1])
+
+
+def test_swav_and_dino_log_the_cosine_of_the_two_global_crops():
+    """``train/positive_similarity`` (what the reproduction study's collapse rule reads): the
+    cosine of SwAV's projections and of DINO's student outputs of the two global crops, mean
+    over the batch."""
+    views = _views(k=3)  # two global crops and a local one (not a positive pair)
+    for method in (_swav(), _dino()):
+        out = method(views, _labels(), STATE)
+        first, second = (method.encode(v)[1] for v in views[:2])
+        expected = F.cosine_similarity(first, second, dim=1).mean()
+        logged = out.logs["positive_similarity"]
+        logged = logged() if callable(logged) else logged
+        torch.testing.assert_close(logged.double(), expected, rtol=1e-6, atol=1e-6)

@@ -15,14 +15,17 @@ removed, must parse and instantiate.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import yaml
 
 import contrastkit.cli.pretrain as cli_module
+from contrastkit.gradients import GradientFreeze
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
+from studies.repro.baselines_section import EMBEDDING_DIMS
 
 REPO = Path(__file__).resolve().parents[2]
 #: configs/text/ (sentence encoders) builds other classes: tests/train/test_text_configs.py;
@@ -506,6 +509,75 @@ def test_baseline_configs_match_their_recipes(row):
     assert (views.online, views.target) == (online, target)
     assert (tuple(views.crop_scale) if views.crop_scale else None) == crop
     assert model.method.backbone_spec.cifar_stem is ("cifar" in name)
+
+
+#: Study 6's configs (configs/repro/cpu, issue 53; their headers): the SimCLR rows' data,
+#: backbone, batch, 30 epochs and SGD (configs/repro/cpu/simclr_t0.2.yaml), each reference's
+#: heads at half their hidden widths (outputs kept), loss settings and views. stem -> (head
+#: widths by module, method settings, optimiser (name, lr, wd, warm-up epochs, lr scaled,
+#: biases and norms excluded, per-parameter clip), (online view, target view, crop scale), d
+#: of the online embedding)
+STUDY_SGD = ("sgd", 0.06, 5e-4, 0, False, True, None)
+BYOL_VIEWS = ("strong_alpha_cifar", "strong_beta_cifar", None)
+REPRO_BASELINES = {
+    "byol": ({"projector": [512, 256], "predictor": [512, 256]},
+             {"base_momentum": 0.99, "momentum_schedule": "constant"},
+             ("sgd", 0.015, 2e-3, 0, False, True, None), BYOL_VIEWS, 256),
+    "mocov3": ({"projector": [2048, 256], "predictor": [2048, 256]},
+               {"temperature": 0.2, "base_momentum": 0.99, "momentum_schedule": "cosine"},
+               STUDY_SGD, BYOL_VIEWS, 256),
+    "wmse": ({"projector": [512, 64]},
+             {"w_size": 128, "w_iter": 1, "eps": 0.0, "detach_second": False},
+             STUDY_SGD, ("simclr_cifar", "simclr_cifar", (0.2, 1.0)), 64),
+    "swav": ({"projector": [256, 128]},
+             {"prototypes.out_features": 512, "temperature": 0.1, "sinkhorn_epsilon": 0.05,
+              "sinkhorn_iterations": 3, "queues": None,
+              "gradient_freezes": {"prototypes": GradientFreeze(0, "step")}},
+             ("adam", 1e-3, 1e-6, 0, False, True, None),
+             ("simclr_cifar", "simclr_cifar", (0.14, 1.0)), 128),
+    "dino": ({"projector.mlp": [1024, 256]},
+             {"projector.out_dim": 2048, "temperature": 0.1, "teacher_temperature": 0.04,
+              "center_momentum": 0.9, "base_momentum": 0.99, "momentum_schedule": "constant",
+              "gradient_freezes": {"projector.last_layer": GradientFreeze(0, "epoch")}},
+             STUDY_SGD, ("strong_alpha_cifar", "strong_beta_cifar", (0.4, 1.0)), 2048),
+    "nnclr": ({"projector": [1024, 256], "predictor": [2048, 256]},
+              {"queue.size": 4096, "temperature": 0.5, "form": "nt_xent"},
+              STUDY_SGD, ("simclr_cifar", "simclr_cifar", None), 256),
+    "barlow_twins": ({"projector": [1024, 2048]}, {"lambd": 0.005, "scale_loss": 1.0},
+                     STUDY_SGD, ("strong_alpha_cifar", "strong_beta_cifar", (0.08, 1.0)), 2048),
+    "vicreg": ({"projector": [1024, 1024, 2048]},
+               {"coeffs": {"invariance": 25.0, "variance": 25.0, "covariance": 1.0},
+                "halve_variance": True},
+               STUDY_SGD, ("vicreg_cifar", "vicreg_cifar", None), 2048),
+    "dclw": ({"projector": [256, 128]}, {"loss_name": "dclw", "temperature": 0.1, "sigma": 0.5},
+             STUDY_SGD, ("simclr_cifar", "simclr_cifar", None), 128),
+}
+
+
+@pytest.mark.parametrize("stem", sorted(REPRO_BASELINES))
+def test_study_6_configs_are_the_simclr_rows_setting_with_each_methods_recipe(stem):
+    heads, settings, optimizer, (online, target, crop), dim = REPRO_BASELINES[stem]
+    path = REPO / "configs" / "repro" / "cpu" / f"{stem}.yaml"
+    raw, simclr = (yaml.safe_load(p.read_text()) for p in (
+        path, REPO / "configs" / "repro" / "cpu" / "simclr_t0.2.yaml"))
+    for section in ("data", "trainer"):  # the same images, batch, epochs and monitor
+        assert raw[section] == simclr[section], section
+    assert raw["model"]["online_eval"] == simclr["model"]["online_eval"]
+    config, model, data = _parse_and_build(path)  # width 16: no shrinking needed
+    method = model.method
+    spec = method.backbone_spec
+    assert (spec.name, spec.cifar_stem, spec.width) == ("resnet18", True, 16)
+    for module, widths in heads.items():
+        assert _linears(functools.reduce(getattr, module.split("."), method)) == widths, module
+    for key, value in settings.items():
+        assert functools.reduce(getattr, key.split("."), method) == value, key
+    assert _optimizer(model) == pytest.approx(optimizer)
+    assert model.optimizer_spec.momentum == 0.9 and model.optimizer_spec.final_lr_ratio == 0.0
+    assert _batch(config, data) == 256 and config.trainer.max_epochs == 30
+    views = model.views_spec
+    assert (views.online, views.target, views.normalize) == (online, target, "cifar10")
+    assert (tuple(views.crop_scale) if views.crop_scale else None) == crop
+    assert method.embed_dim == dim == EMBEDDING_DIMS[stem]  # what the page scales z_std by
 
 
 @pytest.mark.parametrize("name", ["sce/cifar10_sce.yaml", "sce/imagenet_sce_multicrop.yaml"])

@@ -93,3 +93,14 @@ def test_lars_options_with_another_optimiser_are_refused():
     with pytest.raises(ValueError, match=r"optimizer\.eta must be > 0"):
         OptimizerSpec(name="lars", eta=0.0)
     assert OptimizerSpec(name="sgd", excluded_lr_ratio=0.5).excluded_lr_ratio == 0.5
+
+
+def test_a_learning_rate_of_zero_is_the_random_init_baselines_and_is_accepted():
+    """configs/repro/cpu/random_init.yaml trains one step at base_lr 0 (no weight changes);
+    issue 52's check refused it (``must be finite and > 0``), and with it every random-init
+    baseline of the reproduction study. The online classifier's rate stays > 0."""
+    assert OptimizerSpec(base_lr=0.0).base_lr == 0.0
+    with pytest.raises(ValueError, match=r"model\.optimizer\.base_lr must be finite and >= 0"):
+        OptimizerSpec(base_lr=-0.1)
+    with pytest.raises(ValueError, match=r"model\.optimizer\.online_lr must be finite and > 0"):
+        OptimizerSpec(online_lr=0.0)

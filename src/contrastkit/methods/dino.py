@@ -9,7 +9,8 @@ whole batch (every process's; accumulated micro-batches count as one batch); the
 temperature may be a schedule (DINO's warm-up:
 :class:`~contrastkit.schedules.EpochWarmupSchedule`); the last layer stays fixed for the first
 epoch (``projector.last_layer`` in :attr:`gradient_freezes`). DINO's per-parameter gradient
-clipping is the engine's ``optimizer.clip_grad_per_parameter``. Not for
+clipping is the engine's ``optimizer.clip_grad_per_parameter``. The cosine of the student's
+outputs of the two global crops is logged as ``train/positive_similarity``. Not for
 ``model.performance.step: captured`` (the centre is updated after the step).
 """
 
@@ -24,7 +25,7 @@ from torch import Tensor, nn
 from contrastkit.distributed import gather_no_grad, world_size
 from contrastkit.gradients import GradientFreeze
 from contrastkit.losses import Temperature, dino, resolve_temperature
-from contrastkit.methods.base import ContrastiveMethod, StepOutput, loggable
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs, loggable
 from contrastkit.models.factory import DINOHeadSpec
 from contrastkit.models.prototypes import DINOHead
 from contrastkit.precision import at_least_float32
@@ -90,16 +91,18 @@ class DINO(ContrastiveMethod):
         teacher = [at_least_float32(self.encode_target(v)) for v in views[:2]]
         encoded = [self.encode(v) for v in views]
         ts, tt = self.temperature_at(state), resolve_temperature(self.teacher_temperature, state)
-        loss = dino([g for _, g in encoded], teacher, self.center, student_temperature=ts,
+        student = [g for _, g in encoded]
+        loss = dino(student, teacher, self.center, student_temperature=ts,
                     teacher_temperature=tt)
         with torch.no_grad():  # the centre's batch: staged until the optimiser step
             rows = torch.cat(teacher)
             total = rows.sum(0).to(self.center.dtype)
             self._center_sum = total if self._center_sum is None else self._center_sum + total
             self._center_count += rows.shape[0]
-        return StepOutput(loss=loss, features=encoded[0][0].detach(),
-                          logs=loggable(temperature=ts, teacher_temperature=tt),
-                          embedding=encoded[0][1])
+        logs = {**loggable(temperature=ts, teacher_temperature=tt),
+                "positive_similarity": lambda: cosine_of_pairs(student[0], student[1]).mean()}
+        return StepOutput(loss=loss, features=encoded[0][0].detach(), logs=logs,
+                          embedding=student[0])
 
     def collapse_loss(self) -> float:
         """The uniform collapse: teacher and student softmaxes uniform over the K outputs, the

@@ -7,9 +7,10 @@ the first steps, ``prototypes`` in :attr:`gradient_freezes`); the codes of the t
 come from :func:`~contrastkit.losses.sinkhorn_knopp` over the global batch (every process
 gathers the projections, as the official code all-reduces the sums) and, once a feature queue
 per global crop is full, its rows; local crops (multi-crop) only predict. No target branch.
-Collapse shows as a loss stuck at log K (8.0 for 3,000 prototypes). Not for
-``model.performance.step: captured`` (the queues and the prototypes' normalisation are
-updated after the step).
+Collapse shows as a loss stuck at log K (8.0 for 3,000 prototypes); the cosine of the two
+global crops' projections is logged as ``train/positive_similarity``, as the other methods'
+positive pairs. Not for ``model.performance.step: captured`` (the queues and the prototypes'
+normalisation are updated after the step).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from contrastkit.distributed import gather_no_grad, rank
 from contrastkit.gradients import GradientFreeze
 from contrastkit.losses import Temperature, sinkhorn_knopp, swav
 from contrastkit.losses._normalize import autocast_off
-from contrastkit.methods.base import ContrastiveMethod, StepOutput, loggable
+from contrastkit.methods.base import ContrastiveMethod, StepOutput, cosine_of_pairs, loggable
 from contrastkit.methods.queue import MemoryQueue
 from contrastkit.models.prototypes import normalize_prototypes_
 from contrastkit.precision import at_least_float32
@@ -91,8 +92,9 @@ class SwAV(ContrastiveMethod):
         codes = [self.codes(i, z[i], state) for i in range(2)]
         t = self.temperature_at(state)
         loss = swav(scores, codes, temperature=t)
-        return StepOutput(loss=loss, features=encoded[0][0].detach(), logs=loggable(temperature=t),
-                          embedding=z[0])
+        logs = {**loggable(temperature=t),
+                "positive_similarity": lambda: cosine_of_pairs(z[0], z[1]).mean()}
+        return StepOutput(loss=loss, features=encoded[0][0].detach(), logs=logs, embedding=z[0])
 
     def collapse_loss(self) -> float:
         """Scores equal for every prototype: each crop's softmax is uniform, the loss log K."""

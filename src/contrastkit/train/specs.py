@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from contrastkit.checks import check_non_negative_float
+from contrastkit.checks import check_non_negative_float, check_positive_float
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,13 @@ class OptimizerSpec:
     excluded_lr_ratio: float = 1.0
 
     def __post_init__(self) -> None:
-        """Refuse a learning rate or weight decay that is not a finite number >= 0
-        (naming the key and the value given: torch named the scaled rate, not the key), a LARS
-        option with another optimiser, and LARS settings out of range."""
-        # 0 is a learning rate: it trains nothing (the study's random-initialisation baseline)
-        for name in ("base_lr", "online_lr", "weight_decay"):
-            check_non_negative_float(f"model.optimizer.{name}", getattr(self, name))
+        """Refuse a learning rate that is not a finite number >= 0 (0: the random-init
+        baseline's one step that changes no weight; the online classifier's must be > 0), a
+        negative weight decay (naming the key and the value given: torch named the scaled rate,
+        not the key), a LARS option with another optimiser, and LARS settings out of range."""
+        check_non_negative_float("model.optimizer.base_lr", self.base_lr)
+        check_positive_float("model.optimizer.online_lr", self.online_lr)
+        check_non_negative_float("model.optimizer.weight_decay", self.weight_decay)
         lars_only = [f"optimizer.{key}" for key, default in LARS_DEFAULTS.items()
                      if getattr(self, key) != default]
         if lars_only and self.name != "lars":
