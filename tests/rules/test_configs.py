@@ -5,12 +5,8 @@ wrong type fails exactly as it would for a user) and its model and data module a
 instantiated (the full networks are built; data module construction opens no file). The
 trainer is not built: several configs ask for 8 GPUs. The data -> ``model.num_classes`` link
 normally opens the dataset to count its classes; here it returns the dataset's known class
-count instead, so configs of datasets absent from this machine still validate.
-
-Configs that need an engine option that does not exist yet (listed in ``configs/README.md``,
-"Engine gaps") are checked twice: parsing must still fail on exactly that key (so this test
-tells us to move them back once the engine is fixed), and the rest of the config, with that key
-removed, must parse and instantiate.
+count instead, so configs of datasets absent from this machine still validate. The paper and
+reference recipes are then checked value by value on the built objects.
 """
 
 from __future__ import annotations
@@ -452,6 +448,42 @@ def test_every_swav_dino_nnclr_config_is_checked():
              and any(m in n for m in ("swav", "dino", "nnclr"))}
     assert names == set(SWAV) | set(DINO_RECIPES) | set(NNCLR_RECIPES) | {
         f"baselines/cifar100_{m}_sololearn.yaml" for m in ("swav", "dino", "nnclr")}
+
+
+#: LARS as each source computes it (the headers; docs/configs.md, "LARS"): (eta, clip_lr, trust
+#: ratio, biases and norms excluded, their learning rate's ratio). solo-learn (solo/utils/lars.py,
+#: each yaml's kwargs): eta 0.02, clip_lr, ||g|| + wd ||w||, 1-D tensors excluded; deepmind BYOL
+#: (byol/utils/optimizers.py), moco-v3 (moco/optimizer.py), Barlow Twins and VICReg (main*.py):
+#: eta 0.001, ||g + wd w||, 1-D tensors excluded; SwAV (apex LARC, clip=False, over SGD on every
+#: parameter): eta 0.001 unclipped, ||g|| + wd ||w||.
+SOLO_LEARN_LARS = (0.02, True, "paper", True, 1.0)
+UPDATE_NORM_LARS = (0.001, False, "update", True, 1.0)
+LARS_RECIPES = {
+    **{f"baselines/{d}_{m}_sololearn.yaml": SOLO_LEARN_LARS for d in ("cifar10", "cifar100")
+       for m in ("byol", "mocov3", "swav", "dino", "nnclr", "barlow_twins", "vicreg")},
+    "baselines/imagenet100_nnclr.yaml": SOLO_LEARN_LARS,
+    "baselines/imagenet100_byol.yaml": UPDATE_NORM_LARS,
+    "baselines/imagenet100_mocov3.yaml": UPDATE_NORM_LARS,
+    "baselines/imagenet100_vicreg.yaml": UPDATE_NORM_LARS,
+    "baselines/imagenet100_barlow_twins.yaml": (0.001, False, "update", True, 0.024),
+    "baselines/imagenet100_swav.yaml": (0.001, False, "paper", False, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LARS_RECIPES))
+def test_baseline_lars_configs_keep_their_sources_lars(name):
+    _, model, _ = _parse_and_build(REPO / "configs" / name, *SMALL)
+    spec = model.optimizer_spec
+    assert spec.name == "lars" and spec.momentum == 0.9
+    assert (spec.eta, spec.clip_lr, spec.trust_ratio, spec.exclude_bias_and_norm,
+            spec.excluded_lr_ratio) == pytest.approx(LARS_RECIPES[name])
+
+
+def test_every_lars_baseline_is_in_the_lars_table():
+    lars = {n for n, p in zip(_ids(CONFIGS), CONFIGS, strict=True) if n.startswith("baselines/")
+            and ((yaml.safe_load(p.read_text())["model"].get("optimizer") or {}).get("name")
+                 == "lars")}
+    assert lars == set(LARS_RECIPES)
 
 
 #: The baselines' recipes (configs/baselines/, their headers), checked on the built objects:
