@@ -221,9 +221,9 @@ BASELINES = [
      {"base_momentum": 0.99, "temperature": 0.2}),
     ("baselines/cifar100_mocov3_sololearn.yaml", "MoCoV3", "lars", 0.3, True, 1e-6, 256, 1000,
      {"base_momentum": 0.99, "temperature": 0.2}),
-    ("baselines/cifar10_wmse_sololearn.yaml", "WMSE", "adamw", 2e-3, True, 1e-6, 256, 1000,
+    ("baselines/cifar10_wmse_sololearn.yaml", "WMSE", "adam", 2e-3, True, 1e-6, 256, 1000,
      {"w_size": 128, "w_iter": 1, "eps": 0.0, "detach_second": True}),
-    ("baselines/cifar100_wmse_sololearn.yaml", "WMSE", "adamw", 2e-3, True, 1e-6, 256, 1000,
+    ("baselines/cifar100_wmse_sololearn.yaml", "WMSE", "adam", 2e-3, True, 1e-6, 256, 1000,
      {"w_size": 128, "w_iter": 1, "eps": 0.0, "detach_second": True}),
     # lightly's lr 0.06 * batch / 128 and weight decay 5e-4 for a loss 4x smaller (the header)
     ("baselines/cifar10_byol_lightly.yaml", "BYOL", "sgd", 0.12 / 4, True, 4 * 5e-4, 128, 200,
@@ -242,7 +242,7 @@ BASELINES = [
      {"base_momentum": 0.99, "momentum_schedule": "cosine"}),
     ("baselines/imagenet100_mocov3.yaml", "MoCoV3", "lars", 0.3, True, 1e-6, 512, 400,
      {"base_momentum": 0.99, "temperature": 1.0}),
-    ("baselines/imagenet100_wmse.yaml", "WMSE", "adamw", 2e-3, False, 1e-6, 512, 240,
+    ("baselines/imagenet100_wmse.yaml", "WMSE", "adam", 2e-3, False, 1e-6, 512, 240,
      {"w_size": 256, "detach_second": False}),
 ]
 #: Projector (and predictor) layers (hidden, out) of each baseline's heads.
