@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from torch import nn
 
 import contrastkit.cli.pretrain as cli_module
 from contrastkit.train.datamodule import PretrainDataModule
@@ -278,6 +279,28 @@ def test_baseline_configs_keep_their_sources_recipes(row):
     if "_sololearn" in name and method_name != "WMSE":  # asymmetric.yaml
         assert (model.views_spec.online, model.views_spec.target) == ("strong_alpha_cifar",
                                                                      "strong_beta_cifar")
+
+
+MOCOV3_CONFIGS = [p for p in CONFIGS if "contrastkit.methods.MoCoV3" in p.read_text()]
+
+
+@pytest.mark.parametrize("path", MOCOV3_CONFIGS, ids=_ids(MOCOV3_CONFIGS))
+def test_mocov3_configs_build_moco_resnet_heads(path):
+    """moco-v3's ``_build_mlp`` (``moco/builder.py``): no linear layer has a bias; the projector
+    ends in a BN without affine parameters, the predictor in its linear layer."""
+    _, model, _ = _parse_and_build(path, *SMALL)
+    method = model.method
+    for head in (method.projector, method.predictor):
+        assert all(m.bias is None for m in head.layers if isinstance(m, nn.Linear)), path
+    last = method.projector.layers[-1]
+    assert isinstance(last, nn.BatchNorm1d) and not last.affine
+    assert isinstance(method.predictor.layers[-1], nn.Linear)
+
+
+def test_every_mocov3_config_is_checked():
+    assert {p.stem for p in MOCOV3_CONFIGS} == {
+        "digits_mocov3", "cifar10_mocov3_sololearn", "cifar100_mocov3_sololearn",
+        "imagenet100_mocov3"}
 
 
 #: SCE Table 24 rows and appendix D.3 (LARS, wd 1e-6, peak lr 2.4 at batch 512, 200 epochs,
