@@ -10,8 +10,8 @@ without restart (Loshchilov & Hutter, 2017).
 Parameter groups carry a ``lars_adapt`` flag (False for excluded parameters), read by
 :class:`LARS` and ignored by the torch optimisers. The LARS recipes of the non-contrastive
 baselines are expressed with :class:`LARS`'s options: the trust ratio's denominator
-(``trust_ratio``: the paper's, or the update's norm of the official Barlow Twins, VICReg and
-BYOL codes), the trust coefficient ``eta`` and solo-learn's ``clip_lr``.
+(``trust_ratio``: the paper's, or the update's norm of the official BYOL, MoCo v3, Barlow
+Twins and VICReg codes), the trust coefficient ``eta`` and solo-learn's ``clip_lr``.
 """
 
 from __future__ import annotations
@@ -138,8 +138,9 @@ class LARS(Optimizer):
         w = w - lr * v
 
     with ``D = ||g|| + wd ||w||`` (``trust_ratio="paper"``: You et al. 2017, eq. 6; solo-learn,
-    SCE) or ``D = ||g + wd w||`` (``"update"``: the norm of the update, as the official Barlow
-    Twins, VICReg and BYOL codes and SimCLR's TensorFlow LARS compute it).
+    SCE, NVIDIA Apex's LARC) or ``D = ||g + wd w||`` (``"update"``: the norm of the update, as
+    the official BYOL, MoCo v3, Barlow Twins and VICReg codes and SimCLR's TensorFlow LARS
+    compute it).
 
     ``clip_lr`` (solo-learn's ``solo/utils/lars.py``, after NVIDIA Apex's LARC in its clip
     mode): without it the step of an adapted tensor is ``lr * t * d``, its effective learning

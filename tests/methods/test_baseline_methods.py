@@ -87,17 +87,42 @@ def test_moco_v3_sums_both_directions_with_the_two_tau_factor():
     assert out.logs["temperature"] == 0.2
 
 
+def _moco_v3_mlp(num_layers: int, input_dim: int, mlp_dim: int, output_dim: int,
+                 last_bn: bool = True) -> list[tuple]:
+    """The layers of moco-v3's ``MoCo._build_mlp`` (facebookresearch/moco-v3 @ c349e6e,
+    ``moco/builder.py``), described: every linear layer without bias; BN and ReLU after each
+    hidden one; after the last, a BN without affine parameters if ``last_bn``."""
+    layers: list[tuple] = []
+    for i in range(num_layers):
+        dim1 = input_dim if i == 0 else mlp_dim
+        dim2 = output_dim if i == num_layers - 1 else mlp_dim
+        layers.append(("Linear", dim1, dim2, False))
+        if i < num_layers - 1:
+            layers += [("BatchNorm1d", dim2, True), ("ReLU",)]
+        elif last_bn:
+            layers.append(("BatchNorm1d", dim2, False))
+    return layers
+
+
+def _described(head: nn.Module) -> list[tuple]:
+    out: list[tuple] = []
+    for m in head.layers:
+        if isinstance(m, nn.Linear):
+            out.append(("Linear", m.in_features, m.out_features, m.bias is not None))
+        elif isinstance(m, nn.BatchNorm1d):
+            out.append(("BatchNorm1d", m.num_features, m.affine))
+        else:
+            out.append((type(m).__name__,))
+    return out
+
+
 def test_moco_v3_default_heads_are_moco_resnet_heads():
-    """``MoCo_ResNet``: projector Linear-BN-ReLU-Linear-BN(affine=False), no biases;
-    predictor Linear-BN-ReLU-Linear; a 4096-wide hidden layer, 256 out; tau 1, m 0.99."""
+    """``MoCo_ResNet._build_projector_and_predictor_mlps`` with its defaults (dim 256, mlp_dim
+    4096): the projector ``_build_mlp(2, backbone features, 4096, 256)``, the predictor
+    ``_build_mlp(2, 256, 4096, 256, False)``, layer by layer; tau 1, m 0.99."""
     method = MoCoV3(backbone=BACKBONE)
-    kinds = [type(m).__name__ for m in method.projector.layers]
-    assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Linear", "BatchNorm1d"]
-    linears = [m for m in method.projector.layers if isinstance(m, nn.Linear)]
-    assert [(m.out_features, m.bias) for m in linears] == [(4096, None), (256, None)]
-    assert not method.projector.layers[-1].affine
-    kinds = [type(m).__name__ for m in method.predictor.layers]
-    assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Linear"]
+    assert _described(method.projector) == _moco_v3_mlp(2, BACKBONE.out_dim, 4096, 256)
+    assert _described(method.predictor) == _moco_v3_mlp(2, 256, 4096, 256, last_bn=False)
     assert (method.temperature, method.base_momentum) == (1.0, 0.99)
 
 

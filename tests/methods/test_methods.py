@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
 import torch
 from queue_inspect import ordered, staged_rows
 
-from contrastkit import losses
+from contrastkit import losses, methods
 from contrastkit.losses import MACLTemperature
 from contrastkit.methods import SCE, MoCo, ReSSL, SimCLR, SupervisedContrastive
 from contrastkit.models.factory import BackboneSpec, HeadSpec
@@ -201,7 +204,7 @@ def test_incompatible_choices_are_explained(cls, kwargs, match):
 
 def test_multicrop_without_target_and_tiny_batches_are_refused():
     method = SimCLR(**TINY)
-    with pytest.raises(ValueError, match="multi-crop is for SCE, MoCo, ReSSL, SwAV and DINO"):
+    with pytest.raises(ValueError, match="multi-crop is for DINO, MoCo, ReSSL, SCE and SwAV"):
         method(_views(k=3), _labels(), STATE)
     with pytest.raises(ValueError, match="at least 2"):
         method(_views(n=1), _labels(1), STATE)
@@ -220,3 +223,49 @@ def test_simclr_info_nce_and_hard_share_candidates():
     expected = 0.5 * (losses.info_nce(z1, z2, temperature=0.2)
                       + losses.info_nce(z2, z1, temperature=0.2))
     torch.testing.assert_close(a, expected)
+
+
+def _having(attribute: str) -> set[str]:
+    """The methods of contrastkit.methods whose class sets ``attribute``."""
+    classes = [getattr(methods, name) for name in methods.__all__]
+    return {c.__name__ for c in classes if isinstance(c, type)
+            and issubclass(c, methods.ContrastiveMethod) and not inspect.isabstract(c)
+            and getattr(c, attribute)}
+
+
+def _named(message: str) -> set[str]:
+    """The method names of the last parenthesis or tail "A, B and C" of ``message``."""
+    phrase = re.search(r"(?:\(|is for )([A-Za-z0-9, ]+?)(?: have one\)| keep one\)|$)",
+                       message).group(1)
+    return set(re.split(r", | and ", phrase))
+
+
+@pytest.mark.parametrize(("make", "attribute"), [
+    (lambda: SimCLR(momentum=0.99, **TINY), "requires_target"),
+    (lambda: methods.SwAV(momentum=0.99, **TINY), "requires_target"),
+    (lambda: SimCLR(queue_size=16, **TINY), "supports_queue"),
+    (lambda: methods.DINO(queue_size=16, backbone=TINY["backbone"]), "supports_queue"),
+    (lambda: methods.BYOL(**TINY)(_views(k=3), _labels(), STATE), "supports_multicrop"),
+    (lambda: methods.MoCoV3(**TINY)(_views(k=3), _labels(), STATE), "supports_multicrop"),
+], ids=["momentum-simclr", "momentum-swav", "queue-simclr", "queue-dino", "multicrop-byol",
+        "multicrop-mocov3"])
+def test_a_refusal_names_every_method_that_has_what_it_refuses(make, attribute):
+    """Each refusal names the methods whose class states what it refuses (BYOL and MoCo v3
+    have a target branch but take two views; SwAV and NNCLR keep queues without one)."""
+    with pytest.raises(ValueError) as refused:
+        make()
+    assert _named(str(refused.value)) == _having(attribute)
+    assert {"BYOL", "DINO", "MoCoV3"} <= _having("requires_target")
+    assert {"NNCLR", "SwAV"} <= _having("supports_queue") and not _having("supports_queue") & {
+        "BYOL", "MoCoV3", "DINO"}
+    assert "SwAV" in _having("supports_multicrop") and not _having("supports_multicrop") & {
+        "BYOL", "MoCoV3", "NNCLR"}
+
+
+def test_the_engine_refuses_multicrop_naming_the_methods_that_take_it():
+    from contrastkit.data.specs import MultiCropSpec, ViewsSpec
+    from contrastkit.train.module import PretrainModule
+
+    with pytest.raises(ValueError, match=r"views\.multicrop is set but BYOL takes two views") as no:
+        PretrainModule(methods.BYOL(**TINY), views=ViewsSpec(multicrop=MultiCropSpec()))
+    assert _named(str(no.value)) == _having("supports_multicrop")

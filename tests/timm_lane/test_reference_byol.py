@@ -174,8 +174,9 @@ def test_constant_momentum_is_lightlys_update_momentum():
 @pytest.mark.parametrize("temperature", [1.0, 0.2])
 @pytest.mark.parametrize("rank", [0, 1, 2])
 def test_moco_v3_is_the_official_contrastive_loss_on_every_rank(temperature, rank):
-    """Three ranks of 4: this rank's queries against the 12 gathered keys; with one rank, also
-    solo-learn's ``mocov3_loss_func`` (the same computation)."""
+    """Three ranks of 4: this rank's queries against the 12 gathered keys. solo-learn's
+    ``mocov3_loss_func`` takes the same steps (normalise, gather the keys, logits over tau,
+    labels offset by the rank, times 2 tau): this re-statement stands for both."""
     q, _ = _inputs(4, 8, seed=4 + rank)
     keys, _ = _inputs(12, 8, seed=9)
     theirs = _moco_v3_code(q, keys, temperature, rank, 3)

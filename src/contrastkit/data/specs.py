@@ -97,7 +97,8 @@ class ViewsSpec:
         normalize: per-dataset normalisation name (``cifar10``, ``imagenet``...) or ``None``.
         eval_resize: evaluation views (kNN monitor): resize to ``size`` (small datasets) or
             resize to ``size * 256 / 224`` and centre-crop (large datasets).
-        multicrop: extra local crops (SCE, MoCo and ReSSL only).
+        multicrop: extra local crops, for a method that takes more than two views (its
+            ``supports_multicrop``; the engine refuses them for the others).
         video: clip views (batches of ``(B, T, C, H, W)`` clips, R3D backbones); None: images.
     """
 

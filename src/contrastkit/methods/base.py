@@ -20,6 +20,7 @@ turned into what the loss gets at each step by :meth:`ContrastiveMethod.temperat
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -100,6 +101,13 @@ class ContrastiveMethod(nn.Module, ABC):
             prefix (:class:`~contrastkit.gradients.GradientFreeze`); the engine drops their
             gradients before each optimiser step while a freeze lasts. Empty by default.
 
+    Class attributes (what a method states; the messages that refuse a setting name the
+    methods that set them, :func:`methods_that`): ``requires_target`` (an EMA target branch:
+    ``momentum`` must be set), ``supports_queue`` (the method takes ``queue_size``: a queue of
+    target keys here, NNCLR's support set, SwAV's feature queues), ``supports_multicrop``
+    (views beyond the first two), ``needs_labels``, ``per_pair_temperature``,
+    ``default_views``, ``captured_step``.
+
     Raises:
         ValueError: for a combination the method does not support, with the reason.
     """
@@ -136,10 +144,8 @@ class ContrastiveMethod(nn.Module, ABC):
         if self.requires_target and momentum is None:
             raise ValueError(f"{name} needs a momentum target branch: set momentum (e.g. 0.99)")
         if momentum is not None and not self.requires_target:
-            raise ValueError(
-                f"{name} has no momentum target branch: momentum must be null "
-                "(MoCo, ReSSL, SCE, BYOL and MoCoV3 use one)"
-            )
+            raise ValueError(f"{name} has no momentum target branch: momentum must be null "
+                             f"({methods_that('requires_target')} have one)")
         if momentum is not None and not 0.0 <= momentum <= 1.0:
             raise ValueError(f"momentum must lie in [0, 1], got {momentum}")
         if momentum_schedule not in ("cosine", "constant"):
@@ -148,10 +154,8 @@ class ContrastiveMethod(nn.Module, ABC):
         if queue_size < 0:
             raise ValueError(f"queue_size must be >= 0, got {queue_size}")
         if queue_size and not self.supports_queue:
-            raise ValueError(
-                f"{name} uses in-batch negatives: queue_size must be 0 (a memory queue of "
-                "target keys needs a momentum branch: use MoCo, ReSSL or SCE)"
-            )
+            raise ValueError(f"{name} keeps no queue: queue_size must be 0 "
+                             f"({methods_that('supports_queue')} keep one)")
         if queue_init not in ("random", "empty"):
             raise ValueError(f"queue_init must be 'random' or 'empty', got {queue_init!r}")
         self.backbone_spec = backbone
@@ -216,7 +220,7 @@ class ContrastiveMethod(nn.Module, ABC):
             raise ValueError(f"{type(self).__name__} needs at least 2 views, got {len(views)}")
         if len(views) > 2 and not self.supports_multicrop:
             raise ValueError(f"{type(self).__name__} got {len(views)} views: multi-crop is for "
-                             "SCE, MoCo, ReSSL, SwAV and DINO")
+                             f"{methods_that('supports_multicrop')}")
         if views[0].shape[0] < 2:
             raise ValueError(
                 f"batch of {views[0].shape[0]} per process: contrastive losses need at least 2"
@@ -292,6 +296,22 @@ class ContrastiveMethod(nn.Module, ABC):
         if self.queue is not None:
             self.queue.commit()
         return logs
+
+
+def methods_that(attribute: str) -> str:
+    """The methods of :mod:`contrastkit.methods` whose class sets ``attribute`` true, as one
+    phrase ("A, B and C", sorted): read from the classes, so that a message refusing a setting
+    names every method that has it, a new method included once it sets the attribute."""
+    names: set[str] = set()
+    stack = [ContrastiveMethod]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if (sub.__module__.startswith("contrastkit.methods.")
+                    and not inspect.isabstract(sub) and getattr(sub, attribute)):
+                names.add(sub.__name__)
+    ordered = sorted(names)
+    return f"{', '.join(ordered[:-1])} and {ordered[-1]}" if len(ordered) > 1 else "".join(ordered)
 
 
 def loggable(**values: object) -> dict[str, Tensor | float]:

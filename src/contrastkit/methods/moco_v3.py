@@ -27,10 +27,11 @@ class MoCoV3(ContrastiveMethod):
     """MoCo v3 for ResNets (``moco/builder.py``, ``MoCo_ResNet``): loss
     ``ctr(q1, k2) + ctr(q2, k1)``, summed as in the official code.
 
-    Heads of ``MoCo_ResNet``: projector 2 layers with BN after the hidden one and a final BN
-    without affine parameters (``HeadSpec(4096, 256, 2, "all")``), predictor 2 layers with BN
-    after the hidden one (``HeadSpec(4096, 256, 2, "hidden")``; the official predictor's output
-    layer has no bias, contrastkit's has one). The target's momentum follows the cosine
+    Heads of ``MoCo_ResNet`` (``_build_mlp``: no linear layer has a bias): projector 2 layers
+    with BN after the hidden one and a final BN without affine parameters
+    (``HeadSpec(4096, 256, 2, "all")``), predictor 2 layers with BN after the hidden one and no
+    final BN (``HeadSpec(4096, 256, 2, "hidden", last_bias=False)``). The target's momentum
+    follows the cosine
     schedule from ``momentum`` to 1 (the official ``--moco-m-cos``) or stays constant. The
     official code updates the target just before each forward, with that step's momentum;
     here it is updated after each optimiser step, with the momentum of the step just taken
@@ -59,7 +60,8 @@ class MoCoV3(ContrastiveMethod):
         temperature: float | Schedule = 1.0,
     ) -> None:
         projector = projector or HeadSpec(4096, 256, 2, "all")
-        predictor = predictor or HeadSpec(projector.hidden_dim, projector.out_dim, 2, "hidden")
+        predictor = predictor or HeadSpec(projector.hidden_dim, projector.out_dim, 2, "hidden",
+                                          last_bias=False)
         super().__init__(backbone=backbone, projector=projector, predictor=predictor,
                          momentum=momentum, momentum_schedule=momentum_schedule,
                          temperature=temperature)

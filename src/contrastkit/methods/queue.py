@@ -1,9 +1,10 @@
-"""FIFO memory queue of momentum-encoder keys (MoCo, ReSSL, SCE memory buffer).
+"""FIFO memory queue of embeddings (MoCo, ReSSL, SCE memory buffer; NNCLR's support set;
+SwAV's feature queues).
 
 The memory buffer of MoCo (He et al., CVPR 2020) and of SCE/ReSSL (Denize et al., appendix
 D.1, Table 21 "memory buffer") stores the most recent ``size`` target embeddings of the
 whole (multi-process) batch; they serve as negatives / relational targets for the next
-steps.
+steps. NNCLR looks up nearest neighbours in one, SwAV adds one per global crop to the codes.
 
 Choices (documented and tested in ``tests/methods/test_queue.py``):
 

@@ -61,6 +61,7 @@ class SwAV(ContrastiveMethod):
     """
 
     supports_multicrop = True
+    supports_queue = True  # its own feature queues (queue_size), not the base's key queue
     captured_step = False
 
     def __init__(

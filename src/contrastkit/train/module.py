@@ -46,7 +46,7 @@ from contrastkit.distributed import gather_no_grad, is_distributed, rank, world_
 from contrastkit.gradients import clip_grad_norm_per_parameter_, drop_frozen_gradients
 from contrastkit.hot_path import hot_path
 from contrastkit.knn import knn_predict
-from contrastkit.methods.base import ContrastiveMethod, Loggable
+from contrastkit.methods.base import ContrastiveMethod, Loggable, methods_that
 from contrastkit.optim import (
     build_optimizer,
     param_groups,
@@ -75,7 +75,7 @@ class PretrainModule(L.LightningModule):
     """Pretrain a contrastive method.
 
     Args:
-        method: the method (``SimCLR``, ``MoCo``, ``ReSSL``, ``SCE``, ``SupervisedContrastive``).
+        method: the method, any :mod:`contrastkit.methods` class.
         views: how views are made (presets, size, multi-crop).
         optimizer: optimiser and learning-rate schedule.
         online_eval: online linear classifier and kNN monitor.
@@ -100,7 +100,7 @@ class PretrainModule(L.LightningModule):
         self.performance = performance or PerformanceSpec()
         if self.views_spec.multicrop is not None and not method.supports_multicrop:
             raise ValueError(f"views.multicrop is set but {type(method).__name__} takes two "
-                             "views: multi-crop is for SCE, MoCo, ReSSL, SwAV and DINO")
+                             f"views: multi-crop is for {methods_that('supports_multicrop')}")
         if self.optimizer_spec.clip_grad_per_parameter is not None:
             check_positive_float("optimizer.clip_grad_per_parameter",
                                  self.optimizer_spec.clip_grad_per_parameter)

@@ -38,13 +38,13 @@ class OptimizerSpec:
             :func:`contrastkit.gradients.clip_grad_norm_per_parameter_`); ``None``: no
             clipping. Not ``trainer.gradient_clip_val``, which clips the joint norm of all
             gradients by one factor.
-        eta: LARS trust coefficient (0.001: SimCLR, BYOL, SCE and the official Barlow Twins
-            and VICReg codes; 0.02: solo-learn's CIFAR and ImageNet-100 configs).
+        eta: LARS trust coefficient (0.001: SimCLR, SCE and the official BYOL, MoCo v3, SwAV,
+            Barlow Twins and VICReg codes; 0.02: solo-learn's CIFAR and ImageNet-100 configs).
         clip_lr: LARS caps each adapted learning rate at the scheduled one (solo-learn's
             ``clip_lr``; :class:`contrastkit.optim.LARS`).
         trust_ratio: denominator of the LARS trust ratio: ``paper`` (``||g|| + wd ||w||``,
-            You et al. 2017; solo-learn, SCE) or ``update`` (``||g + wd w||``: the official
-            Barlow Twins, VICReg and BYOL codes).
+            You et al. 2017; solo-learn, SCE, Apex's LARC) or ``update`` (``||g + wd w||``: the
+            official BYOL, MoCo v3, Barlow Twins and VICReg codes).
         excluded_lr_ratio: learning rate of the excluded parameters (biases and normalisation
             parameters, with ``exclude_bias_and_norm``) as a fraction of the others' (the
             official Barlow Twins code: 0.0048 / 0.2 = 0.024).
