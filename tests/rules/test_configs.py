@@ -216,7 +216,7 @@ def test_sce_configs_match_table_21(row):
 #: The baselines of issue 53 (configs/README.md, "Baselines"): each source's key values, checked
 #: on the built objects. (file, method, optimiser, base_lr, scale_lr, weight decay, global batch,
 #: epochs, the method's own values)
-BASELINES = [
+BYOL_MOCOV3_WMSE_DCLW = [
     ("baselines/cifar10_byol_sololearn.yaml", "BYOL", "lars", 1.0, True, 1e-5, 256, 1000,
      {"base_momentum": 0.99, "momentum_schedule": "cosine"}),
     ("baselines/cifar100_byol_sololearn.yaml", "BYOL", "lars", 1.0, True, 1e-5, 256, 1000,
@@ -256,7 +256,7 @@ BASELINE_HEADS = {"BYOL": {"cifar": (4096, 256), "lightly": (1024, 256), "imagen
                   "SimCLR": {"cifar": (512, 128)}}
 
 
-@pytest.mark.parametrize("row", BASELINES, ids=[r[0] for r in BASELINES])
+@pytest.mark.parametrize("row", BYOL_MOCOV3_WMSE_DCLW, ids=[r[0] for r in BYOL_MOCOV3_WMSE_DCLW])
 def test_baseline_configs_keep_their_sources_recipes(row):
     name, method_name, optimizer, lr, scale, wd, batch, epochs, own = row
     config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
@@ -522,7 +522,7 @@ OFFICIAL_LARS = {"name": "lars", "base_lr": 0.2, "weight_decay": 1e-6, "eta": 0.
                  "clip_lr": False, "trust_ratio": "update", "warmup_epochs": 10,
                  "warmup_start_ratio": 0.0, "final_lr_ratio": 0.001, "scale_lr": True}
 BYOL_CIFAR_VIEWS = ("strong_alpha_cifar", "strong_beta_cifar", (0.08, 1.0))
-BASELINES = [
+BARLOW_VICREG = [
     *[(f"baselines/{d}_barlow_twins_sololearn.yaml", (2048, 2048, 3, True),
        {"lambd": 0.0051, "scale_loss": 0.1}, SOLO_LARS, (256, 1000), BYOL_CIFAR_VIEWS)
       for d in ("cifar10", "cifar100")],
@@ -545,7 +545,7 @@ BASELINES = [
 ]
 
 
-@pytest.mark.parametrize("row", BASELINES, ids=[r[0] for r in BASELINES])
+@pytest.mark.parametrize("row", BARLOW_VICREG, ids=[r[0] for r in BARLOW_VICREG])
 def test_baseline_configs_match_their_recipes(row):
     name, head, loss, optimizer, (batch, epochs), (online, target, crop) = row
     config, model, data = _parse_and_build(REPO / "configs" / name, *SMALL)
