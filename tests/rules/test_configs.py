@@ -303,7 +303,7 @@ def test_mocov3_configs_build_moco_resnet_heads(path):
 def test_every_mocov3_config_is_checked():
     assert {p.stem for p in MOCOV3_CONFIGS} == {
         "digits_mocov3", "cifar10_mocov3_sololearn", "cifar100_mocov3_sololearn",
-        "imagenet100_mocov3"}
+        "imagenet100_mocov3", "mocov3"}
 
 
 #: SCE Table 24 rows and appendix D.3 (LARS, wd 1e-6, peak lr 2.4 at batch 512, 200 epochs,

@@ -136,7 +136,7 @@ def test_incompatible_choice_is_explained_before_training(capsys):
     with pytest.raises((SystemExit, ValueError)) as info:
         build([*TINY, *method_args("SimCLR", queue_size=64)])
     message = str(info.value) + capsys.readouterr().err
-    assert "in-batch negatives" in message
+    assert "SimCLR keeps no queue: queue_size must be 0" in message
 
 
 def test_unwritable_output_is_reported_before_training(tmp_path):
