@@ -424,7 +424,7 @@ def contrastkit_args(method: Method, folder: Path, width: int, batch: int, worke
                      epochs: int, output: Path) -> list[str]:
     backbone = {"name": "resnet18", "cifar_stem": True, "width": width}
     lr = 6e-2 * batch / 128
-    optimizer = ({"name": "adamw", "base_lr": 1e-3 * batch / 128, "weight_decay": 1e-6}
+    optimizer = ({"name": "adam", "base_lr": 1e-3 * batch / 128, "weight_decay": 1e-6}
                  if method.adam else {"base_lr": lr, "weight_decay": 5e-4})
     return [*method.contrastkit, "--model.method.backbone", json.dumps(backbone),
             "--model.optimizer", json.dumps({**optimizer, "scale_lr": False,
