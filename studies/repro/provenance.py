@@ -151,7 +151,7 @@ def names_clean_commit(provenance: dict) -> bool:
 #: The checkout that trained the second round's runs (issue 38), one for the whole round.
 SECOND_ROUND_CHECKOUT = "1955f53"
 #: The checkout that trains issue 54's round (its runs' definitions fixed there, before them).
-STUDY_CHECKOUT = "9c84fc3"
+STUDY_CHECKOUT = "89437e1"
 #: How to go on with issue 54's round at that checkout, and bring its records here.
 CONTINUE_AT_STUDY_CHECKOUT = (
     f"Issue 54's round is trained by one checkout, {STUDY_CHECKOUT} (see Provenance; the "
