@@ -54,3 +54,25 @@ def test_every_lightly_model_trains_an_epoch(tmp_path, name):
     assert len(side.seconds) == 1
     assert all(torch.isfinite(p).all() for p in after)
     assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+
+
+#: The contrastkit class each entry trains (a misspelt option would make the script skip it).
+CLASSES = {"simclr": "SimCLR", "moco": "MoCo", "dcl": "SimCLR", "dclw": "SimCLR", "byol": "BYOL",
+           "barlow_twins": "BarlowTwins", "vicreg": "VICReg", "swav": "SwAV", "dino": "DINO",
+           "nnclr": "NNCLR", "mocov3": "MoCoV3"}
+
+
+@pytest.mark.parametrize("name", list(bench.METHODS))
+def test_every_contrastkit_side_builds_its_method(tmp_path, name):
+    from contrastkit.cli.pretrain import build
+
+    method = bench.METHODS[name]
+    folder = bench.write_images(_archive(tmp_path / "a.tar.gz", per_class=8),
+                                tmp_path / "imgs", images=80)
+    cli, _ = build(bench.contrastkit_args(method, folder, width=4, batch=8, workers=0,
+                                          epochs=1, output=tmp_path / "run"))
+    built = cli.model.method
+    assert type(built).__name__ == CLASSES[name]
+    assert cli.model.optimizer_spec.name == ("adam" if method.adam else "sgd")
+    assert cli.model.optimizer_spec.base_lr == pytest.approx(
+        (1e-3 if method.adam else method.lr) * 8 / 128)
