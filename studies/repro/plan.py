@@ -65,7 +65,8 @@ REUSED_BY_ROUND_THREE = frozenset({
     *(cell.stem for cells in FIRST_GRIDS.values() for cell in cells), "cifar2_random_init"})
 #: Issue 53's round: study 6, one seed of each baseline.
 BASELINES_ROUND = (BASELINES_CPU,)
-#: The runs study 6 reads from the rounds before (seed 0 of each, not trained again).
+#: The runs study 6 reads and does not train (seed 0 of each): SimCLR t = 0.2 of the second
+#: round, the random init that issue 54's round trains again.
 REUSED_BY_BASELINES_ROUND = frozenset({"random_init", "simclr_t0.2"})
 #: Lanes of a round: two processes of one thread sharing its study list.
 LANES = 2

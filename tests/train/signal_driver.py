@@ -33,6 +33,13 @@ def pretrain(args: list[str]) -> tuple[int, str]:
     return status, lines[-1] if lines else ""
 
 
+def publish(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole: the test reads a file as soon as it exists."""
+    staged = path.with_name(path.name + ".part")
+    staged.write_text(text)
+    os.replace(staged, path)
+
+
 if __name__ == "__main__":
     # Between the runs a SIGTERM does nothing, as to a process that has ended: one sent to
     # both processes may reach one after its run stopped on the other's (the same stop).
@@ -43,11 +50,11 @@ if __name__ == "__main__":
     if status != 0:
         sys.exit(status)
     for trial in range(trials):
-        (folder / f"start-{trial}-r{rank}").write_text(str(os.getpid()))
+        publish(folder / f"start-{trial}-r{rank}", str(os.getpid()))
         resume = ["--resume", "last"] if trial else []
         status, line = pretrain([*args, "--output", str(folder / "run"), *resume])
-        (folder / f"trial-{trial}-r{rank}.json").write_text(
-            json.dumps({"status": status, "line": line}))
+        publish(folder / f"trial-{trial}-r{rank}.json",
+                json.dumps({"status": status, "line": line}))
         if status < 128:
             break
     sys.exit(status)
