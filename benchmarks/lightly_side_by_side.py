@@ -335,21 +335,25 @@ METHODS: dict[str, Method] = {
     "barlow_twins": Method(_lightly_barlow, _byol_views,
                            _ck("BarlowTwins", {"hidden_dim": 2048, "out_dim": 2048})),
     "vicreg": Method(_lightly_vicreg, _byol_views,
-                     _ck("VICReg", {"hidden_dim": 2048, "out_dim": 2048}), lr=1.5e-2,
+                     _ck("VICReg", {"hidden_dim": 2048, "out_dim": 2048}), lr=3.75e-3,
                      note="not in lightly's CIFAR-10 benchmark: its ImageNet model's head and "
                           "loss at the Barlow Twins head's CIFAR sizes, BYOL's views; SGD at "
-                          "a quarter of the rate (at 0.06 x batch / 128 both sides' loss is "
-                          "NaN within 10 steps, as in configs/repro/cpu/vicreg.yaml)"),
+                          "a sixteenth of the rate, 0.0075 at batch 256 (here the contrastkit "
+                          "side's loss is NaN at step 8 at 0.03 and at step 19 at 0.015, the "
+                          "rate configs/repro/cpu/vicreg.yaml trains 195 steps at)"),
     "swav": Method(_lightly_swav, lambda t: t.SwaVTransform(
         crop_sizes=[32], crop_counts=[2], crop_min_scales=[0.14], crop_max_scales=[1.0],
         cj_strength=0.5, gaussian_blur=0),
-        _ck("SwAV", {"hidden_dim": 512, "out_dim": 128}), adam=True),
+        _ck("SwAV", {"hidden_dim": 512, "out_dim": 128}, "--model.method.num_prototypes", "512",
+            "--model.method.freeze_prototypes", '{"until": 0}'), adam=True),
     "dino": Method(_lightly_dino, lambda t: t.DINOTransform(
         global_crop_size=32, n_local_views=0, cj_strength=0.5, gaussian_blur=(0, 0, 0)),
         _ck("DINO", {"hidden_dim": 2048, "bottleneck_dim": 256, "num_prototypes": 2048,
                      "num_layers": 2, "batch_norm": True})),
     "nnclr": Method(_lightly_nnclr, _simclr_views,
                     _ck("NNCLR", {"hidden_dim": 2048, "out_dim": 256, "batch_norm": "all"},
+                        "--model.method.queue_size", "4096", "--model.method.form", "nt_xent",
+                        "--model.method.temperature", "0.5",
                         predictor={"hidden_dim": 4096, "out_dim": 256})),
     "mocov3": Method(_lightly_mocov3, _byol_views,
                      _ck("MoCoV3", {"hidden_dim": 2048, "out_dim": 256, "num_layers": 3,
@@ -366,7 +370,7 @@ def write_images(archive: Path, folder: Path, images: int) -> Path:
     """The first ``images / 10`` files of each class of ``archive``'s train split, as
     ``folder/<class>/NNNN.jpg`` (written once; an existing complete folder is kept)."""
     per_class = images // 10
-    done = folder / ".complete"
+    done = folder.with_name(folder.name + ".complete")  # beside it: not a file of the data
     if done.is_file() and done.read_text() == str(images):
         return folder
     with tarfile.open(archive) as tar:
@@ -447,6 +451,7 @@ def interleaved(name: str, method: Method, folder: Path, args: argparse.Namespac
     import lightning as L
 
     from contrastkit.cli.pretrain import build
+    from contrastkit.train.finite_guard import NonFiniteLossError
 
     epochs = args.rounds + 1
     try:  # the parser printed why on a SystemExit
@@ -480,7 +485,10 @@ def interleaved(name: str, method: Method, folder: Path, args: argparse.Namespac
             self._close()
 
     cli.trainer.callbacks.append(Alternate())
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    try:  # a diverging recipe ends this row, not the whole comparison
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    except NonFiniteLossError as err:
+        return {"method": name, "skipped": f"contrastkit side diverged: {err}"}
     ck, ly = contrastkit[1:], lightly.seconds[1:]  # the first epoch of each: start-up
     ratios = [a / b for a, b in zip(ck, ly, strict=True)]
     return {"method": name, "contrastkit_s": round(statistics.median(ck), 2),

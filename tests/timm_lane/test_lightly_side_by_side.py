@@ -4,6 +4,7 @@ the folder of JPEG files is cut from an archive's train split as stated."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import tarfile
 from pathlib import Path
@@ -76,3 +77,9 @@ def test_every_contrastkit_side_builds_its_method(tmp_path, name):
     assert cli.model.optimizer_spec.name == ("adam" if method.adam else "sgd")
     assert cli.model.optimizer_spec.base_lr == pytest.approx(
         (1e-3 if method.adam else method.lr) * 8 / 128)
+    # the sizes lightly's benchmark models use, not contrastkit's defaults (the paper's)
+    sizes = {"swav": ("prototypes.weight", (512, 128)), "nnclr": ("queue.size", 4096)}
+    if name in sizes:
+        key, expected = sizes[name]
+        value = functools.reduce(getattr, key.split("."), built)
+        assert (tuple(value.shape) if hasattr(value, "shape") else value) == expected
