@@ -138,8 +138,8 @@ def recover_export(output: Path) -> None:
     if not stage.is_dir():
         return
     try:
-        with _staging(stage, output):
-            pass
+        with _staging(stage, output):  # settles what the stopped export left, under its lock
+            pass  # nothing to stage: the recovery is the context's own setup and teardown
     except FolderInUseError:
         raise
     except OSError as err:
