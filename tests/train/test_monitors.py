@@ -121,3 +121,24 @@ def test_a_run_without_monitors_resumes_exactly(tmp_path):
     assert a["global_step"] == b["global_step"] == 8
     for key, value in a["state_dict"].items():
         torch.testing.assert_close(b["state_dict"][key], value, rtol=1e-5, atol=1e-6, msg=key)
+
+
+def test_a_resumed_run_prints_no_line_for_the_epoch_its_checkpoint_ended(tmp_path, capsys):
+    """A validating epoch is checkpointed at its validation's end, before Lightning's own
+    epoch end: resuming it runs that epoch's end again with no batch. No line, no time."""
+    from pretrain_args import StopAfterEpochs
+
+    from contrastkit.cli.pretrain import pretrain
+
+    args = [*TINY, *method_args("SimCLR"), "--trainer.max_epochs", "3",
+            "--model.online_eval.linear", "false", "--trainer.check_val_every_n_epoch", "2",
+            "--output", str(tmp_path / "run")]
+    cli, _ = build(args)
+    cli.trainer.callbacks.append(StopAfterEpochs(2))
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    capsys.readouterr()
+    pretrain([*args, "--resume", "last"])
+    epoch_lines = [line for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("epoch ")]
+    assert len(epoch_lines) == 1 and epoch_lines[0].startswith("epoch 3/3 (step 12, ")
+    assert "train/loss" in epoch_lines[0]

@@ -244,6 +244,8 @@ class EpochSummaryCallback(L.Callback):
     progress bar off, each epoch prints one line (after its validation): the epoch, its wall
     time and the monitors' share of it, the time left and the last logged values of the loss
     and of the monitors. :meth:`monitor_cost` sums the passes up for the run's last lines.
+    An epoch end without its start (a resumed run ending once more the epoch its checkpoint
+    was written in, at the validation's end) prints nothing.
     """
 
     KEYS = ("train/loss", "val/knn_top1", "val/online_linear_top1")
@@ -271,6 +273,8 @@ class EpochSummaryCallback(L.Callback):
             self.monitor_clock.stop()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not self.clock.running:
+            return
         elapsed = self.clock.stop()
         if trainer.progress_bar_callback is not None or not trainer.is_global_zero:
             return

@@ -39,6 +39,13 @@ class EpochClock:
     def start(self) -> None:
         self._start = time.perf_counter()
 
+    @property
+    def running(self) -> bool:
+        """Whether an epoch was started and not stopped. A run resumed from a checkpoint written
+        at a validation's end (before Lightning's own epoch end) ends that epoch once more
+        without starting it: nothing to measure or report then."""
+        return self._start is not None
+
     def stop(self) -> float:
         """End the epoch; returns its duration (0 when it was never started)."""
         if self._start is None:
@@ -70,6 +77,8 @@ class ProgressBarWithTimeLeft(LoggingStepProgressBar):
         self.clock.start()
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:
+        if not self.clock.running:  # the resumed end of an epoch already trained
+            return
         self.clock.stop()
         bar = self.train_progress_bar
         if bar is not None and bar.total is not None and bar.n < bar.total:
