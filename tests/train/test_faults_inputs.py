@@ -6,6 +6,7 @@ holds out nothing (docs/reliability.md counts these faults)."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -202,3 +203,28 @@ def test_files_not_read_as_images_are_counted_in_the_start_line(tmp_path, caplog
     [line] = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
     assert line.startswith(f"data: {tmp_path}: 4 file(s) not read as images (2 .txt, 1 .csv, "
                            "1 .heic; the formats read: .jpg, ")
+
+
+def test_hidden_files_and_folders_are_not_read_and_are_counted(tmp_path, caplog):
+    """A folder copied from a Mac holds ``._name.jpg`` resource forks (not images: every one
+    failed to decode) and tools leave hidden thumbnail folders (copies of the images, which
+    could fall on both sides of a held-out split): neither is read, both are counted."""
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        (tmp_path / name / ".thumbnails").mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(
+                tmp_path / name / f"{i}.jpg")
+            (tmp_path / name / f"._{i}.jpg").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+        Image.fromarray(rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)).save(
+            tmp_path / name / ".thumbnails" / "0.jpg")
+    (tmp_path / ".DS_Store").write_bytes(b"Bud1")
+    data = PretrainDataModule(dataset="folder", root=str(tmp_path), batch_size=2,
+                              test_fraction=0.2)
+    with caplog.at_level(logging.INFO):
+        data.setup("fit")
+    files = [p for p, _ in data.train_set.samples + data.val_set.samples]
+    assert sorted(os.path.relpath(p, tmp_path) for p in files) == [
+        f"{c}/{i}.jpg" for c in "ab" for i in range(3)]
+    [line] = [r.getMessage() for r in caplog.records if "not read" in r.getMessage()]
+    assert line.startswith(f"data: {tmp_path}: 9 file(s) not read as images (9 hidden; ")

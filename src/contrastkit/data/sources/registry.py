@@ -172,10 +172,12 @@ def files_not_read(dataset: Dataset) -> list[str]:
 
 
 def not_read_line(root: str | None, files: list[str]) -> str | None:
-    """One line counting ``files`` (:func:`files_not_read`) by extension, or None for none."""
+    """One line counting ``files`` (:func:`files_not_read`) by extension (hidden ones, files
+    and folders, as ``hidden``), or None for none."""
     if not files:
         return None
-    counts = Counter(os.path.splitext(f)[1].lower() or "no extension" for f in files)
+    counts = Counter("hidden" if os.path.basename(f).startswith(".")
+                     else os.path.splitext(f)[1].lower() or "no extension" for f in files)
     kinds = ", ".join(f"{n} {ext}" for ext, n in sorted(counts.items(),
                                                         key=lambda e: (-e[1], e[0])))
     return (f"data: {root}: {len(files)} file(s) not read as images ({kinds}; the formats "

@@ -165,6 +165,8 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
                 others: list[str] | None = None) -> list[str]:
     """Sorted paths of the image files under ``folder`` (recursively).
 
+    Hidden files and folders (names starting with ``.``: macOS's ``._name.jpg`` resource forks,
+    thumbnail caches) are not read, as hidden class folders are not.
     Symbolic links to folders are followed, but each real folder is walked once and each real
     file listed once (under the first path that reaches it), so a link loop or two links to one
     folder cannot repeat images (and put copies on both sides of a train / test split).
@@ -176,7 +178,7 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
         seen_files: real paths of files already listed (updated): shared across calls, a file
             is listed once in all of them.
         others: when given, the paths of the files found that are not images (another
-            extension) are appended to it.
+            extension, or hidden) are appended to it, and those of the hidden folders.
     """
     found, seen_dirs = [], set(exclude)
     seen_files = set() if seen_files is None else seen_files
@@ -186,11 +188,14 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
             dirnames[:] = []
             continue
         seen_dirs.add(real)
-        dirnames.sort()
+        hidden = sorted(d for d in dirnames if d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if others is not None:
+            others.extend(os.path.join(dirpath, d) for d in hidden)
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             target = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, name)
-            if not is_image_file(name, extensions):
+            if name.startswith(".") or not is_image_file(name, extensions):
                 if others is not None:
                     others.append(path)
             elif target not in seen_files:
