@@ -215,6 +215,26 @@ def rule_lines(summary: dict, tag: str, study: Study) -> list[str]:
     ]
 
 
+def cpu_result(study: Study, summary: dict, stem: str) -> str:
+    """One method's result in study 6 in words (``docs/methods.md`` quotes it, a test checks
+    the quote): its 200-NN top-1, the random init's, and the two verdicts of the tables."""
+    tag, seed = study.part, study.seeds[0]
+    [variant] = [v for v in study.variants if v.stem == stem]
+    run = _run(summary, tag, stem, seed)
+    if not _done(run):
+        return PENDING
+    base_variant = baseline(study)
+    base = _run(summary, tag, base_variant.stem, seed)
+    spread = random_init_spread(summary, tag, PROTOCOL, base_variant.stem)
+    return (f"200-NN top-1 {_top1(run)} against {_top1(base)} for the random init; learned "
+            f"past it: {_learned(run, _gain(run, base), spread)}; collapsed: "
+            f"{_collapsed(run, variant)}")
+
+
+def _top1(run: dict | None) -> str:
+    return _number(run, f"{PROTOCOL}/top1", lambda top1: f"{100 * top1:.2f} %")
+
+
 def baselines_cpu_lines(study: Study, summary: dict) -> list[str]:
     """Study 6's tables (its first seed, tag ``study.part``) and their rules."""
     tag, seed = study.part, study.seeds[0]

@@ -146,8 +146,9 @@ def _baselines_plan_lines() -> list[str]:
         "**Issue 53's study 6, planned before its runs**: `" + "`, `".join(BASELINES_ROUND)
         + "`, one seed (0) of each baseline; its random init and SimCLR t = 0.2 of seed 0 are "
         "not trained for it: SimCLR's is the second round's record, the random init's the one "
-        "issue 54's round trains again (study 5's first-round records). CPU-seconds per step from each config's pilot (2 epochs "
-        "on 2,048 images; its CPU-seconds per step over SimCLR t = 0.2's in the same pilot, "
+        "issue 54's round trains again (study 5's first-round records). CPU-seconds per step "
+        "from each config's pilot (2 epochs on 2,048 images; its CPU-seconds per step over "
+        "SimCLR t = 0.2's in the same pilot, "
         f"times SimCLR's {STEP_SECONDS['simclr']:.2f}): {rates}; evaluations as above.",
         "",
         *_cost_table(costs),
