@@ -328,7 +328,7 @@ def anchor_lines(summary: dict) -> list[str]:
              "(`studies/repro/lightly_anchor.py` says what differs).", "",
              "| seed | contrastkit SimCLR t = 0.2 | lightly SimCLR t = 0.2 | lightly - "
              "contrastkit |", "|---|---|---|---|"]
-    pairs = []
+    pairs, missing = [], []
     for seed in SEEDS:
         ours = (runs.get(f"cpu/{BESIDE}/seed{seed}") or {}).get("metrics", {}).get(
             "knn200/top1")
@@ -338,20 +338,23 @@ def anchor_lines(summary: dict) -> list[str]:
         lines.append(f"| {seed} | {cells[0]} | {cells[1]} | {diff} |")
         if None not in (ours, theirs):
             pairs.append((ours, theirs))
+        missing += [f"{name} seed {seed}" for name, v in (("contrastkit", ours),
+                                                           ("lightly", theirs)) if v is None]
     lines.append("")
-    lines += _verdict_lines(pairs)
+    lines += _verdict_lines(pairs, missing)
     lines += ["```bash", "# in the timm lane's venv (make test-timm creates it): lightly and "
               "torchvision", *(COMMAND.format(seed=seed) for seed in SEEDS),
               "python -m studies.repro report", "```", ""]
     return lines
 
 
-def _verdict_lines(pairs: list[tuple[float, float]]) -> list[str]:
+def _verdict_lines(pairs: list[tuple[float, float]], missing: list[str]) -> list[str]:
     """The difference of the means, its 95% t-interval over the seed pairs (two seeds: wide),
     and whether it lies within the seeds' spread: the larger of the two libraries' seed-to-seed
-    ranges."""
-    if len(pairs) < len(SEEDS):
-        return [f"Not yet run: seeds {', '.join(map(str, SEEDS))} of both are needed.", ""]
+    ranges; while a run is ``missing``, what the verdict waits for."""
+    if missing:
+        return [f"No verdict yet: it needs both libraries at seeds "
+                f"{', '.join(map(str, SEEDS))}; not yet run: {', '.join(missing)}.", ""]
     ours = [100 * a for a, _ in pairs]
     theirs = [100 * b for _, b in pairs]
     mean, low, high = t_interval([b - a for a, b in zip(ours, theirs, strict=True)])

@@ -55,7 +55,8 @@ def test_a_difference_larger_than_the_seeds_spread_is_outside():
 def test_a_seed_not_yet_run_is_said_and_judged_by_nothing():
     lines = anchor_lines(_summary([0.5113, 0.5105], [0.5150]))
     assert _row(lines, 1) == "| 1 | 51.05 | not yet run | – |"
-    assert "Not yet run: seeds 0, 1 of both are needed." in lines
+    assert ("No verdict yet: it needs both libraries at seeds 0, 1; not yet run: lightly "
+            "seed 1.") in lines
     assert not any(line.startswith("Mean difference") for line in lines)
 
 
