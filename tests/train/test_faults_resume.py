@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -158,10 +159,13 @@ def folder_run(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_a_resume_on_a_folder_whose_images_changed_is_refused_saying_what_changed(
-        folder_run, capsys):
+        folder_run, capsys, caplog):
     """At 0f3dae1 the resume was accepted without a word and the held-out split was drawn
-    again from the new files: images held out before became training images."""
+    again from the new files: images held out before became training images. The refusal
+    comes before the data is opened: no start line describes a run that does not start."""
     root, out = folder_run
+    caplog.set_level(logging.INFO)
+    caplog.clear()
     kept = {p: p.read_bytes() for p in (out / "config.yaml", out / "checkpoints" / "last.ckpt",
                                         out / "metrics.csv")}
     moved = sorted((root / "apple").iterdir())[:3]
@@ -176,6 +180,7 @@ def test_a_resume_on_a_folder_whose_images_changed_is_refused_saying_what_change
             "1 image(s) more in 'bear';") in err
     assert f"--config {out / 'config.yaml'} --output NEW_FOLDER" in err
     assert {p: p.read_bytes() for p in kept} == kept  # nothing written
+    assert not [r.getMessage() for r in caplog.records if "pretraining on" in r.getMessage()]
     (root / "bear" / "new.png").unlink()
     for path in moved:  # the files as they were: the run resumes
         path.with_suffix(".bak").rename(path)

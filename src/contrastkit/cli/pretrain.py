@@ -20,8 +20,10 @@ import logging
 import signal
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ProgressBar
@@ -110,6 +112,9 @@ class PretrainCLI(LightningCLI):
         purge_step: TensorBoard's ``purge_step`` when resuming (see :func:`trainer_defaults`).
         tracker_runs: the tracker run ids of the checkpoint resumed from, continued by the
             config's W&B / MLflow loggers (:mod:`contrastkit.train.trackers`).
+        check_data: called with the parsed ``data`` section (a dict) before anything is
+            instantiated (the data module opens its data to count the classes); what it
+            returns is kept as ``data_check``.
     """
 
     _FOLDER_LOGGERS = ("contrastkit.train.logging.ResumableCSVLogger",
@@ -117,9 +122,11 @@ class PretrainCLI(LightningCLI):
                        "lightning.pytorch.loggers.TensorBoardLogger")
 
     def __init__(self, *args, output_dir: str | None = None, purge_step: int | None = None,
-                 tracker_runs: dict | None = None, **kwargs) -> None:
+                 tracker_runs: dict | None = None,
+                 check_data: Callable[[dict], Any] | None = None, **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
         self.tracker_runs = tracker_runs
+        self.check_data, self.data_check = check_data, None
         self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
 
@@ -137,6 +144,8 @@ class PretrainCLI(LightningCLI):
             sys.exit(0)
 
     def before_instantiate_classes(self) -> None:
+        if self.check_data is not None:
+            self.data_check = self.check_data(self.config.data.as_dict())
         if self.output_dir is None:
             return
         trainer = self.config.trainer
@@ -433,10 +442,11 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
             output_dir=output_dir,
             purge_step=None if resumed is None else int(resumed["global_step"]),
             tracker_runs=None if resumed is None else resumed.get(TRACKER_RUNS),
+            check_data=lambda data: checked_listing(data, resumed, ckpt_path),
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
-    listing = checked_listing(cli, resumed, ckpt_path)  # before the data is opened
+    listing = cli.data_check
     validate_run(cli, resumed, ckpt_path, extending=extend_to is not None)
     identity, changed = checked_identity(cli, resumed, ckpt_path, listing)
     if extend_to is not None:

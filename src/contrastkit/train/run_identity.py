@@ -173,21 +173,21 @@ def record_changes(folder: Path, changed: Mapping[str, tuple], checkpoint: str,
 LISTING = "data_listing"
 
 
-def checked_listing(cli: Any, resumed: Mapping | None,
+def checked_listing(data: Mapping[str, Any], resumed: Mapping | None,
                     ckpt_path: str | None) -> dict[str, Any] | None:
-    """The listing of the data a ``LightningCLI`` ``cli`` parsed
-    (:func:`~contrastkit.data.sources.listing.data_listing` of its ``data.root``; None for a
-    dataset without one), checked against the one the checkpoint ``resumed`` recorded at the
-    run's start (read from ``ckpt_path``). Nothing is checked when ``data.root`` itself
-    changed (:func:`checked_identity` refuses that, naming the key); a checkpoint written
-    before listings were stored gets a one-line note on stderr.
+    """The listing of the data of a parsed ``data`` section (``dataset``, ``root`` and the
+    splits; :func:`~contrastkit.data.sources.listing.data_listing` of its ``root``; None for
+    a dataset without one), checked against the one the checkpoint ``resumed`` recorded at the
+    run's start (read from ``ckpt_path``), before the data is opened. Nothing is checked when
+    ``data.root`` itself changed (:func:`checked_identity` refuses that, naming the key); a
+    checkpoint written before listings were stored gets a one-line note on stderr.
 
     Raises:
         ValueError: one line saying what changed and how to start a new run on the files.
     """
-    data = cli.datamodule
-    name, root = getattr(data, "dataset_name", None), getattr(data, "root", None)
-    splits = {getattr(data, k, None) for k in ("train_split", "bank_split", "val_split")}
+    name, root = data.get("dataset"), data.get("root")
+    root = os.path.expanduser(root) if isinstance(root, str) and root else None
+    splits = {data.get(k) for k in ("train_split", "bank_split", "val_split")}
     listing = None if name is None else data_listing(
         name, root, {"train", "val", "test"} | {s for s in splits if isinstance(s, str)})
     if listing is None or resumed is None:
