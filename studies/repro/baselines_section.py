@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from contrastkit.train.specs import OnlineEvalSpec
+from studies.repro.records import wall_minutes_text
 from studies.repro.schema import Study, Variant
 from studies.repro.trained import (
     COLLAPSE_MAX_DROP,
@@ -146,7 +147,9 @@ def _verdict_table(study: Study, summary: dict, tag: str, seed: int) -> list[str
                      _learned(run, gain, spread), _loss(run),
                      _number(run, "pretrain/final_positive_similarity", lambda c: f"{c:.3f}"),
                      _spread(run, v.stem), _collapsed(run, v)]
-        cells.append(_number(run, "pretrain/wall_minutes", lambda m: f"{m:.1f}"))
+        minutes = _number(run, "pretrain/wall_minutes", lambda m: f"{m:.1f}")
+        cells.append(wall_minutes_text([run["metrics"]], minutes)
+                     if minutes not in (PENDING, "–") else minutes)
         lines.append(f"| {v.label} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -240,8 +243,9 @@ def baselines_cpu_lines(study: Study, summary: dict) -> list[str]:
     tag, seed = study.part, study.seeds[0]
     return [
         f"Runs under `runs/repro/{tag}/`, seed {seed} (accuracies on the test split against "
-        "the whole train split as bank; *pretrain min*: wall-clock minutes on cores shared "
-        "with other work):",
+        "the whole train split as bank; *pretrain min*: wall-clock minutes of the logged "
+        "invocations on cores shared with other work, *≥* where a session's end stopped one "
+        "before its cost was logged):",
         "",
         *_verdict_table(study, summary, tag, seed),
         "The papers' diagnostics (`analyze`, test split) on the projector's output (the "

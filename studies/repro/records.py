@@ -36,6 +36,7 @@ import filecmp
 import json
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from studies.repro import layout
@@ -98,6 +99,15 @@ def read_costs(folder: Path) -> dict[str, float]:
         out["pretrain/wall_minutes"] = sum(e["wall_seconds"] for e in pretrain) / 60.0
     out.update(pretrain_cost(folder / "pretrain", pretrain))
     return out
+
+
+def wall_minutes_text(metrics: Sequence[Mapping[str, float]], text: str) -> str:
+    """``text`` (the pretraining wall minutes of runs with ``metrics``), marked ``≥`` when an
+    invocation of one of them left no cost line (a session's end stopped it before the runner
+    logged it): its minutes are missing, so the sum is a lower bound."""
+    partly = any(m.get("cost/pretrain_invocations_logged", 0.0)
+                 < m.get("cost/pretrain_invocations", 0.0) for m in metrics)
+    return f"≥ {text}" if partly else text
 
 
 def _cost_entry(line: str) -> dict | None:

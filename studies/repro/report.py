@@ -44,6 +44,7 @@ from studies.repro.lightly_anchor import anchor_lines
 from studies.repro.partb import partb_lines
 from studies.repro.plan import ROUND_THREE
 from studies.repro.provenance import CONTINUE_AT_STUDY_CHECKOUT, provenance_lines
+from studies.repro.records import wall_minutes_text
 from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, verdict_rule_lines
 from studies.repro.scale import measured_cost_lines, plan_lines, scale_lines
 from studies.repro.schema import Study
@@ -107,14 +108,20 @@ def _signed(value: float) -> str:
 
 
 def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits: int) -> str:
-    """Seed mean ± std; for one seed of an accuracy, its bootstrap interval instead."""
+    """Seed mean ± std; for one seed of an accuracy, its bootstrap interval instead; the wall
+    minutes marked where they miss an unlogged invocation (:func:`wall_minutes_text`)."""
     values = seed_values(summary, tag, stem, metric)
     low = seed_values(summary, tag, stem, f"{metric}_ci_low")
     high = seed_values(summary, tag, stem, f"{metric}_ci_high")
     if len(values) == 1 and len(low) == 1 and len(high) == 1:
         return (f"{scale * values[0]:.{digits}f} [{scale * low[0]:.{digits}f}, "
                 f"{scale * high[0]:.{digits}f}] (1 seed)")
-    return _mean_std(values, scale, digits)
+    text = _mean_std(values, scale, digits)
+    if metric != WALL_MINUTES or not values:
+        return text
+    return wall_minutes_text([run["metrics"] for run in summary.get("runs", {}).values()
+                              if run.get("tag") == tag and run.get("stem") == stem
+                              and run.get("pretrain_finished")], text)
 
 
 #: Per-study table columns: (header, metric, scale, digits).
@@ -162,7 +169,8 @@ COLUMNS: dict[str, list[tuple[str, str, float, int]]] = {
 
 
 #: Appended to every study's run table: the pretraining wall time (the run's ``cost.jsonl``).
-TIME_COLUMN = ("pretrain min", "pretrain/wall_minutes", 1, 1)
+WALL_MINUTES = "pretrain/wall_minutes"
+TIME_COLUMN = ("pretrain min", WALL_MINUTES, 1, 1)
 
 
 def _columns(study: Study) -> list[tuple[str, str, float, int]]:
@@ -413,9 +421,11 @@ def _study_section(study: Study, summary: dict, figures_dir: Path | None,
             lines += [f"Runs under `runs/repro/{tag}/` (mean ± sample std over seeds; for a "
                       "single seed, accuracies carry their 95% test-set bootstrap interval; "
                       "*vs random init*: mean paired difference with its 95% t-interval; "
-                      "*pretrain min*: wall-clock minutes summed over a run's invocations, on "
-                      "cores shared with other work, so they follow the machine's load as "
-                      "much as the method):", "", *table[1:]]
+                      "*pretrain min*: wall-clock minutes summed over a run's logged "
+                      "invocations, on cores shared with other work, so they follow the "
+                      "machine's load as much as the method; *≥*: an invocation that a "
+                      "session's end stopped left no cost line, so the sum misses its "
+                      "minutes):", "", *table[1:]]
     if study.name == BASELINES_CPU:  # one seed per method: its own tables and rules
         lines += baselines_cpu_lines(study, summary)  # (the random init's spread: every seed)
         summary = _of_seeds(summary, study.seeds)  # its figure: the study's seed alone

@@ -20,6 +20,7 @@ from studies.repro.records import (
     read_costs,
     record,
     restore,
+    wall_minutes_text,
 )
 
 CHECKOUT = layout.REPO  # the real checkout: its configs give the runs' epochs
@@ -213,3 +214,13 @@ def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_pat
 
 def test_records_live_beside_the_report():
     assert RECORDS.parts[:2] == ("docs", "reproduction") and RUNS.parts[0] == "runs"
+
+
+def test_wall_minutes_missing_an_unlogged_invocation_are_marked_a_lower_bound():
+    """BYOL's study 6 row read 42.1 minutes: the last of its two invocations; the first ended
+    with the session before the runner logged it."""
+    whole = {"cost/pretrain_invocations": 2.0, "cost/pretrain_invocations_logged": 2.0}
+    cut = {"cost/pretrain_invocations": 2.0, "cost/pretrain_invocations_logged": 1.0}
+    assert wall_minutes_text([whole], "42.1") == "42.1"
+    assert wall_minutes_text([whole, cut], "42.1 ± 3.0") == "≥ 42.1 ± 3.0"
+    assert wall_minutes_text([{}], "0.6") == "0.6"  # no event file: nothing to compare
