@@ -98,12 +98,17 @@ def test_verify_false_skips_content_check(tmp_path: Path) -> None:
 
 
 def test_archive_source_matches_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hidden members are not read, as in a folder: the ``._name.png`` resource forks a Mac's
+    tar adds beside each file (not images) and a hidden folder's copies."""
     make_folder(tmp_path / "tree" / "train")
     make_folder(tmp_path / "tree" / "test", per_class=1)
     archive = tmp_path / "imgs.tar.gz"
+    (tmp_path / "tree" / "train" / "a" / "._000.png").write_bytes(b"\x00\x05\x16\x07 fork")
+    make_folder(tmp_path / "tree" / "train" / "b" / ".thumbnails", per_class=1, classes=("x",))
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(tmp_path / "tree" / "train", arcname="train")
         tar.add(tmp_path / "tree" / "test", arcname="test")
+    assert len([m for m in tarfile.open(archive).getnames() if "/." in m]) == 4
     from_tar = C.ArrayCache.build_or_load(archive, tmp_path / "cache", subdir="train")
     from_dir = C.ArrayCache.build_or_load(tmp_path / "tree" / "train", tmp_path / "cache")
     assert from_tar.path != from_dir.path

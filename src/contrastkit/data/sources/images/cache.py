@@ -188,7 +188,9 @@ def _archive_plan(path: Path, subdir: str | None, ident: str) -> _Plan:
 
 
 def _read_archive(path: Path, prefix: str) -> tuple[list[str], list[int], list[Any]]:
-    """Classes, labels and ``(name, bytes)`` items of the images under ``prefix<class>/``."""
+    """Classes, labels and ``(name, bytes)`` items of the images under ``prefix<class>/``;
+    hidden members (a component under the prefix starting with ``.``) are not read, as in a
+    folder (:func:`~contrastkit.data.sources.images._folder.list_images`)."""
     entries: list[tuple[str, str, bytes]] = []
     try:
         with tarfile.open(path, "r:*") as tar:
@@ -197,8 +199,8 @@ def _read_archive(path: Path, prefix: str) -> tuple[list[str], list[int], list[A
                 if not (m.isfile() and name.startswith(prefix) and is_image_file(name)):
                     continue
                 parts = name[len(prefix):].split("/")
-                if len(parts) < 2:
-                    continue  # images directly under the prefix have no class folder
+                if len(parts) < 2 or any(part.startswith(".") for part in parts):
+                    continue  # no class folder (directly under the prefix), or hidden
                 f = tar.extractfile(m)
                 assert f is not None
                 entries.append((name, parts[0], f.read()))
