@@ -114,7 +114,7 @@ class PretrainCLI(LightningCLI):
             config's W&B / MLflow loggers (:mod:`contrastkit.train.trackers`).
         check_data: called with the parsed ``data`` section (a dict) before anything is
             instantiated (the data module opens its data to count the classes); what it
-            returns is kept as ``data_check``.
+            returns is kept as ``checked_data``.
     """
 
     _FOLDER_LOGGERS = ("contrastkit.train.logging.ResumableCSVLogger",
@@ -126,7 +126,7 @@ class PretrainCLI(LightningCLI):
                  check_data: Callable[[dict], Any] | None = None, **kwargs) -> None:
         self.output_dir, self.purge_step = output_dir, purge_step
         self.tracker_runs = tracker_runs
-        self.check_data, self.data_check = check_data, None
+        self.check_data, self.checked_data = check_data, None
         self.schedule_notice: str | None = None
         super().__init__(*args, **kwargs)
 
@@ -145,7 +145,7 @@ class PretrainCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         if self.check_data is not None:
-            self.data_check = self.check_data(self.config.data.as_dict())
+            self.checked_data = self.check_data(self.config.data.as_dict())
         if self.output_dir is None:
             return
         trainer = self.config.trainer
@@ -446,7 +446,7 @@ def _build_locked(argv: list[str], output_dir: str, resume: str | None,
         )
     except ValueError as err:
         raise _unwrap_link_error(err) from None
-    listing = cli.data_check
+    listing = cli.checked_data
     validate_run(cli, resumed, ckpt_path, extending=extend_to is not None)
     identity, changed = checked_identity(cli, resumed, ckpt_path, listing)
     if extend_to is not None:
