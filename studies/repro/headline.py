@@ -17,6 +17,7 @@ t-interval and its standardised effect, and the label, with the label at
 
 from __future__ import annotations
 
+from studies.repro.lightly_anchor import anchor_headline
 from studies.repro.plan import ROUND_THREE
 from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, change_reason
 from studies.repro.schema import Claim, Study
@@ -299,6 +300,7 @@ def headline_lines(summary: dict) -> list[str]:
         f"* **Reversals**: {'; '.join(reversals)}.",
         _layer_flip(judged),
         _pooled_uniformity(summary),
+        anchor_headline(summary),
     ]
     if pending:
         replaced = _grouped([(label_words(v), _short(c)) for c, v in pending])

@@ -313,12 +313,26 @@ def collect_anchor(root: Path | None = None) -> dict[str, dict]:
     return out
 
 
+def _seeds(summary: dict) -> tuple[list[tuple[int, float | None, float | None]], list[str]]:
+    """``(seed, contrastkit's 200-NN top-1, lightly's)`` for every anchor seed (None where not
+    run yet), and the runs still missing, named."""
+    anchor = summary.get("anchor") or {}
+    runs = summary.get("runs") or {}
+    rows, missing = [], []
+    for seed in SEEDS:
+        ours = (runs.get(f"cpu/{BESIDE}/seed{seed}") or {}).get("metrics", {}).get(
+            "knn200/top1")
+        theirs = (anchor.get(str(seed)) or {}).get("knn200/top1")
+        rows.append((seed, ours, theirs))
+        missing += [f"{name} seed {seed}" for name, v in (("contrastkit", ours),
+                                                           ("lightly", theirs)) if v is None]
+    return rows, missing
+
+
 def anchor_lines(summary: dict) -> list[str]:
     """The page's section: the anchor's seeds beside contrastkit's SimCLR t = 0.2 seeds 0 and
     1 (200-NN top-1), the difference of the means with its 95% t-interval over the pairs,
     and whether it lies within the spread of contrastkit's seeds; then the commands."""
-    anchor = summary.get("anchor") or {}
-    runs = summary.get("runs") or {}
     lines = ["## Outside anchor: lightly's SimCLR", "",
              "lightly 1.6's SimCLR (its `SimCLRTransform` at `simclr_cifar`'s settings, its "
              "`NTXentLoss` at t = 0.2, its `ProjectionHead` with the study's layers) trained in "
@@ -328,41 +342,46 @@ def anchor_lines(summary: dict) -> list[str]:
              "(`studies/repro/lightly_anchor.py` says what differs).", "",
              "| seed | contrastkit SimCLR t = 0.2 | lightly SimCLR t = 0.2 | lightly - "
              "contrastkit |", "|---|---|---|---|"]
-    pairs, missing = [], []
-    for seed in SEEDS:
-        ours = (runs.get(f"cpu/{BESIDE}/seed{seed}") or {}).get("metrics", {}).get(
-            "knn200/top1")
-        theirs = (anchor.get(str(seed)) or {}).get("knn200/top1")
+    rows, _ = _seeds(summary)
+    for seed, ours, theirs in rows:
         cells = [f"{100 * v:.2f}" if v is not None else "not yet run" for v in (ours, theirs)]
         diff = f"{100 * (theirs - ours):+.2f}" if None not in (ours, theirs) else "–"
         lines.append(f"| {seed} | {cells[0]} | {cells[1]} | {diff} |")
-        if None not in (ours, theirs):
-            pairs.append((ours, theirs))
-        missing += [f"{name} seed {seed}" for name, v in (("contrastkit", ours),
-                                                           ("lightly", theirs)) if v is None]
-    lines.append("")
-    lines += _verdict_lines(pairs, missing)
+    lines += ["", _verdict(summary), ""]
     lines += ["```bash", "# in the timm lane's venv (make test-timm creates it): lightly and "
               "torchvision", *(COMMAND.format(seed=seed) for seed in SEEDS),
               "python -m studies.repro report", "```", ""]
     return lines
 
 
-def _verdict_lines(pairs: list[tuple[float, float]], missing: list[str]) -> list[str]:
+def _verdict(summary: dict) -> str:
     """The difference of the means, its 95% t-interval over the seed pairs (two seeds: wide),
     and whether it lies within the seeds' spread: the larger of the two libraries' seed-to-seed
-    ranges; while a run is ``missing``, what the verdict waits for."""
+    ranges; while a run is missing, what the verdict waits for."""
+    rows, missing = _seeds(summary)
     if missing:
-        return [f"No verdict yet: it needs both libraries at seeds "
-                f"{', '.join(map(str, SEEDS))}; not yet run: {', '.join(missing)}.", ""]
-    ours = [100 * a for a, _ in pairs]
-    theirs = [100 * b for _, b in pairs]
+        return (f"No verdict yet: it needs both libraries at seeds "
+                f"{', '.join(map(str, SEEDS))}; not yet run: {', '.join(missing)}.")
+    ours = [100 * a for _, a, _ in rows]
+    theirs = [100 * b for _, _, b in rows]
     mean, low, high = t_interval([b - a for a, b in zip(ours, theirs, strict=True)])
     spread = max(max(ours) - min(ours), max(theirs) - min(theirs))
     word = "within" if abs(mean) <= spread else "outside"
-    return [f"Mean difference {mean:+.2f} points (95% t-interval over the {len(pairs)} seed "
+    return (f"Mean difference {mean:+.2f} points (95% t-interval over the {len(rows)} seed "
             f"pairs [{low:+.2f}, {high:+.2f}]): {word} the seeds' spread ({spread:.2f} points, "
-            "the larger of the two libraries' seed-to-seed ranges).", ""]
+            "the larger of the two libraries' seed-to-seed ranges).")
+
+
+def anchor_headline(summary: dict) -> str:
+    """The headline's bullet: both libraries' mean 200-NN top-1 and the verdict."""
+    rows, missing = _seeds(summary)
+    if missing:
+        return f"* **Outside anchor** (lightly's SimCLR): {_verdict(summary)}"
+    ours, theirs = (statistics.fmean(100 * r[i] for r in rows) for i in (1, 2))
+    return (f"* **Outside anchor**: lightly's SimCLR, trained on the same images in the same "
+            f"batch order with the same seeds and schedule, {theirs:.2f} % (200-NN, mean of "
+            f"{len(rows)} seeds) against contrastkit's SimCLR {ours:.2f} %. "
+            f"{_verdict(summary)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ from scipy import stats
 
 from studies.repro import layout
 from studies.repro.collection import collect
-from studies.repro.lightly_anchor import anchor_lines, budget, collect_anchor
+from studies.repro.lightly_anchor import anchor_headline, anchor_lines, budget, collect_anchor
 from studies.repro.report import render_report
 
 
@@ -98,3 +98,12 @@ def test_the_budget_is_the_study_configs():
                                       "batch_norm": "all"}}
     smoke = budget(epochs=1, images=512, batch_size=64)
     assert (smoke["epochs"], smoke["images"], smoke["batch_size"]) == (1, 512, 64)
+
+
+def test_the_headline_states_both_means_and_the_verdict():
+    line = anchor_headline(_summary([0.5113, 0.5105], [0.5147, 0.5234]))
+    assert line.startswith("* **Outside anchor**: lightly's SimCLR, trained on the same images")
+    assert "51.91 % (200-NN, mean of 2 seeds) against contrastkit's SimCLR 51.09 %." in line
+    assert "Mean difference +0.82 points" in line and "within the seeds' spread (0.87" in line
+    pending = anchor_headline(_summary([0.5113, 0.5105], [0.5147]))
+    assert pending.endswith("not yet run: lightly seed 1.")
