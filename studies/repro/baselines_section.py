@@ -113,6 +113,11 @@ def _spread(run: dict | None, stem: str) -> str:
                    else f"{z:.4f} ({z * math.sqrt(d):.2f})")
 
 
+def _minutes(run: dict | None) -> str:
+    return _number(run, "pretrain/wall_minutes",
+                   lambda minutes: wall_minutes_text([run["metrics"]], f"{minutes:.1f}"))
+
+
 def _collapsed(run: dict | None, variant: Variant) -> str:
     if not _done(run):
         return PENDING
@@ -147,9 +152,7 @@ def _verdict_table(study: Study, summary: dict, tag: str, seed: int) -> list[str
                      _learned(run, gain, spread), _loss(run),
                      _number(run, "pretrain/final_positive_similarity", lambda c: f"{c:.3f}"),
                      _spread(run, v.stem), _collapsed(run, v)]
-        minutes = _number(run, "pretrain/wall_minutes", lambda m: f"{m:.1f}")
-        cells.append(wall_minutes_text([run["metrics"]], minutes)
-                     if minutes not in (PENDING, "–") else minutes)
+        cells.append(_minutes(run))
         lines.append(f"| {v.label} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 

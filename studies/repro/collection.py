@@ -245,11 +245,13 @@ def run_tags(summary: dict, part: str) -> list[str]:
     return sorted(tags, key=lambda t: (t != part, t))
 
 
+def seed_runs(summary: dict, tag: str, stem: str) -> list[dict]:
+    """Every run of config ``stem`` under ``tag`` whose pretraining finished, one per seed."""
+    return [run for run in summary.get("runs", {}).values()
+            if run.get("tag") == tag and run.get("stem") == stem and run.get("pretrain_finished")]
+
+
 def seed_values(summary: dict, tag: str, stem: str, metric: str) -> list[float]:
     """``metric`` of every finished run of config ``stem`` under ``tag``, one value per seed."""
-    out = []
-    for run in summary.get("runs", {}).values():
-        if run.get("tag") == tag and run.get("stem") == stem and run.get("pretrain_finished") \
-                and metric in run.get("metrics", {}):
-            out.append(run["metrics"][metric])
-    return out
+    return [run["metrics"][metric] for run in seed_runs(summary, tag, stem)
+            if metric in run.get("metrics", {})]

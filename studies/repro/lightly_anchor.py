@@ -342,23 +342,23 @@ def anchor_lines(summary: dict) -> list[str]:
              "(`studies/repro/lightly_anchor.py` says what differs).", "",
              "| seed | contrastkit SimCLR t = 0.2 | lightly SimCLR t = 0.2 | lightly - "
              "contrastkit |", "|---|---|---|---|"]
-    rows, _ = _seeds(summary)
+    rows, missing = _seeds(summary)
     for seed, ours, theirs in rows:
         cells = [f"{100 * v:.2f}" if v is not None else "not yet run" for v in (ours, theirs)]
         diff = f"{100 * (theirs - ours):+.2f}" if None not in (ours, theirs) else "–"
         lines.append(f"| {seed} | {cells[0]} | {cells[1]} | {diff} |")
-    lines += ["", _verdict(summary), ""]
+    lines += ["", _verdict(rows, missing), ""]
     lines += ["```bash", "# in the timm lane's venv (make test-timm creates it): lightly and "
               "torchvision", *(COMMAND.format(seed=seed) for seed in SEEDS),
               "python -m studies.repro report", "```", ""]
     return lines
 
 
-def _verdict(summary: dict) -> str:
-    """The difference of the means, its 95% t-interval over the seed pairs (two seeds: wide),
-    and whether it lies within the seeds' spread: the larger of the two libraries' seed-to-seed
-    ranges; while a run is missing, what the verdict waits for."""
-    rows, missing = _seeds(summary)
+def _verdict(rows: list[tuple[int, float | None, float | None]], missing: list[str]) -> str:
+    """The difference of the means over the seed ``rows`` (:func:`_seeds`), its 95%
+    t-interval over the pairs (two seeds: wide), and whether it lies within the seeds' spread:
+    the larger of the two libraries' seed-to-seed ranges; while a run is ``missing``, what the
+    verdict waits for."""
     if missing:
         return (f"No verdict yet: it needs both libraries at seeds "
                 f"{', '.join(map(str, SEEDS))}; not yet run: {', '.join(missing)}.")
@@ -376,12 +376,12 @@ def anchor_headline(summary: dict) -> str:
     """The headline's bullet: both libraries' mean 200-NN top-1 and the verdict."""
     rows, missing = _seeds(summary)
     if missing:
-        return f"* **Outside anchor** (lightly's SimCLR): {_verdict(summary)}"
+        return f"* **Outside anchor** (lightly's SimCLR): {_verdict(rows, missing)}"
     ours, theirs = (statistics.fmean(100 * r[i] for r in rows) for i in (1, 2))
     return (f"* **Outside anchor**: lightly's SimCLR, trained on the same images in the same "
             f"batch order with the same seeds and schedule, {theirs:.2f} % (200-NN, mean of "
             f"{len(rows)} seeds) against contrastkit's SimCLR {ours:.2f} %. "
-            f"{_verdict(summary)}")
+            f"{_verdict(rows, missing)}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from contrastkit.outputs import temp_file_beside
 from studies.repro.baselines_section import baselines_cpu_lines
-from studies.repro.collection import run_tags, seed_values
+from studies.repro.collection import run_tags, seed_runs, seed_values
 from studies.repro.deviations import deviation_lines
 from studies.repro.figures import make_figures
 from studies.repro.grid_section import choice_lines, tunings_of
@@ -119,9 +119,8 @@ def _cell(summary: dict, tag: str, stem: str, metric: str, scale: float, digits:
     text = _mean_std(values, scale, digits)
     if metric != WALL_MINUTES or not values:
         return text
-    return wall_minutes_text([run["metrics"] for run in summary.get("runs", {}).values()
-                              if run.get("tag") == tag and run.get("stem") == stem
-                              and run.get("pretrain_finished")], text)
+    return wall_minutes_text([run.get("metrics", {}) for run in seed_runs(summary, tag, stem)],
+                             text)
 
 
 #: Per-study table columns: (header, metric, scale, digits).

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from contrastkit.cli import main
+from contrastkit.outputs import write_bytes_atomic
 
 
 def pretrain(args: list[str]) -> tuple[int, str]:
@@ -33,13 +34,6 @@ def pretrain(args: list[str]) -> tuple[int, str]:
     return status, lines[-1] if lines else ""
 
 
-def publish(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole: the test reads a file as soon as it exists."""
-    staged = path.with_name(path.name + ".part")
-    staged.write_text(text)
-    os.replace(staged, path)
-
-
 if __name__ == "__main__":
     # Between the runs a SIGTERM does nothing, as to a process that has ended: one sent to
     # both processes may reach one after its run stopped on the other's (the same stop).
@@ -50,11 +44,12 @@ if __name__ == "__main__":
     if status != 0:
         sys.exit(status)
     for trial in range(trials):
-        publish(folder / f"start-{trial}-r{rank}", str(os.getpid()))
+        # whole files (temporary, then renamed): the test reads one as soon as it exists
+        write_bytes_atomic(folder / f"start-{trial}-r{rank}", str(os.getpid()).encode())
         resume = ["--resume", "last"] if trial else []
         status, line = pretrain([*args, "--output", str(folder / "run"), *resume])
-        publish(folder / f"trial-{trial}-r{rank}.json",
-                json.dumps({"status": status, "line": line}))
+        write_bytes_atomic(folder / f"trial-{trial}-r{rank}.json",
+                           json.dumps({"status": status, "line": line}).encode())
         if status < 128:
             break
     sys.exit(status)
