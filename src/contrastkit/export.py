@@ -138,8 +138,8 @@ def recover_export(output: Path) -> None:
     if not stage.is_dir():
         return
     try:
-        with _staging(stage, output):  # settles what the stopped export left, under its lock
-            pass  # nothing to stage: the recovery is the context's own setup and teardown
+        with _locked_stage(stage):
+            _settle(stage, output)
     except FolderInUseError:
         raise
     except OSError as err:
@@ -148,19 +148,26 @@ def recover_export(output: Path) -> None:
 
 
 @contextlib.contextmanager
-def _staging(stage: Path, output: Path) -> Iterator[None]:
-    """Hold ``stage``'s lock, with what a stopped export left there settled
-    (:func:`_settle`) before and after; remove ``stage`` afterwards."""
+def _locked_stage(stage: Path) -> Iterator[None]:
+    """Hold ``stage``'s lock; remove ``stage`` afterwards when it is empty."""
     try:
         with FolderLock(stage):
-            _settle(stage, output)
-            try:
-                yield
-            finally:
-                _settle(stage, output)
+            yield
     finally:
         with contextlib.suppress(OSError):
             stage.rmdir()  # only when empty: not while another export holds its lock there
+
+
+@contextlib.contextmanager
+def _staging(stage: Path, output: Path) -> Iterator[None]:
+    """Hold ``stage``'s lock (:func:`_locked_stage`), with what a stopped export left there
+    settled (:func:`_settle`) before and after."""
+    with _locked_stage(stage):
+        _settle(stage, output)
+        try:
+            yield
+        finally:
+            _settle(stage, output)
 
 
 def _settle(stage: Path, output: Path) -> None:
