@@ -8,8 +8,9 @@ epoch's positive cosine and embedding spread, and the two one-run verdicts of
 :mod:`studies.repro.trained`: *learned past random init* and *collapsed*), then the papers'
 diagnostics from ``analyze`` on the projector's output and on the backbone (uniformity,
 tolerance, local separation as the positive's against the nearest negative's similarity,
-DySTreSS's inter-class uniformity). A cell whose run has not finished says *not yet run*; a
-quantity a finished run lacks, ``–``.
+DySTreSS's inter-class uniformity). A cell whose run has not finished says *not yet run*, or
+*failed* when its last command failed (the *learned* cell gives the step, exit status and
+error: a diverged loss is a result, not a pending run); a quantity a finished run lacks, ``–``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 from contrastkit.train.specs import OnlineEvalSpec
-from studies.repro.records import wall_minutes_text
+from studies.repro.records import failure_text, wall_minutes_text
 from studies.repro.schema import Study, Variant
 from studies.repro.trained import (
     COLLAPSE_MAX_DROP,
@@ -33,6 +34,9 @@ from studies.repro.trained import (
 )
 
 PENDING = "not yet run"
+#: A run whose last command failed (a diverged loss, for one): its cells, and its step and
+#: error in the *learned* column.
+FAILED = "failed"
 #: The protocol of the accuracy, the gain and the learned verdict.
 PROTOCOL = "knn200"
 #: d of each trained run's ``train/z_std``: the dimension of the online embedding the engine's
@@ -57,11 +61,22 @@ def _done(run: dict | None) -> bool:
     return bool(run and run.get("pretrain_finished") and run.get("status") == "done")
 
 
+def _failure(run: dict | None) -> str | None:
+    """Its step, exit status and error, for a run whose last command failed."""
+    if not (run and run.get("status") == "failed" and run.get("failure")):
+        return None
+    return failure_text(run["failure"]).replace("|", "\\|")
+
+
+def _not_done(run: dict | None) -> str:
+    return FAILED if _failure(run) else PENDING
+
+
 def _number(run: dict | None, metric: str, text) -> str:
-    """``text(value)`` of the run's ``metric``; *not yet run* before the run is done, ``–`` when
-    a finished run lacks it."""
+    """``text(value)`` of the run's ``metric``; *not yet run* before the run is done (*failed*
+    when its last command failed), ``–`` when a finished run lacks it."""
     if not _done(run):
-        return PENDING
+        return _not_done(run)
     metrics = run.get("metrics", {})
     return text(metrics[metric]) if metric in metrics else "–"
 
@@ -86,7 +101,7 @@ def _gain(run: dict | None, base: dict | None) -> float | None:
 
 def _learned(run: dict | None, gain: float | None, spread: tuple[float, int] | None) -> str:
     if not _done(run):
-        return PENDING
+        return _failure(run) or PENDING
     verdict = learned_one_seed(gain, spread)
     if verdict is None:
         return ("pending: the random init's spread needs two seeds" if spread is None
@@ -120,7 +135,7 @@ def _minutes(run: dict | None) -> str:
 
 def _collapsed(run: dict | None, variant: Variant) -> str:
     if not _done(run):
-        return PENDING
+        return _not_done(run)
     metrics = run.get("metrics", {})
     if not collapsed_or_warned(metrics, chance(variant)):
         return "no"
@@ -147,7 +162,7 @@ def _verdict_table(study: Study, summary: dict, tag: str, seed: int) -> list[str
             cells = [_accuracy(run), *["– (not trained)"] * 6]
         else:
             gain = _gain(run, base)
-            cells = [_accuracy(run), PENDING if not _done(run) else (
+            cells = [_accuracy(run), _not_done(run) if not _done(run) else (
                          "–" if gain is None else f"{gain:+.2f}"),
                      _learned(run, gain, spread), _loss(run),
                      _number(run, "pretrain/final_positive_similarity", lambda c: f"{c:.3f}"),
@@ -228,7 +243,7 @@ def cpu_result(study: Study, summary: dict, stem: str) -> str:
     [variant] = [v for v in study.variants if v.stem == stem]
     run = _run(summary, tag, stem, seed)
     if not _done(run):
-        return PENDING
+        return _failure(run) or PENDING
     base_variant = baseline(study)
     base = _run(summary, tag, base_variant.stem, seed)
     spread = random_init_spread(summary, tag, PROTOCOL, base_variant.stem)
@@ -248,7 +263,9 @@ def baselines_cpu_lines(study: Study, summary: dict) -> list[str]:
         f"Runs under `runs/repro/{tag}/`, seed {seed} (accuracies on the test split against "
         "the whole train split as bank; *pretrain min*: wall-clock minutes of the logged "
         "invocations on cores shared with other work, *≥* where a session's end stopped one "
-        "before its cost was logged):",
+        "before its cost was logged; *failed*: the run's last command failed, a diverged loss "
+        "for one, with its step and error in the *learned* column, a result the runner does "
+        "not train again):",
         "",
         *_verdict_table(study, summary, tag, seed),
         "The papers' diagnostics (`analyze`, test split) on the projector's output (the "

@@ -225,10 +225,13 @@ def _collect_run(seed_dir: Path, variant: Variant, part: str, tag: str, ep: str,
                     (eval_dir(seed_dir, protocol) / name).relative_to(root))
     evals_done = [p for p in variant.evals
                   if (eval_dir(seed_dir, p) / "results.json").is_file()]
+    complete = finished and len(evals_done) == len(variant.evals)
+    failed = None if complete else records.failure(seed_dir)
     return {"part": part, "tag": tag, "config": variant.config, "stem": variant.stem,
             "seed": int(seed_dir.name.removeprefix("seed")), "epochs": epochs,
             "pretrain_finished": finished, "evals_done": evals_done,
-            "status": "done" if finished and len(evals_done) == len(variant.evals) else "partial",
+            "status": "done" if complete else "failed" if failed else "partial",
+            "failure": failed,
             "metrics": metrics, "monitor": [list(point) for point in curve],
             "figures": figures, "provenance": read_provenance(seed_dir),
             "block": _read_json(seed_dir / BLOCK_SUMMARY)}  # Part B: its block's summary

@@ -14,6 +14,7 @@ side is open and the cells to run next.
 from __future__ import annotations
 
 from studies.repro.grids import LOSS_LABELS, TUNINGS
+from studies.repro.records import failure_text
 from studies.repro.schema import Study, Tuning, Variant
 from studies.repro.trained import chance, collapsed
 from studies.repro.tuning import SETTING_NAMES, neighbours, swept_settings
@@ -40,8 +41,14 @@ def _collapsed(cell: Variant, tuning: Tuning, summary: dict) -> bool:
 
 
 def _scored(cell: Variant, tuning: Tuning, scores: dict, summary: dict) -> str:
+    """The cell's setting and score; *pending* before it is scored, or its failure (the
+    runner does not train a failed cell again, so its grid chooses nothing)."""
     score = scores.get(cell.name)
-    text = f"{_setting(cell)} " + ("pending" if score is None else f"{100 * score:.2f}%")
+    run = summary.get("runs", {}).get(f"cpu/{cell.stem}/seed{tuning.seed}") or {}
+    failed = run.get("failure") if run.get("status") == "failed" else None
+    text = f"{_setting(cell)} " + (f"{100 * score:.2f}%" if score is not None
+                                   else f"failed: {failure_text(failed)}" if failed
+                                   else "pending")
     return text + (" (collapsed)" if _collapsed(cell, tuning, summary) else "")
 
 

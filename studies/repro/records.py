@@ -2,7 +2,9 @@
 
 The run folders under ``runs/repro`` are a working copy: checkpoints, the runs under way, and
 everything else a machine loses when it goes. When a run has finished (pretraining to its last
-epoch and every evaluation) or a comparison has been made, the runner copies its small files,
+epoch and every evaluation), a command of it has failed (:func:`failure`: a diverged loss is a
+result; such a run is not trained again until its folder and record are deleted) or a
+comparison has been made, the runner copies its small files,
 everything but ``checkpoints/`` and the lock, to the same relative path under
 :data:`~studies.repro.layout.RECORDS` (``docs/reproduction/runs``, committed with the
 report). ``python -m studies.repro cpu|gpu|report`` first restores every recorded folder that the
@@ -14,8 +16,10 @@ Two files the runner writes make a folder self-describing without its checkpoint
 * ``pretrain/finished.json``: pretraining reached its last epoch (``{"epochs": N}``), written
   once the checkpoint's loop state says so (:func:`mark_finished`, read by :func:`finished`);
 * ``cost.jsonl``: one line per command run for the folder (``step``, ``cpu_seconds`` of the
-  command's process tree, ``wall_seconds``, ``exit_status``, ``started``), appended by
-  :class:`~studies.repro.runner.Runner` (:func:`append_cost`, summed by :func:`read_costs`);
+  command's process tree, ``wall_seconds``, ``exit_status``, ``started``, and a failed
+  command's last stderr line, ``error``), appended by :class:`~studies.repro.runner.Runner`
+  (:func:`append_cost`, summed by :func:`read_costs`; a run whose last command failed is
+  recorded as it is, :func:`failure`);
 * ``provenance.jsonl``: one line per command, the checkout's commit, the versions and the
   hardware it ran on (:mod:`studies.repro.provenance`).
 
@@ -46,6 +50,8 @@ from studies.repro.provenance import PROVENANCE_LOG
 
 FINISHED = "finished.json"
 COST_LOG = "cost.jsonl"
+#: The longest failed command's error line kept in ``cost.jsonl``.
+MAX_ERROR_CHARS = 500
 #: The per-command logs a folder grows (its cost, and its provenance:
 #: :mod:`studies.repro.provenance`).
 LOGS = (COST_LOG, PROVENANCE_LOG)
@@ -67,14 +73,48 @@ def finished(pretrain_dir: Path, epochs: int) -> bool:
 
 
 def append_cost(log: Path, step: str, cpu_seconds: float, wall_seconds: float,
-                exit_status: int, started: dt.datetime) -> None:
-    """Append one command's cost to ``log`` (``cost.jsonl``), one JSON object per line."""
+                exit_status: int, started: dt.datetime, error: str | None = None) -> None:
+    """Append one command's cost to ``log`` (``cost.jsonl``), one JSON object per line; a
+    failed command's last stderr line as ``error``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     line = {"step": step, "cpu_seconds": round(cpu_seconds, 2),
             "wall_seconds": round(wall_seconds, 2), "exit_status": exit_status,
             "started": started.isoformat(timespec="seconds")}
+    if error is not None:
+        line["error"] = error[:MAX_ERROR_CHARS]
     with open(log, "a") as handle:
         handle.write(json.dumps(line) + "\n")
+
+
+def failed_status(exit_status: int) -> bool:
+    """Whether a command's exit status is a failure: 1 to 127 (``contrastkit``'s one-line
+    errors exit with 2, a traceback with 1); not 0, nor a stop by a signal (128 + its number
+    from a command that caught it, negative from one the signal killed)."""
+    return 0 < exit_status < 128
+
+
+def failure(folder: Path) -> dict | None:
+    """The last command logged in ``folder/cost.jsonl`` when it failed (:func:`failed_status`):
+    its ``step``, ``exit_status`` and ``error`` (None when the runner that ran it kept no
+    error line); None when it did not fail or nothing is logged."""
+    try:
+        lines = (folder / COST_LOG).read_text().splitlines()
+    except OSError:
+        return None
+    entries = [entry for entry in map(_cost_entry, lines) if entry is not None]
+    if not entries or not failed_status(int(entries[-1].get("exit_status", 0))):
+        return None
+    last = entries[-1]
+    return {"step": last["step"], "exit_status": int(last["exit_status"]),
+            "error": last.get("error")}
+
+
+def failure_text(failed: Mapping[str, object]) -> str:
+    """A :func:`failure` in words: its step and exit status, and its error's first clause."""
+    error = failed.get("error")
+    reason = (str(error).split(": error: ", 1)[-1].split("; ", 1)[0] if error
+              else "its error line was not recorded")
+    return f"{failed['step']} failed with exit status {failed['exit_status']} ({reason})"
 
 
 def read_costs(folder: Path) -> dict[str, float]:
@@ -161,7 +201,14 @@ def _restorable(recorded: Path, working: Path) -> list[Path]:
     """The files of a record to copy back: those of a recorded run that the working copy lacks
     where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
     it is; a run restored earlier gets the evaluations recorded since, and its cost and
-    provenance logs, which grew with them); those of a comparison where none was made."""
+    provenance logs, which grew with them); those of a failed run (:func:`failure`) that the
+    working copy lacks or holds otherwise where it has trained nothing; those of a comparison
+    where none was made."""
+    if not (recorded / "pretrain" / FINISHED).is_file() and failure(recorded) is not None:
+        if (working / "pretrain" / "checkpoints" / "last.ckpt").is_file():
+            return []
+        return [f for f in _files(recorded) if not (working / f).is_file()
+                or (working / f).read_bytes() != (recorded / f).read_bytes()]
     if (recorded / "pretrain" / FINISHED).is_file():
         pre = working / "pretrain"
         if (pre / "checkpoints" / "last.ckpt").is_file():
@@ -182,6 +229,8 @@ def restore(tag: str | None = None) -> list[Path]:
     base = layout.REPO / RECORDS
     pattern = f"{tag or '*'}/"
     units = [p.parent.parent for p in base.glob(pattern + f"*/seed*/pretrain/{FINISHED}")]
+    units += [p.parent for p in base.glob(pattern + f"*/seed*/{COST_LOG}")
+              if p.parent not in units and failure(p.parent) is not None]
     units += [p.parent for p in base.glob(pattern + "compare/*/*/seed*/comparison.json")]
     restored = []
     for recorded in sorted(units):

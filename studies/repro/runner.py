@@ -50,6 +50,9 @@ from studies.repro.provenance import PROVENANCE_LOG, append_provenance, environm
 from studies.repro.records import (
     COST_LOG,
     append_cost,
+    failed_status,
+    failure,
+    failure_text,
     finished,
     mark_finished,
     record,
@@ -107,13 +110,28 @@ class Runner:
             append_provenance(layout.REPO / cost_log.parent / PROVENANCE_LOG, step,
                               environment(layout.REPO), started)
         with _deferred_stop() as stop:
-            code = subprocess.run(argv, cwd=layout.REPO, check=False).returncode
+            code, last_line = _run_passing_stderr(argv)
         if cost_log is not None:
             append_cost(layout.REPO / cost_log, step, _children_cpu() - cpu,
-                        time.monotonic() - wall, code, started)
+                        time.monotonic() - wall, code, started,
+                        error=last_line if failed_status(code) else None)
         if stop:
             raise SystemExit(128 + stop[0])
         return code
+
+
+def _run_passing_stderr(argv: list[str]) -> tuple[int, str | None]:
+    """Run ``argv`` from the checkout, its stderr passed on line by line; its exit status and
+    its last non-blank stderr line (a failed ``contrastkit`` command's one-line error, or a
+    traceback's last line)."""
+    last = None
+    with subprocess.Popen(argv, cwd=layout.REPO, stderr=subprocess.PIPE) as process:
+        for raw in process.stderr:
+            line = raw.decode(errors="replace")
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            last = line.strip() or last
+    return process.returncode, last
 
 
 def _executable(cmd: list[str]) -> list[str]:
@@ -195,7 +213,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 return None
             done = _train_and_eval(part, variant, seed, run, epochs=epochs,
                                    chunk_seconds=chunk_seconds, device=device, trained=trained)
-            if done and not run.dry_run:
+            if not run.dry_run and (done or failure(folder) is not None):
                 record(run_dir(part, variant.stem, seed, epochs))
         if done:
             done_runs.add(key)
@@ -316,7 +334,8 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
                     chunk_seconds: int | None, device: str,
                     trained: set[tuple[str, int]]) -> bool:
     """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate;
-    ``trained``: the runs already pretrained by this call (added to)."""
+    ``trained``: the runs already pretrained by this call (added to). A run whose last logged
+    command failed (:func:`~studies.repro.records.failure`) is not run again: False."""
     out = run_dir(part, variant.stem, seed, epochs)
     pre = layout.REPO / out / "pretrain"
     ckpt = pre / "checkpoints" / "last.ckpt"
@@ -326,6 +345,11 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
             return None
         return chunk_arguments(chunk_seconds, trained_seconds(ckpt))
 
+    failed = failure(layout.REPO / out)
+    if failed is not None:
+        run.log(f"# {out}: {failure_text(failed)}; not trained again: delete {out} and its "
+                "record to train it again")
+        return False
     if run.dry_run:
         if (variant.stem, seed) not in trained:
             run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from studies.repro.collection import run_tags, seed_values
 from studies.repro.plan import ROUND_THREE
 from studies.repro.provenance import names_clean_commit
+from studies.repro.records import failure_text
 from studies.repro.schema import Claim, Mechanism, Study
 from studies.repro.stats import SEED_SD, mde_at_power, t_interval
 from studies.repro.studies import EQUIVALENCE_MARGIN, NOT_WORSE_MARGIN
@@ -329,14 +330,28 @@ def _judge(claim: Claim, study: Study, summary: dict, tag: str | None) -> Verdic
             elif not set(study.seeds) <= set(used):
                 verdict.verdict = (f"{NOT_TESTABLE} ({reason})" if reason else
                                    f"not yet run ({len(set(used) & set(study.seeds))} of "
-                                   f"{len(study.seeds)} planned seeds finished)")
+                                   f"{len(study.seeds)} planned seeds finished"
+                                   f"{_failed_runs(study, runs, candidate)})")
             else:
                 verdict.verdict = _decide_part_a(claim, verdict, study, summary, reader,
                                                  reason)
             return verdict
     if reason:
         return Verdict(f"{NOT_TESTABLE} ({reason})", [], [], [])
-    return Verdict("not yet run", [], [], [])
+    failed = _failed_runs(study, runs, study.part)
+    return Verdict(f"not yet run ({failed.removeprefix('; ')})" if failed else "not yet run",
+                   [], [], [])
+
+
+def _failed_runs(study: Study, runs: dict, tag: str) -> str:
+    """``; <run> s<seed> failed: ...`` for each of ``study``'s runs under ``tag`` whose last
+    command failed (:func:`studies.repro.records.failure`; the runner does not train it
+    again, so the claim waits on it); empty when none did."""
+    failed = [f"; {variant.stem} s{seed}: {failure_text(run['failure'])}"
+              for variant in study.variants for seed in study.seeds
+              if (run := runs.get(f"{tag}/{variant.stem}/seed{seed}"))
+              and run.get("status") == "failed" and run.get("failure")]
+    return "".join(failed)
 
 
 def _baseline_uncommitted(study: Study, runs: dict, tag: str) -> set[str]:

@@ -8,7 +8,11 @@ import pytest
 from repro_summaries import run_entry
 
 from studies.repro import layout
-from studies.repro.baselines_section import EMBEDDING_DIMS, baselines_cpu_lines
+from studies.repro.baselines_section import (
+    EMBEDDING_DIMS,
+    baselines_cpu_lines,
+    cpu_result,
+)
 from studies.repro.cli import main
 from studies.repro.collection import read_losses
 from studies.repro.plan import (
@@ -213,6 +217,30 @@ def test_finished_runs_fill_the_tables_with_their_verdicts():
     assert "(2.00 points over its 3 recorded seeds)" in text
     assert "One seed at this budget ranks nothing" in text
     assert "No peer publishes these diagnostics across methods" in text
+
+
+def test_a_failed_run_says_so_with_its_step_and_error_not_not_yet_run():
+    """A diverged run is a result: its cells say *failed*, its *learned* cell the step, exit
+    status and the error's first clause; a failure logged by a runner that kept no error line
+    says so; methods.md's quote likewise."""
+    summary = _finished_summary()
+    summary["runs"]["cpu/vicreg/seed0"].update(status="failed", failure={
+        "step": "pretrain", "exit_status": 2,
+        "error": "contrastkit pretrain: error: the training loss became NaN or infinite at "
+                 "step 9 (epoch 1, batch 9); the run stops here and no checkpoint was kept"})
+    summary["runs"]["cpu/dclw/seed0"].update(pretrain_finished=False, status="failed",
+                                              failure={"step": "pretrain", "exit_status": 1,
+                                                       "error": None})
+    lines = baselines_cpu_lines(STUDY, summary)
+    vicreg = _cells(_row(lines, "VICReg"))
+    reason = ("pretrain failed with exit status 2 (the training loss became NaN or "
+              "infinite at step 9 (epoch 1, batch 9))")
+    assert vicreg[1:] == ["failed", "failed", reason] + ["failed"] * 5
+    diagnostics = [line for line in lines if line.startswith("| VICReg |")][1]
+    assert set(_cells(diagnostics)[1:]) == {"failed"}
+    assert _cells(_row(lines, "DCLW"))[3] == ("pretrain failed with exit status 1 "
+                                              "(its error line was not recorded)")
+    assert cpu_result(STUDY, summary, "vicreg") == reason
 
 
 def test_the_page_holds_the_section_and_its_rerun_line():

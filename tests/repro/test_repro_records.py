@@ -15,6 +15,7 @@ from studies.repro.collection import collect
 from studies.repro.layout import RECORDS, RUNS, compare_dir, run_dir
 from studies.repro.records import (
     append_cost,
+    failure,
     finished,
     mark_finished,
     read_costs,
@@ -163,6 +164,44 @@ def test_a_fresh_checkout_restores_and_collects_the_recorded_runs(monkeypatch, t
     assert sce["metrics"]["cost/cpu_seconds"] == pytest.approx(2070.0)
     assert sce["metrics"]["pretrain/initial_loss"] == 7.0
     assert restore() == []  # already there: nothing to restore
+
+
+def test_a_failure_is_the_last_logged_command_exiting_1_to_127(tmp_path):
+    """A command that failed (1: a traceback; 2: contrastkit's one-line error) is a failure
+    with its error line, unless a later command of the folder succeeded; a stop by a signal
+    (130 and 143 from a command that caught it, -9 from one the kernel killed) is not."""
+    log = tmp_path / "cost.jsonl"
+    assert failure(tmp_path) is None  # nothing logged
+    append_cost(log, "pretrain", 10.0, 11.0, 143, START)
+    append_cost(log, "pretrain", 10.0, 11.0, -9, START)
+    assert failure(tmp_path) is None
+    append_cost(log, "pretrain", 10.0, 11.0, 2, START, error="x: error: NaN at step 9")
+    assert failure(tmp_path) == {"step": "pretrain", "exit_status": 2,
+                                 "error": "x: error: NaN at step 9"}
+    append_cost(log, "knn200", 10.0, 11.0, 0, START)
+    assert failure(tmp_path) is None
+    append_cost(log, "knn200", 10.0, 11.0, 1, START, error="E" * 900)
+    assert failure(tmp_path)["error"] == "E" * 500  # kept to one line's worth
+
+
+def test_a_failed_run_is_restored_once_and_collected_as_failed(monkeypatch, tmp_path):
+    """A run whose pretraining failed before its first checkpoint (only its logs are left),
+    recorded in one checkout, comes back in a fresh one, once; the collection says failed."""
+    first, fresh = tmp_path / "first", tmp_path / "fresh"
+    monkeypatch.setattr(layout, "REPO", first)
+    out = run_dir("cpu", "vicreg", 0)
+    append_cost(first / out / "cost.jsonl", "pretrain", 30.0, 31.0, 2, START,
+                error="contrastkit pretrain: error: the training loss became NaN")
+    record(out)
+    (fresh / RECORDS).parent.mkdir(parents=True)
+    (first / RECORDS).rename(fresh / RECORDS)
+    shutil.copytree(CHECKOUT / "configs", fresh / "configs")
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore() == [out]
+    assert restore() == []
+    vicreg = collect()["runs"]["cpu/vicreg/seed0"]
+    assert vicreg["status"] == "failed" and not vicreg["pretrain_finished"]
+    assert vicreg["failure"]["error"].endswith("became NaN")
 
 
 def test_a_run_under_way_is_not_replaced_by_its_record(monkeypatch, tmp_path):

@@ -406,6 +406,13 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
             "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
             "t=0.05, lr=0.2 10.38% (collapsed);") in grid
     assert "* SupCon: **pending**, not chosen yet (0 of 4 cells scored)." in grid
+    # a failed cell says so (the runner does not train it again)
+    summary["runs"] |= run_entry("sincere_t0.2_lr0.05_warmup", 0, {})
+    summary["runs"]["cpu/sincere_t0.2_lr0.05_warmup/seed0"].update(
+        pretrain_finished=False, status="failed",
+        failure={"step": "pretrain", "exit_status": 2, "error": "x: error: loss NaN; stop"})
+    assert ("t=0.2, lr=0.05, warm-up failed: pretrain failed with exit status 2 (loss NaN)."
+            in render_report(summary))
     assert "Collapsed (SINCERE t=0.05, lr=0.2): in the last epoch" in grid
     # ReSSL's grid likewise, in study 5a
     assert "* ReSSL: **pending**, not chosen yet (0 of 4 cells scored). Its cells, " \

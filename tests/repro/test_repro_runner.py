@@ -499,3 +499,48 @@ def test_a_tuned_run_trains_at_the_setting_its_grid_chose(monkeypatch, tmp_path)
                                                ("h_b", 0), ("h_b", 1), ("h_b", 2)}
     assert all(c[3] == ("--model.optimizer.base_lr", "0.2") for c in trained)
     assert not (tmp_path / "runs/repro/cpu/best-not-chosen").exists()
+
+
+#: A pretraining that diverges: a line of its progress, then contrastkit's one-line error.
+DIVERGING = """\
+import sys
+from pathlib import Path
+calls = Path(sys.argv[1])
+calls.write_text(calls.read_text() + "x" if calls.is_file() else "x")
+print("epoch 1/30 (step 9): train/loss nan", file=sys.stderr)
+print("contrastkit pretrain: error: the training loss became NaN or infinite at step 9 "
+      "(epoch 1, batch 9); the run stops here", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_failed_run_is_recorded_with_its_error_and_not_trained_again(monkeypatch, tmp_path,
+                                                                       capfd):
+    """A pretraining that fails: its stderr reaches the lane's log as it comes, its cost line
+    keeps its last line, the run is recorded (a diverged loss is a result), and the next call
+    says why it does not train it again."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs/v.yaml").write_text("trainer: {max_epochs: 30}\n")
+    (tmp_path / "diverge.py").write_text(DIVERGING)
+    calls = tmp_path / "calls"
+    monkeypatch.setattr(runner, "pretrain_command", lambda *a, **kw: [
+        sys.executable, str(tmp_path / "diverge.py"), str(calls)])
+    monkeypatch.setattr(runner, "collect", dict)
+    monkeypatch.setattr(runner, "write_summary", lambda summary, path: None)
+    study = Study("one", "cpu", "one", (0,), (Variant("v", "V", "configs/v.yaml", ("knn200",)),))
+    lines: list[str] = []
+    assert not run_studies("cpu", [study], None, Runner(log=lines.append))
+    assert "train/loss nan" in capfd.readouterr().err
+    out = run_dir("cpu", "v", 0)
+    assert lines[-1] == f"# {out}: pretraining failed with exit status 2"
+    (cost,) = [json.loads(line) for line in
+               (tmp_path / "docs/reproduction/runs/cpu/v/seed0/cost.jsonl").read_text()
+               .splitlines()]
+    assert cost["exit_status"] == 2 and cost["error"].endswith("the run stops here")
+    lines.clear()
+    assert not run_studies("cpu", [study], None, Runner(log=lines.append))
+    assert calls.read_text() == "x"  # trained once
+    assert lines == [f"# {out}: pretrain failed with exit status 2 (the training loss became "
+                     "NaN or infinite at step 9 (epoch 1, batch 9)); not trained again: "
+                     f"delete {out} and its record to train it again"]

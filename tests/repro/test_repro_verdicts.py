@@ -219,6 +219,23 @@ def test_partial_study_is_not_yet_run_but_shows_its_values():
     summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]["pretrain_finished"] = False
     assert judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary).verdict.startswith(
         "not yet run (2 of 3")
+    # a failed run (not trained again) is named with its error: the claim waits on it
+    summary["runs"][f"cpu/{SUPCON_CELL}/seed2"].update(status="failed", failure={
+        "step": "pretrain", "exit_status": 2,
+        "error": "contrastkit pretrain: error: the training loss became NaN or infinite at "
+                 "step 9; the run stops here"})
+    assert judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary).verdict == (
+        f"not yet run (2 of 3 planned seeds finished; {SUPCON_CELL} s2: pretrain failed with "
+        "exit status 2 (the training loss became NaN or infinite at step 9))")
+    # with no seed finished, the same
+    dystress = STUDIES["dystress"]
+    lone = {"runs": {"cpu/dystress/seed0": {
+        "tag": "cpu", "stem": "dystress", "seed": 0, "pretrain_finished": False,
+        "status": "failed", "metrics": {},
+        "failure": {"step": "knn200", "exit_status": 1, "error": None}}}, "comparisons": {}}
+    assert judge(_claim(dystress, "dys-unif"), dystress, lone).verdict == (
+        "not yet run (dystress s0: knn200 failed with exit status 1 (its error line was not "
+        "recorded))")
     # in a study issue 54's round reruns, the same partial runs are pending, values shown
     rerun = judge(_claim(SINCERE, "sincere-margin"), SINCERE, two)
     assert rerun.verdict.startswith(f"{PENDING}; {PREVIOUS_COMMIT}'s runs under the revised "
