@@ -264,8 +264,7 @@ def baselines_cpu_lines(study: Study, summary: dict) -> list[str]:
         "the whole train split as bank; *pretrain min*: wall-clock minutes of the logged "
         "invocations on cores shared with other work, *≥* where a session's end stopped one "
         "before its cost was logged; *failed*: the run's last command failed, a diverged loss "
-        "for one, with its step and error in the *learned* column, a result the runner does "
-        "not train again):",
+        "for one, with its step and error in the *learned* column):",
         "",
         *_verdict_table(study, summary, tag, seed),
         "The papers' diagnostics (`analyze`, test split) on the projector's output (the "

@@ -41,8 +41,8 @@ def _collapsed(cell: Variant, tuning: Tuning, summary: dict) -> bool:
 
 
 def _scored(cell: Variant, tuning: Tuning, scores: dict, summary: dict) -> str:
-    """The cell's setting and score; *pending* before it is scored, or its failure (the
-    runner does not train a failed cell again, so its grid chooses nothing)."""
+    """The cell's setting and score; *pending* before it is scored, or its failure (its
+    grid chooses nothing until the cell is scored)."""
     score = scores.get(cell.name)
     run = summary.get("runs", {}).get(f"cpu/{cell.stem}/seed{tuning.seed}") or {}
     failed = run.get("failure") if run.get("status") == "failed" else None

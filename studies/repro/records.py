@@ -3,9 +3,9 @@
 The run folders under ``runs/repro`` are a working copy: checkpoints, the runs under way, and
 everything else a machine loses when it goes. When a run has finished (pretraining to its last
 epoch and every evaluation), a command of it has failed (:func:`failure`: a diverged loss is a
-result; such a run is not trained again until its folder and record are deleted) or a
-comparison has been made, the runner copies its small files,
-everything but ``checkpoints/`` and the lock, to the same relative path under
+result, which the page shows; the runner tries the command again on its next call, so that a
+failure that newer code mends goes away) or a comparison has been made, the runner copies its
+small files, everything but ``checkpoints/`` and the lock, to the same relative path under
 :data:`~studies.repro.layout.RECORDS` (``docs/reproduction/runs``, committed with the
 report). ``python -m studies.repro cpu|gpu|report`` first restores every recorded folder that the
 working copy lacks, so a study spans sessions and machines: a recorded run is not trained

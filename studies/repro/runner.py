@@ -52,7 +52,6 @@ from studies.repro.records import (
     append_cost,
     failed_status,
     failure,
-    failure_text,
     finished,
     mark_finished,
     record,
@@ -334,8 +333,7 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
                     chunk_seconds: int | None, device: str,
                     trained: set[tuple[str, int]]) -> bool:
     """Pretrain one run to its last epoch (in chunks with ``chunk_seconds``), then evaluate;
-    ``trained``: the runs already pretrained by this call (added to). A run whose last logged
-    command failed (:func:`~studies.repro.records.failure`) is not run again: False."""
+    ``trained``: the runs already pretrained by this call (added to)."""
     out = run_dir(part, variant.stem, seed, epochs)
     pre = layout.REPO / out / "pretrain"
     ckpt = pre / "checkpoints" / "last.ckpt"
@@ -345,11 +343,6 @@ def _train_and_eval(part: str, variant: Variant, seed: int, run: Runner, *, epoc
             return None
         return chunk_arguments(chunk_seconds, trained_seconds(ckpt))
 
-    failed = failure(layout.REPO / out)
-    if failed is not None:
-        run.log(f"# {out}: {failure_text(failed)}; not trained again: delete {out} and its "
-                "record to train it again")
-        return False
     if run.dry_run:
         if (variant.stem, seed) not in trained:
             run(pretrain_command(variant, seed, out, resume=ckpt.is_file(), epochs=epochs,

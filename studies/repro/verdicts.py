@@ -345,8 +345,8 @@ def _judge(claim: Claim, study: Study, summary: dict, tag: str | None) -> Verdic
 
 def _failed_runs(study: Study, runs: dict, tag: str) -> str:
     """``; <run> s<seed> failed: ...`` for each of ``study``'s runs under ``tag`` whose last
-    command failed (:func:`studies.repro.records.failure`; the runner does not train it
-    again, so the claim waits on it); empty when none did."""
+    command failed (:func:`studies.repro.records.failure`: the claim waits on it); empty when
+    none did."""
     failed = [f"; {variant.stem} s{seed}: {failure_text(run['failure'])}"
               for variant in study.variants for seed in study.seeds
               if (run := runs.get(f"{tag}/{variant.stem}/seed{seed}"))

@@ -406,7 +406,7 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
             "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
             "t=0.05, lr=0.2 10.38% (collapsed);") in grid
     assert "* SupCon: **pending**, not chosen yet (0 of 4 cells scored)." in grid
-    # a failed cell says so (the runner does not train it again)
+    # a failed cell says so
     summary["runs"] |= run_entry("sincere_t0.2_lr0.05_warmup", 0, {})
     summary["runs"]["cpu/sincere_t0.2_lr0.05_warmup/seed0"].update(
         pretrain_finished=False, status="failed",

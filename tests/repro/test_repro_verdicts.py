@@ -219,7 +219,7 @@ def test_partial_study_is_not_yet_run_but_shows_its_values():
     summary["runs"][f"cpu/{SUPCON_CELL}/seed2"]["pretrain_finished"] = False
     assert judge(SINCERE.claims[0], SINCERE_ELSEWHERE, summary).verdict.startswith(
         "not yet run (2 of 3")
-    # a failed run (not trained again) is named with its error: the claim waits on it
+    # a failed run is named with its error: the claim waits on it
     summary["runs"][f"cpu/{SUPCON_CELL}/seed2"].update(status="failed", failure={
         "step": "pretrain", "exit_status": 2,
         "error": "contrastkit pretrain: error: the training loss became NaN or infinite at "
