@@ -47,15 +47,22 @@ import json
 import os
 import pickle
 import re
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone
+from contrastkit.models.factory import (
+    BackboneSpec,
+    DINOHeadSpec,
+    HeadSpec,
+    build_backbone,
+    build_head,
+)
 from contrastkit.models.heads import MLPHead
+from contrastkit.models.prototypes import DINOHead
 from contrastkit.models.torchvision_layout import load_torchvision_state_dict
 
 _PREFIX = "method.backbone."
@@ -419,7 +426,11 @@ def load_backbone(path: str | os.PathLike) -> tuple[nn.Module, BackboneSpec]:
     return backbone.eval(), spec
 
 
-def load_projector(path: str | os.PathLike) -> tuple[MLPHead, HeadSpec]:
+#: What ``--space projector`` reads: the projector's output, for DINO's head its bottleneck.
+ProjectorSpec = HeadSpec | DINOHeadSpec
+
+
+def load_projector(path: str | os.PathLike) -> tuple[nn.Module, ProjectorSpec]:
     """Build the projector g stored in a pretraining checkpoint and load its weights (eval mode).
 
     The checkpoint does not record the projector's :class:`HeadSpec`; it is read off the
@@ -427,10 +438,14 @@ def load_projector(path: str | os.PathLike) -> tuple[MLPHead, HeadSpec]:
     tensors (input size, hidden size, output size from their shapes), a batch norm is a
     ``layers.{i}.running_mean``; a batch norm after the last linear layer means
     ``batch_norm="all"``, one only before it ``"hidden"``, none ``"none"``. The weights must then
-    fit that head exactly.
+    fit that head exactly. DINO's head (``mlp.*`` and ``last_layer.*``) is read likewise
+    (:func:`dino_bottleneck_from_weights`); g is then its MLP, whose output the head
+    L2-normalises for its prototypes: the embedding they score, as SwAV's projector output is
+    for its prototypes (the K prototype scores are not an embedding on the sphere).
 
     Returns:
-        ``(projector, spec)``.
+        ``(projector, spec)``: an :class:`MLPHead` and its :class:`HeadSpec`, or DINO's MLP and
+        its :class:`DINOHeadSpec`.
 
     Raises:
         FileNotFoundError: when ``path`` does not exist.
@@ -445,6 +460,8 @@ def load_projector(path: str | os.PathLike) -> tuple[MLPHead, HeadSpec]:
         raise ValueError(f"checkpoint {path} holds no projector (no {prefix}* weights): only a "
                          "contrastkit pretraining checkpoint of a method with a projector has one")
     try:
+        if any(k.startswith("last_layer.") for k in weights):
+            return dino_bottleneck_from_weights(weights)
         return projector_from_weights(weights)
     except (ValueError, RuntimeError) as err:
         raise ValueError(f"checkpoint {path}: {str(err).splitlines()[0]}") from None
@@ -479,6 +496,54 @@ def projector_from_weights(weights: dict[str, torch.Tensor]) -> tuple[MLPHead, H
         raise ValueError(f"projector weights fit no MLP head (read as {spec}, input {in_dim}; "
                          f"missing {missing[:5]}, unexpected {unexpected[:5]})")
     return head.eval(), spec
+
+
+def dino_bottleneck_from_weights(weights: dict[str, torch.Tensor]) -> tuple[nn.Sequential,
+                                                                           DINOHeadSpec]:
+    """The MLP of a :class:`~contrastkit.models.DINOHead` (eval mode, ``out_dim`` its
+    bottleneck size), the head built from the shapes of its own ``state_dict`` and loaded with
+    all of it: linear layers ``mlp.{i}.weight``, batch norms ``mlp.{i}.running_mean``, K the
+    rows of ``last_layer.weight``, a learned ``last_layer.gain`` when the row norms are not
+    fixed.
+
+    Raises:
+        ValueError: when the weights are not those of a DINO head.
+    """
+    def index(key: str) -> int | None:
+        parts = key.split(".")
+        return int(parts[1]) if len(parts) == 3 and parts[0] == "mlp" and parts[1].isdigit() \
+            else None
+
+    linear = sorted((index(k), v.shape) for k, v in weights.items()
+                    if k.endswith(".weight") and v.ndim == 2 and index(k) is not None)
+    last = weights.get("last_layer.weight")
+    if not linear or last is None:
+        raise ValueError("projector weights hold no DINO head (mlp.N.weight and "
+                         "last_layer.weight)")
+    bottleneck = int(linear[-1][1][0])
+    spec = DINOHeadSpec(hidden_dim=int(linear[0][1][0]) if len(linear) > 1 else bottleneck,
+                        bottleneck_dim=bottleneck, num_prototypes=int(last.shape[0]),
+                        num_layers=len(linear),
+                        batch_norm=any(k.endswith(".running_mean") for k in weights),
+                        norm_last_layer="last_layer.gain" not in weights)
+    head = DINOHead(int(linear[0][1][1]), **asdict(spec))
+    missing, unexpected = head.load_state_dict(weights, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"projector weights fit no DINO head (read as {spec}; missing "
+                         f"{missing[:5]}, unexpected {unexpected[:5]})")
+    mlp = head.mlp.eval()
+    mlp.out_dim = bottleneck  # type: ignore[assignment]
+    return mlp, spec
+
+
+def random_projector(spec: ProjectorSpec, in_dim: int) -> nn.Module:
+    """The module ``--space projector`` reads for ``spec`` (:func:`load_projector`), freshly
+    initialised as its method initialises it (eval mode): the random-init baseline's."""
+    if isinstance(spec, DINOHeadSpec):
+        mlp = DINOHead(in_dim, **asdict(spec)).mlp.eval()
+        mlp.out_dim = spec.bottleneck_dim  # type: ignore[assignment]
+        return mlp
+    return build_head(spec, in_dim).eval()
 
 
 def is_text_record(entry: dict) -> bool:

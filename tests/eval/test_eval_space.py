@@ -10,10 +10,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from contrastkit.checkpoints import load_projector, projector_from_weights
+from contrastkit.checkpoints import (
+    dino_bottleneck_from_weights,
+    load_projector,
+    projector_from_weights,
+)
 from contrastkit.cli import main
-from contrastkit.models.factory import HeadSpec, build_head
+from contrastkit.models.factory import DINOHeadSpec, HeadSpec, build_head
 from contrastkit.models.heads import MLPHead
+from contrastkit.models.prototypes import DINOHead
 
 pytest.importorskip("sklearn")
 
@@ -120,3 +125,61 @@ def test_analyze_in_projector_space_measures_the_projector_output(tiny_checkpoin
     # the two spaces are different features: 16-d backbone output, 8-d projector output
     assert metrics["projector"]["uniformity"] != metrics["backbone"]["uniformity"]
     assert (tmp_path / "projector" / "similarity_histograms.png").is_file()
+
+
+@pytest.mark.parametrize("layers,batch_norm,norm_last_layer", [(1, False, True), (3, False, True),
+                                                                (2, True, False)])
+def test_dinos_head_is_read_as_its_bottleneck(layers: int, batch_norm: bool,
+                                              norm_last_layer: bool) -> None:
+    """DINO's head (an MLP with GELU to a bottleneck, then a weight-normalised layer to K
+    prototype scores) is rebuilt from its weights; g is its MLP: the embedding the prototypes
+    score, as SwAV's projector output is."""
+    torch.manual_seed(0)
+    head = DINOHead(6, hidden_dim=10, bottleneck_dim=4, num_prototypes=9, num_layers=layers,
+                    batch_norm=batch_norm, norm_last_layer=norm_last_layer)
+    for module in head.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.running_mean.uniform_(-1, 1)
+    head.eval()
+    mlp, spec = dino_bottleneck_from_weights(head.state_dict())
+    assert spec == DINOHeadSpec(hidden_dim=10 if layers > 1 else 4, bottleneck_dim=4,
+                                num_prototypes=9, num_layers=layers, batch_norm=batch_norm,
+                                norm_last_layer=norm_last_layer)
+    x = torch.randn(5, 6)
+    torch.testing.assert_close(mlp(x), head.mlp(x), rtol=0, atol=0)
+    assert mlp.out_dim == 4
+    with pytest.raises(ValueError, match="no DINO head"):
+        dino_bottleneck_from_weights({k: v for k, v in head.state_dict().items()
+                                      if not k.startswith("last_layer.")})
+
+
+def test_a_dino_checkpoint_is_evaluated_and_analysed_in_projector_space(tmp_path, capsys) -> None:
+    """A real DINO run (its head is not an MLP head: the study's DINO analysis failed on it):
+    knn with the random-init baseline and analyze read the 8-d bottleneck; results say so."""
+    from tiny_run import TINY_PRETRAIN
+
+    from contrastkit.cli.pretrain import pretrain
+
+    run = tmp_path / "dino"
+    simclr = TINY_PRETRAIN.index("--model.method")
+    pretrain([*TINY_PRETRAIN[:simclr], "--trainer.max_epochs", "1",
+              "--model.method", "contrastkit.methods.DINO",
+              "--model.method.backbone", '{"name": "small_convnet", "width": 8, "out_dim": 16}',
+              "--model.method.projector",
+              '{"hidden_dim": 12, "bottleneck_dim": 8, "num_prototypes": 32}',
+              "--output", str(run)])
+    checkpoint = str(run / "checkpoints" / "last.ckpt")
+    assert main(["eval", "knn", "--checkpoint", checkpoint, "--data", "digits", "--k", "1",
+                 "--space", "projector", "--baselines", "--no-cache", "--quiet",
+                 "--output", str(tmp_path / "knn")]) == 0
+    record = json.loads((tmp_path / "knn" / "results.json").read_text())["checkpoint"]
+    assert record["projector"] == {"hidden_dim": 12, "bottleneck_dim": 8, "num_prototypes": 32,
+                                   "num_layers": 3, "batch_norm": False,
+                                   "norm_last_layer": True}
+    assert "DINO head's bottleneck (8-d, before its 32 prototypes" in (
+        tmp_path / "knn" / "results.md").read_text()
+    assert main(["analyze", "--checkpoint", checkpoint, "--data", "digits", "--space",
+                 "projector", "--no-cache", "--output", str(tmp_path / "analyze")]) == 0
+    analysed = json.loads((tmp_path / "analyze" / "results.json").read_text())
+    assert analysed["checkpoint"]["projector"] == record["projector"]
+    assert "uniformity" in analysed["metrics"]

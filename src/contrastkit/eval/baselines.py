@@ -24,11 +24,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from contrastkit.checkpoints import random_projector
 from contrastkit.eval import report
 from contrastkit.eval.bootstrap import significance_verdict
 from contrastkit.eval.setup import Setup
 from contrastkit.eval.verdict import CONFIDENCE, Comparison, compare_with_baselines
-from contrastkit.models.factory import BackboneSpec, HeadSpec, build_backbone, build_head
+from contrastkit.models.factory import BackboneSpec, build_backbone
 
 #: Protocols that take ``--baselines``.
 PROTOCOLS = ("knn", "linear", "lowshot")
@@ -45,7 +46,7 @@ def baseline_setups(s: Setup) -> dict[str, Setup]:
         torch.manual_seed(seed)
         random_backbone = build_backbone(BackboneSpec(**s.spec)).eval()
         if s.projector is not None:  # --space projector: a random projector of the same spec
-            head = build_head(HeadSpec(**s.projector), random_backbone.out_dim)
+            head = random_projector(s.projector, random_backbone.out_dim)
             random_backbone = nn.Sequential(random_backbone, head).eval()
     return {
         RAW_PIXELS: replace(s, backbone=nn.Flatten(), spec={"name": "raw_pixels"},

@@ -14,6 +14,7 @@ from torch import Tensor
 from contrastkit import __version__
 from contrastkit.eval import report
 from contrastkit.eval.setup import Setup
+from contrastkit.models.factory import DINOHeadSpec
 from contrastkit.outputs import SKIPPED_FILES, check_output_folder, write_skipped_files
 
 
@@ -44,10 +45,14 @@ def data_context(s: Setup) -> dict:
     """Report lines on the normalisation (and where it comes from), the embedding space, how
     the splits were made and what was skipped (when they apply)."""
     context: dict = {"normalisation": f"{s.normalize or 'none'} ({s.normalize_from})"}
-    if s.projector is not None:
-        p = s.projector
-        context["space"] = (f"projector output ({p['out_dim']}-d; {p['num_layers']} layers, "
-                            f"hidden {p['hidden_dim']}, batch norm {p['batch_norm']})")
+    p = s.projector
+    if isinstance(p, DINOHeadSpec):
+        context["space"] = (f"DINO head's bottleneck ({p.bottleneck_dim}-d, before its "
+                            f"{p.num_prototypes:,} prototypes; {p.num_layers} layers, hidden "
+                            f"{p.hidden_dim}, batch norm {p.batch_norm})")
+    elif p is not None:
+        context["space"] = (f"projector output ({p.out_dim}-d; {p.num_layers} layers, "
+                            f"hidden {p.hidden_dim}, batch norm {p.batch_norm})")
     if s.request.train_split == s.request.test_split:
         context["not held out"] = (f"--train-split and --test-split are both "
                                    f"{s.request.test_split}: the test images are in the bank")

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from contrastkit.checkpoints import (
+    ProjectorSpec,
     file_hash,
     is_text_record,
     load_backbone,
@@ -138,7 +139,7 @@ class Setup:
     split_seed: int = 0
     skipped: list[str] = field(default_factory=list)
     not_read: list[str] = field(default_factory=list)  # files of the folders, not images
-    projector: dict | None = None  # the projector's HeadSpec with --space projector
+    projector: ProjectorSpec | None = None  # the projector's spec with --space projector
     # features computed in this process, by (sha256, space, split): the baselines' setups share
     # the dict (their sha256 differ), so a protocol run twice extracts once, cache or not
     features: dict = field(default_factory=dict)
@@ -154,7 +155,8 @@ class Setup:
         return {
             "checkpoint": {"path": str(self.checkpoint), "sha256": self.sha256,
                            "backbone": self.spec, "space": self.space,
-                           "projector": self.projector},
+                           "projector": None if self.projector is None
+                           else asdict(self.projector)},
             "data": {"name": a.data, "root": a.root, "train_split": a.train_split,
                      "test_split": a.test_split, "test_fraction": self.test_fraction,
                      "split_seed": self.split_seed if self.test_fraction else None,
@@ -277,7 +279,7 @@ def setup(request: EvalRequest) -> Setup:
                  split_seed=int(data_option("split_seed") or 0), projector=projector)
 
 
-def _with_projector(path: Path, backbone: nn.Module) -> tuple[nn.Module, dict]:
+def _with_projector(path: Path, backbone: nn.Module) -> tuple[nn.Module, ProjectorSpec]:
     """``projector(backbone(x))`` of the checkpoint (eval mode) and the projector's spec."""
     try:
         head, spec = load_projector(path)
@@ -285,7 +287,7 @@ def _with_projector(path: Path, backbone: nn.Module) -> tuple[nn.Module, dict]:
         raise ValueError(f"--space projector: {err}") from None
     encoder = nn.Sequential(backbone, head).eval()
     encoder.out_dim = head.out_dim  # type: ignore[assignment]
-    return encoder, asdict(spec)
+    return encoder, spec
 
 
 def open_split(s: Setup, split: str) -> object:
