@@ -112,10 +112,11 @@ def test_paper_figures_have_true_captions(tmp_path):
     )
     assert_png(path, tmp_path)
     assert "cosine 0.1 to 0.2, the others constant" in figure_caption(path)
-    path = plot_uniformity_alignment_papers(-1.5, 1.9, tmp_path / "ua.png")
+    path = plot_uniformity_alignment_papers(-1.5, 1.9, tmp_path / "ua.png",
+                                            measured="the projector's output")
     caption = figure_caption(path)
     assert "uniformity -3.08 to -2.19 and alignment 1.44 to 1.63" in caption
-    assert "(1.90, -1.50), lies outside those ranges" in caption
+    assert "the star, the projector's output (1.90, -1.50), lies outside those ranges" in caption
 
 
 def test_plot_embedding_2d_tsne(tmp_path):

@@ -122,6 +122,10 @@ def test_analyze_in_projector_space_measures_the_projector_output(tiny_checkpoin
     # the papers' reading under each table names where its uniformity and alignment were
     # measured
     assert "(this backbone's features;" in stdout and "(the projector's output;" in stdout
+    # and so does the figure beside the table's models
+    for space, words in (("backbone", "this backbone's features"),
+                         ("projector", "the projector's output")):
+        assert f"the star, {words} (" in (tmp_path / space / "results.md").read_text()
     # the two spaces are different features: 16-d backbone output, 8-d projector output
     assert metrics["projector"]["uniformity"] != metrics["backbone"]["uniformity"]
     assert (tmp_path / "projector" / "similarity_histograms.png").is_file()

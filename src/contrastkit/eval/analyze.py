@@ -237,10 +237,11 @@ def collapsed(shown: dict[str, Geometry]) -> dict[str, float]:
             if g.metrics["mean_pairwise_similarity"] >= COLLAPSED_SIMILARITY}
 
 
-def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry]
-            ) -> dict[str, str]:
+def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry],
+            space: str = "backbone") -> dict[str, str]:
     """Write the figures of ``contrastkit analyze`` into ``out``; ``{file name: caption}``
-    (a collapsed representation labelled so, and not compared)."""
+    (a collapsed representation labelled so, and not compared; ``space``: where the features
+    were measured, ``--space``)."""
     from contrastkit.eval import plots
     from contrastkit.figures import figure_caption
 
@@ -272,7 +273,8 @@ def figures(out: Path, a: AnalyzeOptions, seed: int, shown: dict[str, Geometry]
             paper_figures.plot_temperature_functions(functions,
                                                      out / "temperature_functions.png"),
             paper_figures.plot_uniformity_alignment_papers(
-                pre["uniformity"], pre["alignment"], out / "uniformity_alignment_papers.png"),
+                pre["uniformity"], pre["alignment"], out / "uniformity_alignment_papers.png",
+                measured=measured_in(space)),
         ]
     return {Path(p).name: figure_caption(p) or "" for p in paths}
 
@@ -285,9 +287,13 @@ def _against_table13(metrics: dict, name: str, space: str) -> str:
     low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
     value = metrics[name]
     where = "within" if low <= value <= high else ("below" if value < low else "above")
-    measured = "the projector's output" if space == "projector" else "this backbone's features"
     return (f"{value:.3f} is {where} the {low:.2f} to {high:.2f} of DySTreSS Table 13 "
-            f"({measured}; the paper does not say which layer it measured)")
+            f"({measured_in(space)}; the paper does not say which layer it measured)")
+
+
+def measured_in(space: str) -> str:
+    """Where features of ``space`` (``--space``) were measured, in words."""
+    return "the projector's output" if space == "projector" else "this backbone's features"
 
 
 def paper_reading(metrics: dict, space: str = "backbone") -> list[str]:
@@ -433,7 +439,8 @@ def analyze(request: EvalRequest, options: AnalyzeOptions | None = None,
     with staged_folder(out, earlier) as stage:
         shown, config = diagnostics(s, options)
         verdict = verdict_of(s)
-        captions = {} if stage is None else figures(stage, options, request.seed, shown)
+        captions = {} if stage is None else figures(stage, options, request.seed, shown,
+                                                    request.space)
         metrics = shown[PRETRAINED].metrics
         results = {**header("analyze", argv), **s.record(), "config": config,
                    "metrics": metrics,

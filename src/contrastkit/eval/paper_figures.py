@@ -121,8 +121,8 @@ def plot_temperature_functions(
     return save_figure(fig, path, caption=caption)
 
 
-def plot_uniformity_alignment_papers(uniformity: float, alignment: float,
-                                     path: PathLike) -> Path:
+def plot_uniformity_alignment_papers(uniformity: float, alignment: float, path: PathLike, *,
+                                     measured: str) -> Path:
     """This model's (alignment, uniformity) beside the models of DySTreSS Table 13 (Manna et al.
     2023; same definitions, eqs. 16-17), one marker per data set.
 
@@ -130,6 +130,8 @@ def plot_uniformity_alignment_papers(uniformity: float, alignment: float,
         uniformity: :func:`contrastkit.eval.metrics.uniformity` of this model.
         alignment: :func:`contrastkit.eval.metrics.alignment` of this model.
         path: output image path.
+        measured: where the two were measured, in words (the caption's: "this backbone's
+            features", "the projector's output").
     """
     point = finite_array(torch.tensor([alignment, uniformity]), "alignment and uniformity")
     fig = new_figure()
@@ -157,5 +159,5 @@ def plot_uniformity_alignment_papers(uniformity: float, alignment: float,
     return save_figure(fig, path, caption=(
         f"DySTreSS Table 13 reports uniformity {low_u:.2f} to {high_u:.2f} and alignment "
         f"{low_a:.2f} to {high_a:.2f} (SimCLR, MoCo v2, DCL, DCLW, DySTreSS; ResNet-18 on CIFAR, "
-        "ResNet-50 on ImageNet-1K; which layer it measured is not stated); the star, this "
-        f"backbone's features ({xs[0]:.2f}, {ys[0]:.2f}), lies {where} those ranges."))
+        f"ResNet-50 on ImageNet-1K; which layer it measured is not stated); the star, "
+        f"{measured} ({xs[0]:.2f}, {ys[0]:.2f}), lies {where} those ranges."))
