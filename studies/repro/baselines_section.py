@@ -268,7 +268,9 @@ def baselines_cpu_lines(study: Study, summary: dict) -> list[str]:
         "",
         *_verdict_table(study, summary, tag, seed),
         "The papers' diagnostics (`analyze`, test split) on the projector's output (the "
-        "embedding each loss sees) and on the backbone's features (DySTreSS Table 13's layer): "
+        "embedding each loss sees; for SwAV and DINO the embedding their prototypes score: "
+        "SwAV's projector output, DINO's head's bottleneck, not the K prototype scores) and "
+        "on the backbone's features (DySTreSS Table 13's layer): "
         "uniformity (DySTreSS eq. 16 after Wang & Isola: the log of the mean Gaussian "
         "potential of the pairs; lower is more uniform), tolerance (Wang & Liu: the mean cosine "
         "of same-class pairs), local separation (the mean cosine of an image's two views "

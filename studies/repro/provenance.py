@@ -117,8 +117,10 @@ def append_provenance(log: Path, step: str, entry: dict[str, object],
 def read_provenance(folder: Path) -> dict[str, object]:
     """``folder/provenance.jsonl`` folded: ``commits`` (in the order first seen, of the
     pretraining commands when there are any, else of every command), ``dirty`` (any of them),
-    and the last of them's versions and hardware (what trained the run, not what evaluated
-    it); empty without a log (a run recorded before provenance was)."""
+    the last of them's versions and hardware (what trained the run, not what evaluated it),
+    and ``evaluated_elsewhere``: ``[step, commit, dirty]`` of each other command run at
+    another commit (an evaluation made after a fix); empty without a log (a run recorded
+    before provenance was)."""
     try:
         lines = (folder / PROVENANCE_LOG).read_text().splitlines()
     except OSError:
@@ -134,8 +136,12 @@ def read_provenance(folder: Path) -> dict[str, object]:
         return {}
     trained = [e for e in entries if e.get("step") == "pretrain"] or entries
     last = trained[-1]
-    return {"commits": list(dict.fromkeys(str(e.get("commit")) for e in trained)),
+    commits = list(dict.fromkeys(str(e.get("commit")) for e in trained))
+    return {"commits": commits,
             "dirty": any(bool(e.get("dirty")) for e in trained),
+            "evaluated_elsewhere": [[str(e.get("step")), str(e.get("commit")),
+                                     bool(e.get("dirty"))] for e in entries
+                                    if str(e.get("commit")) not in commits],
             **{k: last.get(k) for k in ("python", *PACKAGES, "cpu", "omp_num_threads",
                                         "torch_threads", "gpu")}}
 
@@ -253,6 +259,16 @@ def provenance_lines(summary: dict, uncommitted: list[str], part: str = "cpu") -
         lines.append(f"| {', '.join(c[:10] for c in commits)} | "
                      f"{'yes' if dirty else 'no'} | {torch_v} / {lightning_v} / {numpy_v} | "
                      f"{hardware} | {len(runs)}: {', '.join(sorted(runs))} |")
+    elsewhere = sorted(f"{run['stem']} s{run['seed']}: {step} at {commit[:10]}"
+                       + (" (code changed)" if dirty else "")
+                       for run in summary.get("runs", {}).values()
+                       if run.get("tag") == part and run.get("pretrain_finished")
+                       for step, commit, dirty in
+                       (run.get("provenance") or {}).get("evaluated_elsewhere") or [])
+    if elsewhere:
+        lines += ["", "Commands run at another commit than the run's training (the table "
+                  "names the training's; each is in the run's `provenance.jsonl`): "
+                  + "; ".join(elsewhere) + "."]
     check = ("Every counted run (read by a counted claim, or the random init of its study) "
              "names a clean commit." if not uncommitted else
              f"Counted runs (read by a counted claim, or the random init of its study) whose "

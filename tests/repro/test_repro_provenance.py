@@ -101,3 +101,25 @@ def test_read_provenance_of_a_resumed_run_lists_both_commits(tmp_path):
     assert folded["commits"] == ["a" * 40, "b" * 40]  # the pretraining commands' commits
     assert folded["dirty"] is True
     assert folded["cpu"] == "AMD EPYC"  # what trained it; the evaluation ran elsewhere
+    assert folded["evaluated_elsewhere"] == [["knn200", "c" * 40, False]]
+
+
+def test_the_page_names_a_command_run_at_another_commit_than_the_training():
+    """An evaluation made after a fix (study 6's DINO projector analysis) is named with its
+    commit under the provenance table, which names the training's."""
+    from repro_summaries import run_entry
+
+    from studies.repro.provenance import provenance_lines
+
+    clean = {"commits": ["a" * 40], "dirty": False, "evaluated_elsewhere": []}
+    summary = {"runs": {**run_entry("byol", 0, {}, provenance=clean),
+                        **run_entry("dino", 0, {}, provenance={
+                            **clean, "evaluated_elsewhere": [["analyze_projector", "d" * 40,
+                                                              False]]})}}
+    text = "\n".join(provenance_lines(summary, []))
+    assert "| 2: byol s0, dino s0 |" in text
+    assert ("Commands run at another commit than the run's training (the table names the "
+            "training's; each is in the run's `provenance.jsonl`): dino s0: analyze_projector "
+            f"at {'d' * 10}.") in text
+    summary["runs"]["cpu/dino/seed0"]["provenance"]["evaluated_elsewhere"] = []
+    assert "another commit" not in "\n".join(provenance_lines(summary, []))
