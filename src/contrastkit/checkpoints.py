@@ -460,11 +460,19 @@ def load_projector(path: str | os.PathLike) -> tuple[nn.Module, ProjectorSpec]:
         raise ValueError(f"checkpoint {path} holds no projector (no {prefix}* weights): only a "
                          "contrastkit pretraining checkpoint of a method with a projector has one")
     try:
-        if any(k.startswith("last_layer.") for k in weights):
-            return dino_bottleneck_from_weights(weights)
-        return projector_from_weights(weights)
+        return projector_from_state(weights)
     except (ValueError, RuntimeError) as err:
         raise ValueError(f"checkpoint {path}: {str(err).splitlines()[0]}") from None
+
+
+def projector_from_state(weights: dict[str, torch.Tensor]) -> tuple[nn.Module, ProjectorSpec]:
+    """What ``--space projector`` reads, from a projector's ``state_dict``
+    (:func:`load_projector`): DINO's head (``last_layer.*``) as its bottleneck
+    (:func:`dino_bottleneck_from_weights`), any other as an :class:`MLPHead`
+    (:func:`projector_from_weights`)."""
+    if any(k.startswith("last_layer.") for k in weights):
+        return dino_bottleneck_from_weights(weights)
+    return projector_from_weights(weights)
 
 
 def projector_from_weights(weights: dict[str, torch.Tensor]) -> tuple[MLPHead, HeadSpec]:

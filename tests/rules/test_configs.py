@@ -15,11 +15,14 @@ import functools
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from torch import nn
 
 import contrastkit.cli.pretrain as cli_module
+from contrastkit.checkpoints import projector_from_state
 from contrastkit.gradients import GradientFreeze
+from contrastkit.models.prototypes import DINOHead
 from contrastkit.train.datamodule import PretrainDataModule
 from contrastkit.train.module import PretrainModule
 from studies.repro.baselines_section import EMBEDDING_DIMS
@@ -160,11 +163,23 @@ def test_config_parses_and_builds(path):
         f"{path}: optimizer.exclude_bias_and_norm must be {not decay_all} (configs/README.md)")
     if path in CIFAR_MOMENTUM:  # SCE supplement E: 0.99 for small datasets (configs/README.md)
         assert model.method.base_momentum == pytest.approx(0.99), path
+    _projector_space_reads_it(model.method, path)
     shuffle = 8 if name in SHUFFLE_BN_8 else None
     assert getattr(model.method, "shuffle_bn", None) == shuffle, path
     if shuffle is not None:
         devices = config.trainer.devices if isinstance(config.trainer.devices, int) else 1
         assert (data.batch_size * devices) % shuffle == 0, path
+
+
+def _projector_space_reads_it(method: nn.Module, path: Path) -> None:
+    """``eval --space projector`` rebuilds the method's projector from its weights alone and
+    gets its output (DINO's: its bottleneck); the study's DINO checkpoint was refused so."""
+    projector = method.projector.eval()
+    head, _ = projector_from_state(projector.state_dict())
+    x = torch.randn(3, method.backbone.out_dim)
+    with torch.no_grad():
+        want = projector.mlp(x) if isinstance(projector, DINOHead) else projector(x)
+        torch.testing.assert_close(head(x), want, rtol=0, atol=0, msg=str(path))
 
 
 def test_expectation_lists_name_existing_configs():
