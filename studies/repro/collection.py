@@ -163,6 +163,8 @@ def collect(root: Path | None = None) -> dict:
             choices.update(chosen)
         for variant in shared_variants(part, chosen):
             for seed_dir in sorted((tag_dir / variant.stem).glob("seed*")):
+                if {e.name for e in seed_dir.iterdir()} <= {".lock"}:
+                    continue  # a lane's lock only: nothing ran there yet
                 key = f"{tag}/{variant.stem}/{seed_dir.name}"
                 runs[key] = _collect_run(seed_dir, variant, part, tag, ep, root)
         for study in STUDIES.values():

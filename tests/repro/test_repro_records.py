@@ -164,6 +164,11 @@ def test_a_fresh_checkout_restores_and_collects_the_recorded_runs(monkeypatch, t
     assert sce["metrics"]["cost/cpu_seconds"] == pytest.approx(2070.0)
     assert sce["metrics"]["pretrain/initial_loss"] == 7.0
     assert restore() == []  # already there: nothing to restore
+    # a folder holding only a lane's lock (the runner took it, then its step budget ran
+    # out) is no run: the summary is the same as a clean clone's
+    (fresh / run_dir("cpu", "moco", 0)).mkdir(parents=True)
+    (fresh / run_dir("cpu", "moco", 0) / ".lock").write_text("")
+    assert "cpu/moco/seed0" not in collect()["runs"]
 
 
 def test_a_failure_is_the_last_logged_command_exiting_1_to_127(tmp_path):
