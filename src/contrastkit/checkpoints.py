@@ -482,13 +482,11 @@ def projector_from_weights(weights: dict[str, torch.Tensor]) -> tuple[MLPHead, H
     Raises:
         ValueError: when the weights are not those of an :class:`MLPHead`.
     """
-    def index(key: str) -> int | None:
-        parts = key.split(".")
-        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
-
-    linear = sorted((index(k), v.shape) for k, v in weights.items()
-                    if k.endswith(".weight") and v.ndim == 2 and index(k) is not None)
-    norms = [index(k) for k in weights if k.endswith(".running_mean") and index(k) is not None]
+    linear = sorted((_layer_index(k, "layers"), v.shape) for k, v in weights.items()
+                    if k.endswith(".weight") and v.ndim == 2
+                    and _layer_index(k, "layers") is not None)
+    norms = [_layer_index(k, "layers") for k in weights
+             if k.endswith(".running_mean") and _layer_index(k, "layers") is not None]
     if not linear:
         raise ValueError("projector weights hold no linear layer (layers.N.weight)")
     last = linear[-1][0]
@@ -517,13 +515,9 @@ def dino_bottleneck_from_weights(weights: dict[str, torch.Tensor]) -> tuple[nn.S
     Raises:
         ValueError: when the weights are not those of a DINO head.
     """
-    def index(key: str) -> int | None:
-        parts = key.split(".")
-        return int(parts[1]) if len(parts) == 3 and parts[0] == "mlp" and parts[1].isdigit() \
-            else None
-
-    linear = sorted((index(k), v.shape) for k, v in weights.items()
-                    if k.endswith(".weight") and v.ndim == 2 and index(k) is not None)
+    linear = sorted((_layer_index(k, "mlp"), v.shape) for k, v in weights.items()
+                    if k.endswith(".weight") and v.ndim == 2
+                    and _layer_index(k, "mlp") is not None)
     last = weights.get("last_layer.weight")
     if not linear or last is None:
         raise ValueError("projector weights hold no DINO head (mlp.N.weight and "
@@ -539,19 +533,29 @@ def dino_bottleneck_from_weights(weights: dict[str, torch.Tensor]) -> tuple[nn.S
     if missing or unexpected:
         raise ValueError(f"projector weights fit no DINO head (read as {spec}; missing "
                          f"{missing[:5]}, unexpected {unexpected[:5]})")
-    mlp = head.mlp.eval()
-    mlp.out_dim = bottleneck  # type: ignore[assignment]
-    return mlp, spec
+    return _bottleneck(head), spec
 
 
 def random_projector(spec: ProjectorSpec, in_dim: int) -> nn.Module:
     """The module ``--space projector`` reads for ``spec`` (:func:`load_projector`), freshly
     initialised as its method initialises it (eval mode): the random-init baseline's."""
     if isinstance(spec, DINOHeadSpec):
-        mlp = DINOHead(in_dim, **asdict(spec)).mlp.eval()
-        mlp.out_dim = spec.bottleneck_dim  # type: ignore[assignment]
-        return mlp
+        return _bottleneck(DINOHead(in_dim, **asdict(spec)))
     return build_head(spec, in_dim).eval()
+
+
+def _bottleneck(head: DINOHead) -> nn.Sequential:
+    """``head``'s MLP (eval mode), its ``out_dim`` the bottleneck's size."""
+    mlp = head.mlp.eval()
+    mlp.out_dim = mlp[-1].out_features  # type: ignore[assignment]
+    return mlp
+
+
+def _layer_index(key: str, container: str) -> int | None:
+    """``N`` of a parameter or buffer key ``{container}.N.name``; None for any other key."""
+    parts = key.split(".")
+    return int(parts[1]) if len(parts) == 3 and parts[0] == container and parts[1].isdigit() \
+        else None
 
 
 def is_text_record(entry: dict) -> bool:

@@ -63,7 +63,7 @@ def _done(run: dict | None) -> bool:
 
 def _failure(run: dict | None) -> str | None:
     """Its step, exit status and error, for a run whose last command failed."""
-    if not (run and run.get("status") == "failed" and run.get("failure")):
+    if not (run and run.get("failure")):
         return None
     return failure_text(run["failure"]).replace("|", "\\|")
 

@@ -35,8 +35,13 @@ def _setting(cell: Variant) -> str:
     return cell.label.split(" ", 1)[1]
 
 
+def _cell_run(cell: Variant, tuning: Tuning, summary: dict) -> dict:
+    """The summary's run of a grid cell (empty before it exists)."""
+    return summary.get("runs", {}).get(f"cpu/{cell.stem}/seed{tuning.seed}") or {}
+
+
 def _collapsed(cell: Variant, tuning: Tuning, summary: dict) -> bool:
-    run = summary.get("runs", {}).get(f"cpu/{cell.stem}/seed{tuning.seed}") or {}
+    run = _cell_run(cell, tuning, summary)
     return bool(run.get("pretrain_finished")) and collapsed(run.get("metrics", {}), chance(cell))
 
 
@@ -44,8 +49,7 @@ def _scored(cell: Variant, tuning: Tuning, scores: dict, summary: dict) -> str:
     """The cell's setting and score; *pending* before it is scored, or its failure (its
     grid chooses nothing until the cell is scored)."""
     score = scores.get(cell.name)
-    run = summary.get("runs", {}).get(f"cpu/{cell.stem}/seed{tuning.seed}") or {}
-    failed = run.get("failure") if run.get("status") == "failed" else None
+    failed = _cell_run(cell, tuning, summary).get("failure")
     text = f"{_setting(cell)} " + (f"{100 * score:.2f}%" if score is not None
                                    else f"failed: {failure_text(failed)}" if failed
                                    else "pending")

@@ -97,16 +97,12 @@ def failure(folder: Path) -> dict | None:
     """The last command logged in ``folder/cost.jsonl`` when it failed (:func:`failed_status`):
     its ``step``, ``exit_status`` and ``error`` (None when the runner that ran it kept no
     error line); None when it did not fail or nothing is logged."""
-    try:
-        lines = (folder / COST_LOG).read_text().splitlines()
-    except OSError:
+    entries = _cost_entries(folder)
+    status = int(entries[-1].get("exit_status", 0)) if entries else 0
+    if not failed_status(status):
         return None
-    entries = [entry for entry in map(_cost_entry, lines) if entry is not None]
-    if not entries or not failed_status(int(entries[-1].get("exit_status", 0))):
-        return None
-    last = entries[-1]
-    return {"step": last["step"], "exit_status": int(last["exit_status"]),
-            "error": last.get("error")}
+    return {"step": entries[-1]["step"], "exit_status": status,
+            "error": entries[-1].get("error")}
 
 
 def failure_text(failed: Mapping[str, object]) -> str:
@@ -124,11 +120,7 @@ def read_costs(folder: Path) -> dict[str, float]:
     estimate where an invocation ended with its machine unlogged
     (:func:`~studies.repro.invocations.pretrain_cost`); empty without a log. A line cut short
     by a crash is left out."""
-    try:
-        lines = (folder / COST_LOG).read_text().splitlines()
-    except OSError:
-        return {}
-    entries = [entry for entry in map(_cost_entry, lines) if entry is not None]
+    entries = _cost_entries(folder)
     if not entries:
         return {}
     pretrain = [e for e in entries if e["step"] == "pretrain"]
@@ -148,6 +140,15 @@ def wall_minutes_text(metrics: Sequence[Mapping[str, float]], text: str) -> str:
     partly = any(m.get("cost/pretrain_invocations_logged", 0.0)
                  < m.get("cost/pretrain_invocations", 0.0) for m in metrics)
     return f"≥ {text}" if partly else text
+
+
+def _cost_entries(folder: Path) -> list[dict]:
+    """The commands logged in ``folder/cost.jsonl``, in order; empty without a log."""
+    try:
+        lines = (folder / COST_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    return [entry for entry in map(_cost_entry, lines) if entry is not None]
 
 
 def _cost_entry(line: str) -> dict | None:

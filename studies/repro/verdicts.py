@@ -349,8 +349,7 @@ def _failed_runs(study: Study, runs: dict, tag: str) -> str:
     none did."""
     failed = [f"; {variant.stem} s{seed}: {failure_text(run['failure'])}"
               for variant in study.variants for seed in study.seeds
-              if (run := runs.get(f"{tag}/{variant.stem}/seed{seed}"))
-              and run.get("status") == "failed" and run.get("failure")]
+              if (run := runs.get(f"{tag}/{variant.stem}/seed{seed}")) and run.get("failure")]
     return "".join(failed)
 
 
