@@ -24,6 +24,7 @@ from torch.utils.data import Dataset
 from contrastkit.data.decode.images import IMAGE_EXTENSIONS
 from contrastkit.data.sources import shards
 from contrastkit.data.sources.images import datasets
+from contrastkit.data.sources.images._common import is_hidden
 from contrastkit.data.sources.pack_state import check_complete
 from contrastkit.data.sources.wrappers import CentreClip, ResizedSquare, select_classes
 from contrastkit.data.specs import VideoDataSpec
@@ -176,7 +177,7 @@ def not_read_line(root: str | None, files: list[str]) -> str | None:
     and folders, as ``hidden``), or None for none."""
     if not files:
         return None
-    counts = Counter("hidden" if os.path.basename(f).startswith(".")
+    counts = Counter("hidden" if is_hidden(os.path.basename(f))
                      else os.path.splitext(f)[1].lower() or "no extension" for f in files)
     kinds = ", ".join(f"{n} {ext}" for ext, n in sorted(counts.items(),
                                                         key=lambda e: (-e[1], e[0])))

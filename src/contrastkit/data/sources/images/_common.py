@@ -19,6 +19,12 @@ from torch.utils.data import Dataset
 UNLABELLED = -1
 
 
+def is_hidden(name: str) -> bool:
+    """Whether a file or folder name is hidden (starts with ``.``: macOS's ``._name.jpg``
+    resource forks, thumbnail caches); no reader of a folder or an archive reads it."""
+    return name.startswith(".")
+
+
 def check_split(split: str, allowed: Sequence[str], dataset: str) -> str:
     """Return ``split`` if it is one of ``allowed``, else raise a ``ValueError`` naming it."""
     if split not in allowed:

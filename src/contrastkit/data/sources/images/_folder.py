@@ -28,7 +28,7 @@ from contrastkit.data.decode.images import (
 )
 from contrastkit.outputs import escape_line
 
-from ._common import UNLABELLED, files_fingerprint
+from ._common import UNLABELLED, files_fingerprint, is_hidden
 
 
 class ImageFiles(Dataset):
@@ -156,7 +156,7 @@ def list_class_dirs(root: Path) -> list[str]:
                                  "sub-folder of images per class)")
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {root} does not exist")
-    return sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    return sorted(e.name for e in os.scandir(root) if e.is_dir() and not is_hidden(e.name))
 
 
 def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
@@ -188,14 +188,14 @@ def list_images(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
             dirnames[:] = []
             continue
         seen_dirs.add(real)
-        hidden = sorted(d for d in dirnames if d.startswith("."))
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        hidden = sorted(d for d in dirnames if is_hidden(d))
+        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
         if others is not None:
             others.extend(os.path.join(dirpath, d) for d in hidden)
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             target = os.path.realpath(path) if os.path.islink(path) else os.path.join(real, name)
-            if name.startswith(".") or not is_image_file(name, extensions):
+            if is_hidden(name) or not is_image_file(name, extensions):
                 if others is not None:
                     others.append(path)
             elif target not in seen_files:

@@ -45,7 +45,7 @@ from contrastkit.data.decode.images import (
 )
 from contrastkit.outputs import escape_line
 
-from ._common import ArrayImages, files_fingerprint
+from ._common import ArrayImages, files_fingerprint, is_hidden
 from ._folder import ImageFiles, hash_text, scan_folder
 
 #: Version of the cache's layout and of the pixels in it: 2 since images are turned upright by
@@ -199,7 +199,7 @@ def _read_archive(path: Path, prefix: str) -> tuple[list[str], list[int], list[A
                 if not (m.isfile() and name.startswith(prefix) and is_image_file(name)):
                     continue
                 parts = name[len(prefix):].split("/")
-                if len(parts) < 2 or any(part.startswith(".") for part in parts):
+                if len(parts) < 2 or any(is_hidden(part) for part in parts):
                     continue  # no class folder (directly under the prefix), or hidden
                 f = tar.extractfile(m)
                 assert f is not None
