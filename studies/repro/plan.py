@@ -97,6 +97,16 @@ class StudyCost:
         return self.train_seconds + self.eval_seconds
 
 
+def planned_train_seconds(config: str, epochs: int | None = None) -> float:
+    """The plan's training CPU-seconds of one run of ``config`` (``epochs``: instead of the
+    config's ``max_epochs``, as ``studies.repro cpu --epochs`` trains it)."""
+    steps = config_steps(config)
+    if epochs is not None:
+        raw = layout.read_config(config)
+        steps = steps * epochs // int((raw.get("trainer") or {}).get("max_epochs", 1))
+    return steps * planned_step_seconds(Path(config).stem)
+
+
 def planned_step_seconds(stem: str, table: dict[str, float] = STEP_SECONDS) -> float:
     """The plan's CPU-seconds per step of the config or run ``stem`` (its longest prefix in
     ``table``)."""

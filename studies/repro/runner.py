@@ -46,6 +46,7 @@ from studies.repro.commands import (
     trained_seconds,
 )
 from studies.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
+from studies.repro.plan import planned_train_seconds
 from studies.repro.provenance import PROVENANCE_LOG, append_provenance, environment
 from studies.repro.records import (
     COST_LOG,
@@ -193,8 +194,10 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     runs, training those another lane has not), then goes on."""
     tag = run_tag(part, epochs)
     if not run.dry_run:
-        for folder in restore(tag):
-            run.log(f"# {folder}: restored from its record")
+        restored = restore(tag)
+        if restored:
+            run.log(f"# restored {len(restored)} recorded runs and comparisons into "
+                    f"{layout.RUNS}/{tag} (docs/reproduction/runs)")
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
@@ -227,6 +230,8 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
 
     pending = [(study, seed, variant) for study in studies
                for seed in (seeds if seeds else study.seeds) for variant in study.variants]
+    if not run.dry_run:
+        run.log(_left_line(part, pending, epochs, concrete))
     if run.dry_run:  # a dry run evaluates nothing: a grid not evaluated yet chooses nothing
         waiting = [item for item in pending
                    if item[2].tuning is not None and concrete(item[2]) is None]
@@ -270,6 +275,53 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
     return all_done
+
+
+def _left_line(part: str, pending: Sequence[tuple[Study, int, Variant]], epochs: int | None,
+               concrete: Callable[[Variant], Variant | None]) -> str:
+    """One line: the study list's runs and how many are left to train or to evaluate; for Part
+    A, the plan's training CPU-hours of those to train
+    (:func:`studies.repro.plan.planned_train_seconds`; a tuned run its grid has not chosen yet
+    at its own config's cost), left out where the plan has no cost for one of them. A run
+    listed by several studies counts once; a tuned run reusing its grid's chosen run counts, at
+    the grid's seed, as that run; a run whose config cannot be read, as one to train."""
+    state: dict[tuple[str, int], str] = {}
+    to_train: list[str] = []
+    for _, seed, variant in pending:
+        v = concrete(variant)
+        if v is None:
+            if variant.tuning is not None and variant.tuning.reuse \
+                    and seed == variant.tuning.seed:
+                continue  # the grid's chosen run, counted among the grid's cells
+            key, kind = (f"{variant.name} (tuned)", seed), "train"
+        else:
+            out = run_dir(part, v.stem, seed, epochs)
+            key = (v.stem, seed)
+            try:
+                target = epochs or config_epochs(v.config)
+            except OSError:  # a config not readable: its pretraining will say so
+                target = None
+            if target is None or not finished(layout.REPO / out / "pretrain", target):
+                kind = "train"
+            elif not all((layout.REPO / eval_dir(out, p) / "results.json").is_file()
+                         for p in v.evals):
+                kind = "evaluate"
+            else:
+                kind = "done"
+        if key not in state and kind == "train":
+            to_train.append(variant.config if v is None else v.config)
+        state[key] = kind
+    count = {kind: sum(k == kind for k in state.values()) for kind in ("train", "evaluate", "done")}
+    cost = ""
+    if part == "cpu" and to_train:
+        try:
+            hours = sum(planned_train_seconds(config, epochs) for config in to_train) / 3600
+            cost = (f" (about {hours:.1f} CPU-hours by the plan's per-step costs, "
+                    "studies.repro.plan, evaluations aside)")
+        except (OSError, KeyError, ValueError):
+            pass  # a config the plan has no cost for: the count alone
+    return (f"# this study list: {len(state)} runs; {count['train']} to train{cost}, "
+            f"{count['evaluate']} to evaluate, {count['done']} done")
 
 
 def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None,

@@ -314,7 +314,8 @@ def test_a_lane_takes_the_next_free_run_and_waits_for_the_held_one_last(monkeypa
         holder.kill()
         holder.wait()
     assert calls == ["b", "c", "a"] and released.is_file()
-    assert lines == [f"# {held}: another process is running it; taking the next run",
+    assert lines == ["# this study list: 3 runs; 3 to train, 0 to evaluate, 0 done",
+                     f"# {held}: another process is running it; taking the next run",
                      f"# {held}: another process is running it; waiting"]
 
 
@@ -449,7 +450,9 @@ def test_a_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     done = subprocess.run([sys.executable, "-u", str(fresh / "lane.py"), str(fresh)],
                           env=LANE_ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "# runs/repro/cpu/tiny/seed0: restored from its record" in done.stdout
+    assert done.stdout.startswith(
+        "# restored 1 recorded runs and comparisons into runs/repro/cpu (docs/reproduction/runs)\n"
+        "# this study list: 1 runs; 0 to train, 0 to evaluate, 1 done\n")
     assert "$ contrastkit" not in done.stdout
 
 
@@ -539,3 +542,38 @@ def test_a_failed_run_is_recorded_with_its_error_and_tried_again(monkeypatch, tm
         assert len(costs) == attempt and calls.read_text() == "x" * attempt
         assert costs[-1]["exit_status"] == 2
         assert costs[-1]["error"].endswith("the run stops here")
+
+
+def test_a_lane_starts_by_counting_the_runs_left_and_their_planned_hours(monkeypatch, tmp_path):
+    """The line a lane prints after restoring the records: a run listed by two studies counts
+    once; a finished run lacking an evaluation is left to evaluate; a run not finished is left
+    to train, at the plan's cost (steps x the config stem's CPU-seconds per step); a tuned run
+    whose grid has not chosen counts at its own config's cost, and not at all at its grid's
+    seed when it reuses the grid's chosen run."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    config = "configs/repro/cpu/simclr_t0.2.yaml"
+    (tmp_path / config).parent.mkdir(parents=True)
+    (tmp_path / config).write_text("trainer:\n  max_epochs: 30\n"
+                                   "data:\n  subset: 10000\n  batch_size: 256\n")
+    done, evaluate, train = (Variant(name, name, config, ("knn200",), folder=name)
+                             for name in ("done", "evaluate", "train"))
+    grid = Tuning(name="g", grid=(train,), protocol="knn200", reuse=False)
+    tuned = Variant("tuned", "tuned", config, ("knn200",), tuning=grid)
+    # reusing its grid's chosen run: at the grid's seed it is that run, one of the grid's cells
+    reused = Variant("reused", "reused", config, ("knn200",), tuning=replace(grid, reuse=True))
+    for variant, evaluated in ((done, True), (evaluate, False)):
+        out = run_dir("cpu", variant.stem, 0)
+        (tmp_path / out / "pretrain").mkdir(parents=True)
+        (tmp_path / out / "pretrain" / "finished.json").write_text('{"epochs": 30}\n')
+        if evaluated:
+            (tmp_path / eval_dir(out, "knn200")).mkdir(parents=True)
+            (tmp_path / eval_dir(out, "knn200") / "results.json").write_text("{}")
+    first = Study("first", "cpu", "first", (0,), (done, evaluate, train))
+    second = Study("second", "cpu", "second", (0,), (done, tuned, reused))
+    pending = [(s, 0, v) for s in (first, second) for v in s.variants]
+    line = runner._left_line("cpu", pending, None,
+                             lambda v: None if v.tuning is not None else v)
+    hours = 2 * 30 * (10000 // 256) * 2.03 / 3600  # train and the tuned run: 1,170 steps each
+    assert line == (f"# this study list: 4 runs; 2 to train (about {hours:.1f} CPU-hours by the "
+                    "plan's per-step costs, studies.repro.plan, evaluations aside), "
+                    "1 to evaluate, 1 done")
