@@ -156,13 +156,26 @@ def names_clean_commit(provenance: dict) -> bool:
 
 #: The checkout that trained the second round's runs (issue 38), one for the whole round.
 SECOND_ROUND_CHECKOUT = "1955f53"
-#: The checkout that trains issue 54's round (its runs' definitions fixed there, before them).
-STUDY_CHECKOUT = "89437e1"
+#: The checkout at which issue 54's round was planned and its runs' definitions fixed.
+PLAN_CHECKOUT = "89437e1"
+#: The checkout that trains issue 54's round: :data:`PLAN_CHECKOUT` until the machine holding
+#: it was lost (2026-12-02), then this one (:data:`CHECKOUT_MOVE`).
+STUDY_CHECKOUT = "fbb61bb"
+#: Why the round's checkout moved, and what that changes.
+CHECKOUT_MOVE = (
+    f"It was {PLAN_CHECKOUT}, the commit that fixed the round's runs, until 2026-12-02, when "
+    "the machine holding that checkout was lost with two runs under way. Between the two "
+    f"(`git diff {PLAN_CHECKOUT} {STUDY_CHECKOUT}`) no run's definition, data or training "
+    "changed; the evaluations changed in their words, in reading DINO's head and in the form "
+    "of the projector's record. The round's one record made at "
+    f"{PLAN_CHECKOUT}, the random init's seed 0, stays: every number of it equals the first "
+    "round's record of that run.")
 #: How to go on with issue 54's round at that checkout, and bring its records here.
 CONTINUE_AT_STUDY_CHECKOUT = (
-    f"Issue 54's round is trained by one checkout, {STUDY_CHECKOUT} (see Provenance; the "
-    f"second round's, {SECOND_ROUND_CHECKOUT}, trained the runs it reuses), so that each "
-    "claim's seeds come from one code. `make repro-cpu` on a later commit also goes on with "
+    f"Issue 54's round is trained by one checkout, {STUDY_CHECKOUT}, one record aside "
+    f"(see Provenance; the second round's, {SECOND_ROUND_CHECKOUT}, trained the runs it "
+    f"reuses), so that each claim's seeds come from one code. {CHECKOUT_MOVE} "
+    "`make repro-cpu` on a later commit also goes on with "
     "them, with that commit's code (the provenance table then names both commits). To keep "
     "the one checkout, go on at it and bring its records here:",
     "",
@@ -170,15 +183,22 @@ CONTINUE_AT_STUDY_CHECKOUT = (
     f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
     "# the runs recorded since that commit, which it then restores instead of training again:",
     "cp -r docs/reproduction/runs/. ../contrastkit-study/docs/reproduction/runs/",
-    "# once, before the round's first run: study 5's first-round records, to be trained again",
-    "(cd ../contrastkit-study/docs/reproduction/runs/cpu && rm -r sce moco ressl random_init)",
+    "# the records that name no commit (the first round's, to be trained again; the runner at",
+    "# that checkout would restore them as done) and the comparisons read from them:",
+    "(cd ../contrastkit-study/docs/reproduction/runs/cpu && for run in */seed*; do",
+    "    [ -f $run/provenance.jsonl ] || rm -r $run; done",
+    " rm -rf compare/sce__vs__moco compare/sce__vs__ressl compare/ressl__vs__moco)",
     "cd ../contrastkit-study && make lint   # creates its .venv",
     "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/python -m studies.repro cpu \\",
     "    --study sincere_grid ressl_grid sincere cifar2 baselines > ../study-lane$lane.log 2>&1 &",
     "done",
     "# later, whenever runs have finished (rerun the same loop after any stop: it resumes);",
-    "# its records are the newer copies (a run's logs grow as a later study evaluates it):",
-    "cd - && cp -r ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
+    "# its records are the newer copies (a run's logs grow as a later study evaluates it);",
+    "# a run trained again replaces its record that names no commit whole:",
+    "cd - && for run in ../contrastkit-study/docs/reproduction/runs/cpu/*/seed*; do",
+    "    old=docs/reproduction/runs/cpu/${run#*/runs/cpu/}",
+    "    [ -f $old/provenance.jsonl ] || rm -rf $old; done",
+    "cp -r ../contrastkit-study/docs/reproduction/runs/. docs/reproduction/runs/ "
     "&& make repro-report",
     "```",
     "",

@@ -21,7 +21,7 @@ from studies.repro.plan import (
     planned_cost,
     planned_step_seconds,
 )
-from studies.repro.provenance import SECOND_ROUND_CHECKOUT, STUDY_CHECKOUT
+from studies.repro.provenance import PLAN_CHECKOUT, SECOND_ROUND_CHECKOUT, STUDY_CHECKOUT
 from studies.repro.stats import SEED_SD, mde_at_power
 from studies.repro.studies import CPU_SEEDS, STUDIES
 
@@ -37,17 +37,18 @@ FIRST_ROUND = (
 
 @dataclass(frozen=True)
 class Round:
-    """A round of Part A as its plan counts it: its name on the page, the checkout that trains
+    """A round of Part A as its plan counts it: its name on the page, the checkouts that train
     it, its planned runs and their training and evaluation CPU-seconds; ``stems``, when set,
     are the round's runs whatever checkout trains them (issue 53's, whose checkout is not
-    fixed here)."""
+    fixed here); ``excluded``: stems another round trained at the same checkouts."""
 
     name: str
-    checkout: str
+    checkouts: tuple[str, ...]
     runs: int
     train_seconds: float
     eval_seconds: float
     stems: frozenset[str] = frozenset()
+    excluded: frozenset[str] = frozenset()
 
 
 #: The second round's plan (issue 38), fixed at 1955f53 before its runs; its studies have
@@ -80,10 +81,11 @@ def rounds() -> tuple[Round, Round, Round]:
     third, baselines = round_three_cost(), baselines_round_cost()
     trained = frozenset(v.stem for n in BASELINES_ROUND for v in STUDIES[n].variants
                         if v.stem not in REUSED_BY_BASELINES_ROUND)
-    return (Round("second round", SECOND_ROUND_CHECKOUT, 33, 17.44 * 3600, 1.69 * 3600),
-            Round("issue 54's round", STUDY_CHECKOUT, sum(c.runs for c in third),
-                  sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third)),
-            Round("issue 53's study 6", "", sum(c.runs for c in baselines),
+    return (Round("second round", (SECOND_ROUND_CHECKOUT,), 33, 17.44 * 3600, 1.69 * 3600),
+            Round("issue 54's round", (PLAN_CHECKOUT, STUDY_CHECKOUT), sum(c.runs for c in third),
+                  sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third),
+                  excluded=trained),
+            Round("issue 53's study 6", (), sum(c.runs for c in baselines),
                   sum(c.train_seconds for c in baselines),
                   sum(c.eval_seconds for c in baselines), trained))
 
@@ -106,7 +108,7 @@ def plan_lines() -> list[str]:
     costs = round_three_cost()
     total = sum(c.seconds for c in costs)
     return [
-        f"**Issue 54's round, planned before its runs** (fixed at {STUDY_CHECKOUT}): the "
+        f"**Issue 54's round, planned before its runs** (fixed at {PLAN_CHECKOUT}): the "
         "studies " + ", ".join(f"`{n}`" for n in ROUND_THREE) + ": the grids' extension "
         "and ReSSL's grid, the runs tuned on them, and study 5's first-round records "
         "(SCE, MoCo v2, ReSSL, the CIFAR-10 random init, 3 seeds) trained again at one "
@@ -160,20 +162,23 @@ def _baselines_plan_lines() -> list[str]:
     ]
 
 
-def round_runs(summary: dict, checkout: str, stems: frozenset[str] = frozenset()) -> list[dict]:
-    """The Part A runs a round's ``checkout`` trained (the first commit their pretraining
-    recorded; the first round's predate provenance), or, with ``stems``, the runs of those
-    stems whatever trained them."""
+def round_runs(summary: dict, round_: Round) -> list[dict]:
+    """The Part A runs of ``round_``: those one of its checkouts trained (the first commit their
+    pretraining recorded; the first round's predate provenance) but the ``excluded`` stems, or,
+    with ``stems``, the runs of those stems whatever trained them."""
+    def trained_by(run: dict) -> str:
+        return str(((run.get("provenance") or {}).get("commits") or [""])[0])
+
     return [r for r in summary.get("runs", {}).values()
-            if r.get("tag") == "cpu" and (r.get("stem") in stems if stems else str(
-                ((r.get("provenance") or {}).get("commits") or [""])[0]).startswith(checkout))]
+            if r.get("tag") == "cpu" and (r.get("stem") in round_.stems if round_.stems else (
+                r.get("stem") not in round_.excluded
+                and any(trained_by(r).startswith(c) for c in round_.checkouts)))]
 
 
-def round_cost(summary: dict, checkout: str,
-               stems: frozenset[str] = frozenset()) -> tuple[float, float]:
+def round_cost(summary: dict, round_: Round) -> tuple[float, float]:
     """``(CPU-seconds, wall-seconds)`` of every command of a round so far: its runs'
     ``cost.jsonl`` and the comparisons between its runs."""
-    runs = round_runs(summary, checkout, stems)
+    runs = round_runs(summary, round_)
     stems = {r["stem"] for r in runs}
     compare_cpu = sum(c.get("cpu_seconds") or 0.0 for key, c in
                       summary.get("comparisons", {}).items()
@@ -199,11 +204,11 @@ def measured_cost_lines(summary: dict) -> list[str]:
 def _measured_round(summary: dict, round_: Round) -> list[str]:
     """A round's measured cost so far, from its runs' ``cost.jsonl`` (CPU time of each
     command's process tree, wall time of each command): per config, and in total."""
-    runs = round_runs(summary, round_.checkout, round_.stems)
+    runs = round_runs(summary, round_)
     if not runs:
         return [f"**Measured ({round_.name}):** no run of it has logged its cost yet.", ""]
     done = [r for r in runs if r.get("status") == "done"]
-    cpu, wall = round_cost(summary, round_.checkout, round_.stems)
+    cpu, wall = round_cost(summary, round_)
     unlogged = sum(pretrain_cpu(r["metrics"]) - r["metrics"].get("cost/pretrain_cpu_seconds", 0.0)
                    for r in runs)
     invocations = sum(int(r["metrics"].get("cost/pretrain_invocations", 0)) for r in runs)
