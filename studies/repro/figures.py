@@ -192,6 +192,10 @@ def _bar_chart(study: Study, summary: dict, tag: str, metric: str, plt):
     return fig
 
 
+#: Line and marker of the learning curves, by tens (matplotlib's colour cycle has ten colours).
+CURVE_STYLES = ("o-", "s--", "^:")
+
+
 def _learning_curves(study: Study, summary: dict, tag: str, plt):
     """Monitor top-1 (%) against epochs, seed mean of each trained run of ``study`` with a
     lowest-to-highest band, and the random-init baseline's monitor value dashed where it was
@@ -209,10 +213,12 @@ def _learning_curves(study: Study, summary: dict, tag: str, plt):
     if not trained:
         return None
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for label, runs in trained:
+    for i, (label, runs) in enumerate(trained):
         epochs = sorted(set.intersection(*(set(r) for r in runs)))
         values = [[r[e] for r in runs] for e in epochs]
-        line, = ax.plot(epochs, [sum(v) / len(v) for v in values], "o-", markersize=3,
+        # the colour cycle has ten colours: each further ten curves another line and marker
+        style = CURVE_STYLES[i // 10 % len(CURVE_STYLES)]
+        line, = ax.plot(epochs, [sum(v) / len(v) for v in values], style, markersize=3,
                         label=f"{label} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")
         if len(runs) > 1:
             ax.fill_between(epochs, [min(v) for v in values], [max(v) for v in values],
