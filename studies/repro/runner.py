@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import json
 import resource
 import shlex
 import shutil
@@ -47,9 +48,16 @@ from studies.repro.commands import (
 )
 from studies.repro.layout import SUMMARY, compare_dir, eval_dir, run_dir, run_tag
 from studies.repro.plan import planned_train_seconds
-from studies.repro.provenance import PROVENANCE_LOG, append_provenance, environment
+from studies.repro.provenance import (
+    PROVENANCE_LOG,
+    append_provenance,
+    environment,
+    names_clean_commit,
+    read_provenance,
+)
 from studies.repro.records import (
     COST_LOG,
+    FINISHED,
     append_cost,
     failed_status,
     failure,
@@ -213,6 +221,10 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
         with run_lock(folder, run, wait=wait) as held:  # a second lane may share the run
             if not held:
                 return None
+            if not run.dry_run and restored_without_commit(folder):
+                run.log(f"# {run_dir(part, variant.stem, seed, epochs)}: its record names no "
+                        "clean commit (issue 54); training it again")
+                _clear(folder)
             done = _train_and_eval(part, variant, seed, run, epochs=epochs,
                                    chunk_seconds=chunk_seconds, device=device, trained=trained)
             if not run.dry_run and (done or failure(folder) is not None):
@@ -324,6 +336,42 @@ def _left_line(part: str, pending: Sequence[tuple[Study, int, Variant]], epochs:
             f"{count['evaluate']} to evaluate, {count['done']} done")
 
 
+def restored_without_commit(folder: Path) -> bool:
+    """Whether the run in ``folder`` was restored from a record that names no clean commit
+    (:func:`~studies.repro.provenance.names_clean_commit`: the first round's, recorded before
+    provenance was): finished, no checkpoint here. Such a run counts in no claim, so a lane
+    trains it again, and its new record replaces the old one whole."""
+    return ((folder / "pretrain" / FINISHED).is_file()
+            and not (folder / "pretrain" / "checkpoints" / "last.ckpt").is_file()
+            and not names_clean_commit(read_provenance(folder)))
+
+
+def _clear(folder: Path) -> None:
+    """Remove what ``folder`` holds but the runner's lock."""
+    for child in folder.iterdir():
+        if child.name == ".lock":
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def compared(out: Path, a: Path, b: Path) -> bool:
+    """Whether ``out`` holds the comparison of the evaluations ``a`` and ``b`` as they are now:
+    the checkpoints it compared are theirs (a run trained again leaves its comparisons
+    stale, and they are made again)."""
+    def read(path: Path) -> dict:
+        return json.loads((layout.REPO / path).read_text())
+
+    try:
+        made = read(out / "comparison.json")
+        return all(made[side]["checkpoint"] == read(d / "results.json")["checkpoint"]["sha256"]
+                   for side, d in (("a", a), ("b", b)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None,
              made: set[Path]) -> None:
     """``contrastkit compare`` of the study's pairs for ``seed`` whose two evaluations exist
@@ -340,7 +388,7 @@ def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None
         out = compare_dir(part, va.stem, vb.stem, protocol, seed, epochs)
         ready = run.dry_run or ((layout.REPO / da / "results.json").is_file()
                                 and (layout.REPO / db / "results.json").is_file())
-        if ready and out not in made and not (layout.REPO / out / "comparison.json").is_file():
+        if ready and out not in made and not compared(out, da, db):
             made.add(out)
             code = run(compare_command(da, db, out, seed), out / COST_LOG, "compare")
             if code == 0 and not run.dry_run:

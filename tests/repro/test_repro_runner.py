@@ -338,8 +338,11 @@ trainer: {max_epochs: 12, accelerator: cpu, devices: 1, log_every_n_steps: 1,
 """
 
 #: The lanes import ``studies`` from the checkout's root, as ``python -m studies.repro`` does.
+#: The lanes' records name a clean commit (the temporary checkouts are no git checkouts), as
+#: a record must to be restored as done (a record naming none is trained again).
 LANE_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
-    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)}
+    p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p),
+    "REPRO_COMMIT": "c" * 40, "REPRO_DIRTY": "0"}
 
 LANE = """\
 import sys
@@ -577,3 +580,81 @@ def test_a_lane_starts_by_counting_the_runs_left_and_their_planned_hours(monkeyp
     assert line == (f"# this study list: 4 runs; 2 to train (about {hours:.1f} CPU-hours by the "
                     "plan's per-step costs, studies.repro.plan, evaluations aside), "
                     "1 to evaluate, 1 done")
+
+
+def _fake_lane(monkeypatch, tmp_path) -> list[tuple[str, bool]]:
+    """Run studies in ``tmp_path`` with a pretraining and evaluation that only note
+    ``(stem, whether its folder still held an earlier metrics.csv)``; nothing recorded."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    calls: list[tuple[str, bool]] = []
+
+    def fake(part, variant, seed, run, **kw):
+        out = tmp_path / runner.run_dir(part, variant.stem, seed)
+        calls.append((variant.stem, (out / "pretrain" / "metrics.csv").is_file()))
+        return True
+
+    monkeypatch.setattr(runner, "_train_and_eval", fake)
+    for name in ("record", "write_summary"):
+        monkeypatch.setattr(runner, name, lambda *a: None)
+    monkeypatch.setattr(runner, "restore", lambda tag: [])
+    monkeypatch.setattr(runner, "collect", dict)
+    return calls
+
+
+def _restored(tmp_path: Path, stem: str, commit: str | None) -> Path:
+    """A finished run as restored from its record (no checkpoint), whose provenance names
+    ``commit`` (None: no provenance log, as the first round's records)."""
+    out = tmp_path / run_dir("cpu", stem, 0)
+    (out / "pretrain").mkdir(parents=True)
+    (out / "pretrain" / "finished.json").write_text('{"epochs": 30}\n')
+    (out / "pretrain" / "metrics.csv").write_text("epoch,train/loss\n")
+    (out / ".lock").write_text("")
+    if commit is not None:
+        (out / "provenance.jsonl").write_text(json.dumps(
+            {"step": "pretrain", "commit": commit, "dirty": False}) + "\n")
+    return out
+
+
+def test_a_run_restored_from_a_record_without_a_clean_commit_is_trained_again(
+        monkeypatch, tmp_path):
+    """Issue 54: a record that names no clean commit counts in no claim, so a lane does not
+    take it as done: it empties the run's folder (its lock kept) and trains it again; a
+    record naming a clean commit is kept as it is."""
+    calls = _fake_lane(monkeypatch, tmp_path)
+    old = _restored(tmp_path, "first_round", None)
+    dirty = _restored(tmp_path, "dirty", "d" * 40)
+    (dirty / "provenance.jsonl").write_text(json.dumps(
+        {"step": "pretrain", "commit": "d" * 40, "dirty": True}) + "\n")
+    kept = _restored(tmp_path, "clean", "e" * 40)
+    study = Study("s", "cpu", "s", (0,), tuple(
+        Variant(n, n, f"configs/{n}.yaml", ("knn200",), folder=n)
+        for n in ("first_round", "dirty", "clean")))
+    lines: list[str] = []
+    assert run_studies("cpu", [study], None, Runner(log=lines.append))
+    assert calls == [("first_round", False), ("dirty", False), ("clean", True)]
+    assert sorted(p.name for p in old.iterdir()) == [".lock"]
+    assert (kept / "provenance.jsonl").is_file()
+    assert "# runs/repro/cpu/first_round/seed0: its record names no clean commit (issue 54); " \
+           "training it again" in lines
+
+
+def test_a_comparison_of_a_run_trained_again_is_made_again(monkeypatch, tmp_path):
+    """A comparison is made once per pair of evaluations as they are: one whose recorded
+    checkpoints are no longer its evaluations' (a run trained again) is made again; one whose
+    are is not."""
+    monkeypatch.setattr(layout, "REPO", tmp_path)
+    a, b = (run_dir("cpu", stem, 0) for stem in ("a", "b"))
+    for folder, sha in ((a, "new"), (b, "same")):
+        (tmp_path / eval_dir(folder, "knn200")).mkdir(parents=True)
+        (tmp_path / eval_dir(folder, "knn200") / "results.json").write_text(json.dumps(
+            {"checkpoint": {"sha256": sha}}))
+    out = Path("runs/repro/cpu/compare/a__vs__b/knn200/seed0")
+    (tmp_path / out).mkdir(parents=True)
+    made = {"a": {"checkpoint": "old"}, "b": {"checkpoint": "same"}}
+    (tmp_path / out / "comparison.json").write_text(json.dumps(made))
+    da, db = eval_dir(a, "knn200"), eval_dir(b, "knn200")
+    assert not runner.compared(out, da, db)
+    made["a"]["checkpoint"] = "new"
+    (tmp_path / out / "comparison.json").write_text(json.dumps(made))
+    assert runner.compared(out, da, db)
+    assert not runner.compared(out, da, Path("runs/repro/cpu/missing/seed0/eval/knn200"))
