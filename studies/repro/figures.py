@@ -137,7 +137,8 @@ def make_figures(study: Study, summary: dict, figures_dir: Path) -> list[tuple[s
                 ax.plot(steps, losses, label=label)
             ax.set_xlabel("optimiser step")
             ax.set_ylabel("training loss")
-            ax.legend()
+            # beside the axes: a tuned run's label (its setting) is as wide as the plot
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
             save(fig, f"repro_{study.name}_loss.png",
                  f"{study.title}: training loss (seed 0, `runs/repro/{tag}`; SINCERE Table 4 "
                  "compares the first and last epochs' values).")
