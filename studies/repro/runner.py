@@ -296,7 +296,8 @@ def _left_line(part: str, pending: Sequence[tuple[Study, int, Variant]], epochs:
     (:func:`studies.repro.plan.planned_train_seconds`; a tuned run its grid has not chosen yet
     at its own config's cost), left out where the plan has no cost for one of them. A run
     listed by several studies counts once; a tuned run reusing its grid's chosen run counts, at
-    the grid's seed, as that run; a run whose config cannot be read, as one to train."""
+    the grid's seed, as that run; a run whose config cannot be read, or restored from a record
+    naming no clean commit (:func:`restored_without_commit`), as one to train."""
     state: dict[tuple[str, int], str] = {}
     to_train: list[str] = []
     for _, seed, variant in pending:
@@ -313,7 +314,8 @@ def _left_line(part: str, pending: Sequence[tuple[Study, int, Variant]], epochs:
                 target = epochs or config_epochs(v.config)
             except OSError:  # a config not readable: its pretraining will say so
                 target = None
-            if target is None or not finished(layout.REPO / out / "pretrain", target):
+            if target is None or not finished(layout.REPO / out / "pretrain", target) \
+                    or restored_without_commit(layout.REPO / out):
                 kind = "train"
             elif not all((layout.REPO / eval_dir(out, p) / "results.json").is_file()
                          for p in v.evals):

@@ -550,7 +550,8 @@ def test_a_failed_run_is_recorded_with_its_error_and_tried_again(monkeypatch, tm
 def test_a_lane_starts_by_counting_the_runs_left_and_their_planned_hours(monkeypatch, tmp_path):
     """The line a lane prints after restoring the records: a run listed by two studies counts
     once; a finished run lacking an evaluation is left to evaluate; a run not finished is left
-    to train, at the plan's cost (steps x the config stem's CPU-seconds per step); a tuned run
+    to train, at the plan's cost (steps x the config stem's CPU-seconds per step), as is one
+    restored from a record naming no clean commit; a tuned run
     whose grid has not chosen counts at its own config's cost, and not at all at its grid's
     seed when it reuses the grid's chosen run."""
     monkeypatch.setattr(layout, "REPO", tmp_path)
@@ -558,8 +559,8 @@ def test_a_lane_starts_by_counting_the_runs_left_and_their_planned_hours(monkeyp
     (tmp_path / config).parent.mkdir(parents=True)
     (tmp_path / config).write_text("trainer:\n  max_epochs: 30\n"
                                    "data:\n  subset: 10000\n  batch_size: 256\n")
-    done, evaluate, train = (Variant(name, name, config, ("knn200",), folder=name)
-                             for name in ("done", "evaluate", "train"))
+    done, evaluate, train, old = (Variant(name, name, config, ("knn200",), folder=name)
+                                  for name in ("done", "evaluate", "train", "old"))
     grid = Tuning(name="g", grid=(train,), protocol="knn200", reuse=False)
     tuned = Variant("tuned", "tuned", config, ("knn200",), tuning=grid)
     # reusing its grid's chosen run: at the grid's seed it is that run, one of the grid's cells
@@ -568,16 +569,19 @@ def test_a_lane_starts_by_counting_the_runs_left_and_their_planned_hours(monkeyp
         out = run_dir("cpu", variant.stem, 0)
         (tmp_path / out / "pretrain").mkdir(parents=True)
         (tmp_path / out / "pretrain" / "finished.json").write_text('{"epochs": 30}\n')
+        (tmp_path / out / "provenance.jsonl").write_text(json.dumps(
+            {"step": "pretrain", "commit": "f" * 40, "dirty": False}) + "\n")
         if evaluated:
             (tmp_path / eval_dir(out, "knn200")).mkdir(parents=True)
             (tmp_path / eval_dir(out, "knn200") / "results.json").write_text("{}")
-    first = Study("first", "cpu", "first", (0,), (done, evaluate, train))
+    _restored(tmp_path, "old", None)  # a record naming no commit: trained again
+    first = Study("first", "cpu", "first", (0,), (done, evaluate, train, old))
     second = Study("second", "cpu", "second", (0,), (done, tuned, reused))
     pending = [(s, 0, v) for s in (first, second) for v in s.variants]
     line = runner._left_line("cpu", pending, None,
                              lambda v: None if v.tuning is not None else v)
-    hours = 2 * 30 * (10000 // 256) * 2.03 / 3600  # train and the tuned run: 1,170 steps each
-    assert line == (f"# this study list: 4 runs; 2 to train (about {hours:.1f} CPU-hours by the "
+    hours = 3 * 30 * (10000 // 256) * 2.03 / 3600  # train, old, tuned: 1,170 steps each
+    assert line == (f"# this study list: 5 runs; 3 to train (about {hours:.1f} CPU-hours by the "
                     "plan's per-step costs, studies.repro.plan, evaluations aside), "
                     "1 to evaluate, 1 done")
 
