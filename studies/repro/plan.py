@@ -72,15 +72,15 @@ REUSED_BY_BASELINES_ROUND = frozenset({"random_init", "simclr_t0.2"})
 LANES = 2
 
 
-def config_steps(config: str) -> int:
+def config_steps(config: str, epochs: int | None = None) -> int:
     """Optimiser steps of one run of ``config`` (path relative to the checkout):
-    ``limit_train_batches`` when set, else ``max_epochs`` x full batches of its images
-    (``data.subset``)."""
+    ``limit_train_batches`` when set, else full batches of its images (``data.subset``), per
+    epoch, times ``epochs`` (default: its ``max_epochs``)."""
     raw = layout.read_config(config)
     trainer, data = raw.get("trainer") or {}, raw.get("data") or {}
     per_epoch = trainer.get("limit_train_batches") or int(data["subset"]) // int(
         data["batch_size"])
-    return int(trainer.get("max_epochs", 1)) * int(per_epoch)
+    return int(epochs or trainer.get("max_epochs", 1)) * int(per_epoch)
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,7 @@ class StudyCost:
 def planned_train_seconds(config: str, epochs: int | None = None) -> float:
     """The plan's training CPU-seconds of one run of ``config`` (``epochs``: instead of the
     config's ``max_epochs``, as ``studies.repro cpu --epochs`` trains it)."""
-    steps = config_steps(config)
-    if epochs is not None:
-        raw = layout.read_config(config)
-        steps = steps * epochs // int((raw.get("trainer") or {}).get("max_epochs", 1))
-    return steps * planned_step_seconds(Path(config).stem)
+    return config_steps(config, epochs) * planned_step_seconds(Path(config).stem)
 
 
 def planned_step_seconds(stem: str, table: dict[str, float] = STEP_SECONDS) -> float:

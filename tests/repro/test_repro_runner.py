@@ -289,18 +289,24 @@ def test_run_lock_waits_for_another_process(tmp_path):
     assert len(lines) == 1
 
 
+def _stub_lane(monkeypatch, train_and_eval) -> None:
+    """A lane that runs ``train_and_eval`` in place of pretraining and evaluating a run, and
+    restores, records and collects nothing."""
+    monkeypatch.setattr(runner, "_train_and_eval", train_and_eval)
+    for name in ("record", "write_summary"):
+        monkeypatch.setattr(runner, name, lambda *a: None)
+    monkeypatch.setattr(runner, "restore", lambda tag: [])
+    monkeypatch.setattr(runner, "collect", dict)
+
+
 def test_a_lane_takes_the_next_free_run_and_waits_for_the_held_one_last(monkeypatch,
                                                                         tmp_path):
     """Two lanes on the same study: a run the other lane holds is left for later, the next free
     one taken at once; the held one is waited for after all others, then finished."""
     monkeypatch.setattr(layout, "REPO", tmp_path)
     calls: list[str] = []
-    monkeypatch.setattr(runner, "_train_and_eval",
-                        lambda part, variant, seed, run, **kw: calls.append(variant.stem) or True)
-    monkeypatch.setattr(runner, "record", lambda folder: None)
-    monkeypatch.setattr(runner, "restore", lambda tag: [])
-    monkeypatch.setattr(runner, "collect", dict)
-    monkeypatch.setattr(runner, "write_summary", lambda summary, path: None)
+    _stub_lane(monkeypatch,
+               lambda part, variant, seed, run, **kw: calls.append(variant.stem) or True)
     study = Study("pair", "cpu", "pair", (0,), tuple(
         Variant(name, name, f"configs/{name}.yaml", ()) for name in ("a", "b", "c")))
     held, released = tmp_path / "runs/repro/cpu/a/seed0", tmp_path / "released"
@@ -479,11 +485,7 @@ def test_a_tuned_run_trains_at_the_setting_its_grid_chose(monkeypatch, tmp_path)
                     {"metrics": {"top1": scores.get(variant.name, 0.0)}}))
         return True
 
-    monkeypatch.setattr(runner, "_train_and_eval", fake)
-    for name in ("record", "write_summary"):
-        monkeypatch.setattr(runner, name, lambda *a: None)
-    monkeypatch.setattr(runner, "restore", lambda tag: [])
-    monkeypatch.setattr(runner, "collect", dict)
+    _stub_lane(monkeypatch, fake)
     grid = tuple(Variant(n, n, "configs/g.yaml", ("val",), folder=n,
                          overrides=("--model.optimizer.base_lr", lr))
                  for n, lr in (("g_a", "0.1"), ("g_b", "0.2"), ("g_c", "0.3")))
@@ -597,11 +599,7 @@ def _fake_lane(monkeypatch, tmp_path) -> list[tuple[str, bool]]:
         calls.append((variant.stem, (out / "pretrain" / "metrics.csv").is_file()))
         return True
 
-    monkeypatch.setattr(runner, "_train_and_eval", fake)
-    for name in ("record", "write_summary"):
-        monkeypatch.setattr(runner, name, lambda *a: None)
-    monkeypatch.setattr(runner, "restore", lambda tag: [])
-    monkeypatch.setattr(runner, "collect", dict)
+    _stub_lane(monkeypatch, fake)
     return calls
 
 
