@@ -15,6 +15,7 @@ from studies.repro.grids import (
     HELD_OUT,
     RESSL_TARGET_TEMPERATURES,
     RESSL_TEMPERATURES,
+    SECOND_EXTENSION,
 )
 
 #: The CIFAR-10 archive every Part A run reads: its source and checksum
@@ -55,10 +56,12 @@ DEVIATIONS: tuple[tuple[str, str, str, str], ...] = (
      + ", ".join(GRID_TEMPERATURES) + "} x base LR {" + ", ".join(GRID_LEARNING_RATES)
      + "} per 256 images without warm-up (issue 38), extended by t {"
      + ", ".join(EXTENDED_TEMPERATURES) + "} x base LR {" + ", ".join(EXTENDED_LEARNING_RATES)
-     + "} with App. J's warm-up scaled to 30 epochs (issue 54; the choice made among these); "
+     + "} with App. J's warm-up scaled to 30 epochs (issue 54), then, that extension's choice "
+     "again a corner, by (t, LR) " + " and ".join(f"({t}, {lr})" for t, lr in SECOND_EXTENSION)
+     + " with it (the choice made among these six); "
      f"one seed per cell, scored by projector 1-NN on {HELD_OUT:,} other training-split "
      "images", "CPU budget; the first round shared one setting between the two losses, which "
-     "the paper does not, and the first grid chose its corner"),
+     "the paper does not, and the first grid and the first extension each chose a corner"),
     ("ReSSL's temperatures", "t 0.1, t_m 0.04: its authors' setting for 200 epochs",
      "tuned on a 2 x 2 grid, t {" + ", ".join(RESSL_TEMPERATURES) + "} x t_m {"
      + ", ".join(RESSL_TARGET_TEMPERATURES) + "}, scored by 200-NN on the validation split "

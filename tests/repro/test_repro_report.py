@@ -384,7 +384,7 @@ def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path)
 
 
 def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table():
-    """The grid chooses settings and makes no claim: no empty claims table; its sixteen cells
+    """The grid chooses settings and makes no claim: no empty claims table; its twenty cells
     share two configs, each named once; a grid not chosen yet is *pending*, its scored cells
     and its bounds' shown, collapsed ones marked."""
     summary = {"runs": {}, "comparisons": {}, "choices": {
@@ -401,18 +401,19 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
     assert ("Study `sincere_grid`; seeds [0]; configs: `configs/repro/cpu/sincere.yaml`, "
             "`configs/repro/cpu/supcon.yaml`.") in grid
     assert "| claim |" not in grid
-    assert ("* SINCERE: **pending**, not chosen yet (2 of 4 cells scored). Its cells, "
+    assert ("* SINCERE: **pending**, not chosen yet (2 of 6 cells scored). Its cells, "
             "validation 1-NN: t=0.1, lr=0.02, warm-up 47.00%; t=0.1, lr=0.05, warm-up 10.00%; "
-            "t=0.2, lr=0.02, warm-up pending; t=0.2, lr=0.05, warm-up pending. The earlier "
+            "t=0.2, lr=0.02, warm-up pending; t=0.2, lr=0.05, warm-up pending; t=0.4, "
+            "lr=0.05, warm-up pending; t=0.2, lr=0.1, warm-up pending. The earlier "
             "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
             "t=0.05, lr=0.2 10.38% (collapsed);") in grid
-    assert "* SupCon: **pending**, not chosen yet (0 of 4 cells scored)." in grid
+    assert "* SupCon: **pending**, not chosen yet (0 of 6 cells scored)." in grid
     # a failed cell says so
     summary["runs"] |= run_entry("sincere_t0.2_lr0.05_warmup", 0, {})
     summary["runs"]["cpu/sincere_t0.2_lr0.05_warmup/seed0"].update(
         pretrain_finished=False, status="failed",
         failure={"step": "pretrain", "exit_status": 2, "error": "x: error: loss NaN; stop"})
-    assert ("t=0.2, lr=0.05, warm-up failed: pretrain failed with exit status 2 (loss NaN)."
+    assert ("t=0.2, lr=0.05, warm-up failed: pretrain failed with exit status 2 (loss NaN);"
             in render_report(summary))
     assert "Collapsed (SINCERE t=0.05, lr=0.2): in the last epoch" in grid
     # ReSSL's grid likewise, in study 5a

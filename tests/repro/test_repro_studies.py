@@ -8,7 +8,13 @@ from pathlib import Path
 import yaml
 
 from studies.repro.commands import EVALS
-from studies.repro.grids import APP_J_WARMUP, FIRST_GRIDS, TUNINGS, VALIDATION
+from studies.repro.grids import (
+    APP_J_WARMUP,
+    FIRST_GRIDS,
+    SECOND_EXTENSION_STEMS,
+    TUNINGS,
+    VALIDATION,
+)
 from studies.repro.stats import SEED_SD, mde
 from studies.repro.studies import (
     BASELINES_CPU,
@@ -17,7 +23,7 @@ from studies.repro.studies import (
     NOT_WORSE_MARGIN,
     STUDIES,
 )
-from studies.repro.tuning import resolve, resolve_study
+from studies.repro.tuning import neighbours, resolve, resolve_study, swept_settings
 from studies.repro.verdicts import planned_effect, untestable_reason
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,17 +135,27 @@ def test_part_a_design():
 
 
 def test_each_supervised_loss_is_tuned_on_its_own_grid():
-    """Issue 54: each loss chooses among the extension of its first grid (a higher temperature
-    and a lower learning rate, with App. J's warm-up); the first grid bounds it."""
+    """Issue 54: each loss chooses among the extensions of its first grid (a higher temperature
+    and a lower learning rate, then one cell more on each open side of that extension's
+    corner, all with App. J's warm-up); the first grid bounds them."""
     grid = STUDIES["sincere_grid"]
     for loss in ("sincere", "supcon"):
         tuning = TUNINGS[loss]
-        assert len(tuning.grid) == len(tuning.bounds) == 4
+        assert len(tuning.grid) == 6 and len(tuning.bounds) == 4
         assert list(tuning.bounds) == list(FIRST_GRIDS[loss])
+        assert [swept_settings(c) for c in tuning.grid[4:]] == [
+            {"--model.method.init_args.temperature": t, "--model.optimizer.base_lr": lr}
+            for t, lr in ((0.4, 0.05), (0.2, 0.1))]
+        assert {c.stem for c in tuning.grid[4:]} <= SECOND_EXTENSION_STEMS
+        # the first extension's corner, were it chosen again, has a cell on every side
+        corner = tuning.grid[3]
+        assert swept_settings(corner) == {"--model.method.init_args.temperature": 0.2,
+                                          "--model.optimizer.base_lr": 0.05}
+        assert all(below and above for below, above in neighbours(tuning, corner).values())
         cells = [v for v in grid.variants if v.name.startswith(loss)]
         assert cells == [*FIRST_GRIDS[loss], *tuning.grid]
         assert {v.config for v in cells} == {f"configs/repro/cpu/{loss}.yaml"}
-        assert len({v.overrides for v in cells}) == len({v.stem for v in cells}) == 8
+        assert len({v.overrides for v in cells}) == len({v.stem for v in cells}) == 10
         assert all(v.overrides[-4:] == APP_J_WARMUP for v in tuning.grid)
         assert not any("--model.optimizer.warmup_fraction" in v.overrides
                        for v in tuning.bounds)

@@ -42,12 +42,14 @@ def test_scores_are_read_from_the_grid_runs_validation(monkeypatch, tmp_path):
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps({"metrics": {"top1": 0.5 + 0.01 * i}}))
     # the grid's cells, then its bounds' (the first grid's, not evaluated here)
-    assert list(grid_scores(tuning).values()) == [0.5, 0.51, 0.52, None, *[None] * 4]
+    assert list(grid_scores(tuning).values()) == [0.5, 0.51, 0.52, None, None, None,
+                                                  *[None] * 4]
     assert list(grid_scores(tuning)) == [c.name for c in (*tuning.grid, *tuning.bounds)]
     assert folder_choices(STUDIES.values())["sincere"]["chosen"] is None
-    folder = tmp_path / eval_dir(run_dir("cpu", tuning.grid[3].stem, 0), VALIDATION)
-    folder.mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps({"metrics": {"top1": 0.49}}))
+    for cell in tuning.grid[3:]:
+        folder = tmp_path / eval_dir(run_dir("cpu", cell.stem, 0), VALIDATION)
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text(json.dumps({"metrics": {"top1": 0.49}}))
     assert folder_choices(STUDIES.values())["sincere"]["chosen"] == tuning.grid[2].name
     # a bound scoring higher is not chosen: the choice is among the grid's own cells
     bound = tmp_path / eval_dir(run_dir("cpu", tuning.bounds[0].stem, 0), VALIDATION)
