@@ -158,37 +158,44 @@ def names_clean_commit(provenance: dict) -> bool:
 SECOND_ROUND_CHECKOUT = "1955f53"
 #: The checkout at which issue 54's round was planned and its runs' definitions fixed.
 PLAN_CHECKOUT = "89437e1"
-#: The checkout that trains issue 54's round: :data:`PLAN_CHECKOUT` until the machine holding
-#: it was lost (2026-12-02), then this one (:data:`CHECKOUT_MOVE`).
-STUDY_CHECKOUT = "fbb61bb"
+#: The checkout that went on with issue 54's round when the machine holding
+#: :data:`PLAN_CHECKOUT` was lost (2026-12-02), until the grids' second extension.
+RESUMED_CHECKOUT = "fbb61bb"
+#: The checkout that trains the rest of issue 54's round: the commit that defined the grids'
+#: second extension (:data:`CHECKOUT_MOVE`).
+STUDY_CHECKOUT = "adbea0c"
+#: Every checkout that trained issue 54's round, in order.
+ROUND_CHECKOUTS = (PLAN_CHECKOUT, RESUMED_CHECKOUT, STUDY_CHECKOUT)
 #: Why the round's checkout moved, and what that changes.
 CHECKOUT_MOVE = (
     f"It was {PLAN_CHECKOUT}, the commit that fixed the round's runs, until 2026-12-02, when "
-    "the machine holding that checkout was lost with two runs under way. Between the two "
-    f"(`git diff {PLAN_CHECKOUT} {STUDY_CHECKOUT}`) no run's definition, data or training "
-    "changed; the evaluations changed in their words, in reading DINO's head and in the form "
-    "of the projector's record. The round's one record made at "
-    f"{PLAN_CHECKOUT}, the random init's seed 0, stays: every number of it equals the first "
-    "round's record of that run.")
+    f"the machine holding that checkout was lost with two runs under way; then "
+    f"{RESUMED_CHECKOUT} (`git diff {PLAN_CHECKOUT} {RESUMED_CHECKOUT}`: no run's definition, "
+    "data or training changed; the evaluations changed in their words, in reading DINO's "
+    "head and in the form of the projector's record) until the first grid extension's "
+    f"choices came out corners, the same day; then {STUDY_CHECKOUT}, the commit that defined "
+    f"the grids' second extension (`git diff {RESUMED_CHECKOUT} {STUDY_CHECKOUT}`: those four "
+    "cells are the one change to a run's definition; no run's data or training changed: the "
+    "image readers' hidden-name rule became one function, reading the same files; the runner "
+    "trains again by itself a record that names no commit). The records made at the earlier "
+    f"two stay: {PLAN_CHECKOUT}'s one, the random init's seed 0 (every number of it equals the "
+    f"first round's record of that run), and {RESUMED_CHECKOUT}'s, among them the grid cells "
+    "and ReSSL's seed 0, so a claim's seeds may come from two of these checkouts; the "
+    "provenance table names each run's.")
 #: How to go on with issue 54's round at that checkout, and bring its records here.
 CONTINUE_AT_STUDY_CHECKOUT = (
-    f"Issue 54's round is trained by one checkout, {STUDY_CHECKOUT}, one record aside "
-    f"(see Provenance; the second round's, {SECOND_ROUND_CHECKOUT}, trained the runs it "
-    f"reuses), so that each claim's seeds come from one code. {CHECKOUT_MOVE} "
+    f"Issue 54's round goes on at one checkout, {STUDY_CHECKOUT} (see Provenance; the second "
+    f"round's, {SECOND_ROUND_CHECKOUT}, trained the runs it reuses). {CHECKOUT_MOVE} "
     "`make repro-cpu` on a later commit also goes on with "
     "them, with that commit's code (the provenance table then names both commits). To keep "
     "the one checkout, go on at it and bring its records here:",
     "",
     "```bash",
     f"git worktree add --detach ../contrastkit-study {STUDY_CHECKOUT}   # ../shared beside it",
-    "# the runs recorded since that commit, which it then restores instead of training again:",
+    "# the runs recorded since that commit, which it then restores instead of training again",
+    "# (a record that names no commit, the first round's, it trains again by itself, and",
+    "# remakes the comparisons read from it):",
     "cp -r docs/reproduction/runs/. ../contrastkit-study/docs/reproduction/runs/",
-    "# the records that name no commit (the first round's, to be trained again; the runner at",
-    "# that checkout would restore them as done, a later one trains them again by itself)",
-    "# and the comparisons read from them:",
-    "(cd ../contrastkit-study/docs/reproduction/runs/cpu && for run in */seed*; do",
-    "    [ -f $run/provenance.jsonl ] || rm -r $run; done",
-    " rm -rf compare/sce__vs__moco compare/sce__vs__ressl compare/ressl__vs__moco)",
     "cd ../contrastkit-study && make lint   # creates its .venv",
     "for lane in 1 2; do OMP_NUM_THREADS=1 nice -n 19 .venv/bin/python -m studies.repro cpu \\",
     "    --study sincere_grid ressl_grid sincere cifar2 baselines > ../study-lane$lane.log 2>&1 &",
@@ -233,7 +240,8 @@ STREAM_CHECK = (
     "initialisation, loss or optimiser fails it); elsewhere it compares step 0 alone, to a "
     "relative 1e-5 (everything but the optimiser). The first round's SCE, MoCo v2, ReSSL and "
     "random-init records, which study 5 read, hold no commit either (issue 54's round trains "
-    f"them again at {STUDY_CHECKOUT}; until their records arrive, the list below names them): "
+    f"them again at {RESUMED_CHECKOUT} and {STUDY_CHECKOUT}; until their records arrive, the "
+    "list below names them): "
     "each "
     "of their twelve runs (seeds 0, 1, 2) trains the same first three steps (the random "
     "init: its one step), bit for bit (Intel Xeon, one thread, 2026-11-28), at the head of "

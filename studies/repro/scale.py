@@ -22,7 +22,12 @@ from studies.repro.plan import (
     planned_cost,
     planned_step_seconds,
 )
-from studies.repro.provenance import PLAN_CHECKOUT, SECOND_ROUND_CHECKOUT, STUDY_CHECKOUT
+from studies.repro.provenance import (
+    PLAN_CHECKOUT,
+    ROUND_CHECKOUTS,
+    SECOND_ROUND_CHECKOUT,
+    STUDY_CHECKOUT,
+)
 from studies.repro.stats import SEED_SD, mde_at_power
 from studies.repro.studies import CPU_SEEDS, STUDIES
 
@@ -94,7 +99,7 @@ def rounds() -> tuple[Round, Round, Round]:
     trained = frozenset(v.stem for n in BASELINES_ROUND for v in STUDIES[n].variants
                         if v.stem not in REUSED_BY_BASELINES_ROUND)
     return (Round("second round", (SECOND_ROUND_CHECKOUT,), 33, 17.44 * 3600, 1.69 * 3600),
-            Round("issue 54's round", (PLAN_CHECKOUT, STUDY_CHECKOUT), sum(c.runs for c in third),
+            Round("issue 54's round", ROUND_CHECKOUTS, sum(c.runs for c in third),
                   sum(c.train_seconds for c in third), sum(c.eval_seconds for c in third),
                   excluded=trained),
             Round("issue 53's study 6", (), sum(c.runs for c in baselines),
@@ -159,8 +164,8 @@ def _second_extension_plan(first: list[StudyCost]) -> str:
     hours = (sum(c.seconds for c in first) + cost.seconds) / 3600
     cells = " and ".join(f"t {t} at lr {lr}" for t, lr in SECOND_EXTENSION)
     return (
-        "**The grids' second extension, planned before its runs** (in the commit that defined "
-        "it, after the first extension chose its corner for both losses): "
+        "**The grids' second extension, planned before its runs** (fixed at "
+        f"{STUDY_CHECKOUT}, after the first extension chose its corner for both losses): "
         f"{cells} for SINCERE and SupCon, with App. J's warm-up: `sincere_grid` "
         f"{cost.runs} runs, {cost.train_seconds / 3600:.2f} training and "
         f"{cost.eval_seconds / 3600:.2f} evaluation CPU-hours by the per-step costs above. "
