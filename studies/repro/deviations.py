@@ -13,9 +13,10 @@ from studies.repro.grids import (
     GRID_LEARNING_RATES,
     GRID_TEMPERATURES,
     HELD_OUT,
+    LATER_EXTENSIONS,
     RESSL_TARGET_TEMPERATURES,
     RESSL_TEMPERATURES,
-    SECOND_EXTENSION,
+    extension_text,
 )
 
 #: The CIFAR-10 archive every Part A run reads: its source and checksum
@@ -56,12 +57,13 @@ DEVIATIONS: tuple[tuple[str, str, str, str], ...] = (
      + ", ".join(GRID_TEMPERATURES) + "} x base LR {" + ", ".join(GRID_LEARNING_RATES)
      + "} per 256 images without warm-up (issue 38), extended by t {"
      + ", ".join(EXTENDED_TEMPERATURES) + "} x base LR {" + ", ".join(EXTENDED_LEARNING_RATES)
-     + "} with App. J's warm-up scaled to 30 epochs (issue 54), then, that extension's choice "
-     "again a corner, by (t, LR) " + " and ".join(f"({t}, {lr})" for t, lr in SECOND_EXTENSION)
-     + " with it (the choice made among these six); "
+     + "} with App. J's warm-up scaled to 30 epochs (issue 54), then, each time the choice "
+     "was a corner, by one cell more on each open side with it ("
+     + "; then ".join(extension_text(e) for e in LATER_EXTENSIONS)
+     + "; the choice made among the extensions' cells); "
      f"one seed per cell, scored by projector 1-NN on {HELD_OUT:,} other training-split "
      "images", "CPU budget; the first round shared one setting between the two losses, which "
-     "the paper does not, and the first grid and the first extension each chose a corner"),
+     "the paper does not, and the first grid and the extensions chose corners"),
     ("ReSSL's temperatures", "t 0.1, t_m 0.04: its authors' setting for 200 epochs",
      "tuned on a 2 x 2 grid, t {" + ", ".join(RESSL_TEMPERATURES) + "} x t_m {"
      + ", ".join(RESSL_TARGET_TEMPERATURES) + "}, scored by 200-NN on the validation split "

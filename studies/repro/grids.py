@@ -8,6 +8,8 @@ A grid's cells are seed-0 runs scored on a validation split held out of the trai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from studies.repro.schema import Study, Tuning, Variant, cpu_config
 
 #: The per-loss tuning grid of SINCERE and SupCon (SINCERE App. J: "Various settings of
@@ -53,14 +55,31 @@ APP_J_WARMUP = ("--model.optimizer.warmup_fraction", "0.0125",
 #: and bound the grid on the other two sides (a lower temperature, a higher learning rate).
 EXTENDED_TEMPERATURES = ("0.1", "0.2")
 EXTENDED_LEARNING_RATES = ("0.02", "0.05")
-#: The grid's second extension (issue 54), fixed before its runs: the first extension chose
-#: t = 0.2, lr = 0.05 for both losses (validation 1-NN: SINCERE 62.84%, SupCon 58.44%), its
-#: corner again (its highest temperature and learning rate). One cell more on each open side,
-#: the temperature doubled as in the steps before and the learning rate doubled, each with
-#: App. J's warm-up: (t, base lr) = (0.4, 0.05) and (0.2, 0.1). The choice is made among the
-#: extension's six cells; should it stay at t 0.2, lr 0.05, each setting has a cell on both
-#: sides of it, and a choice of a new cell would be a corner again (the page says so).
-SECOND_EXTENSION = (("0.4", "0.05"), ("0.2", "0.1"))
+
+
+@dataclass(frozen=True)
+class Extension:
+    """An extension of the supervised losses' grids after the first, fixed before its runs
+    because the extensions before it chose a corner (``why``): per loss, its cells
+    ``(t, base lr)``, each with App. J's warm-up, one more on each open side of that choice
+    (a temperature doubled or halved; a learning rate one step on 0.02, 0.05, 0.1, 0.2); a
+    loss whose choice was interior gets none."""
+
+    cells: dict[str, tuple[tuple[str, str], ...]]
+    why: str
+
+
+#: The extensions after the first (issue 54), in order. The second: the first extension chose
+#: t 0.2, lr 0.05 for both losses (validation 1-NN: SINCERE 62.84%, SupCon 58.44%), its corner
+#: (its highest temperature and learning rate). The third: the second chose SINCERE's t 0.2,
+#: lr 0.1 (66.44%), a corner again (no cell at lr 0.1 but it, none above lr 0.1).
+LATER_EXTENSIONS = (
+    Extension({"sincere": (("0.4", "0.05"), ("0.2", "0.1")),
+               "supcon": (("0.4", "0.05"), ("0.2", "0.1"))},
+              "the first extension chose t 0.2, lr 0.05 for both losses, its corner again"),
+    Extension({"sincere": (("0.1", "0.1"), ("0.4", "0.1"), ("0.2", "0.2"))},
+              "the second chose t 0.2, lr 0.1 for SINCERE, a corner again"),
+)
 
 
 def _warmup_cell(loss: str, t: str, lr: str) -> Variant:
@@ -73,17 +92,24 @@ def _warmup_cell(loss: str, t: str, lr: str) -> Variant:
 
 
 def _extended_grid(loss: str) -> tuple[Variant, ...]:
-    """The grid's extensions, the first (t x lr) then the second, in the order that breaks
-    ties."""
+    """The grid's extensions, the first (t x lr) then the later ones, in the order that
+    breaks ties."""
     first = [(t, lr) for t in EXTENDED_TEMPERATURES for lr in EXTENDED_LEARNING_RATES]
-    return tuple(_warmup_cell(loss, t, lr) for t, lr in (*first, *SECOND_EXTENSION))
+    later = [cell for e in LATER_EXTENSIONS for cell in e.cells.get(loss, ())]
+    return tuple(_warmup_cell(loss, t, lr) for t, lr in (*first, *later))
 
 
-#: The stems of the second extension's cells, both losses (planned apart from the round's
-#: first plan: :mod:`studies.repro.plan`).
-SECOND_EXTENSION_STEMS = frozenset(f"{loss}_t{t}_lr{lr}_warmup"
-                                   for loss in ("sincere", "supcon")
-                                   for t, lr in SECOND_EXTENSION)
+def extension_stems(extension: Extension) -> frozenset[str]:
+    """The run stems of an extension's cells, every loss (each later extension is planned
+    apart from the round's first plan: :mod:`studies.repro.scale`)."""
+    return frozenset(f"{loss}_t{t}_lr{lr}_warmup" for loss, cells in extension.cells.items()
+                     for t, lr in cells)
+
+
+def extension_text(extension: Extension) -> str:
+    """``SINCERE: t 0.1 at lr 0.1, ...; SupCon: ...``."""
+    return "; ".join(f"{LOSS_LABELS[loss]}: " + ", ".join(f"t {t} at lr {lr}" for t, lr in cells)
+                     for loss, cells in extension.cells.items())
 
 
 LOSS_LABELS = {"sincere": "SINCERE", "supcon": "SupCon", "ressl": "ReSSL"}
@@ -138,11 +164,12 @@ def sincere_grid_study() -> Study:
             "54): t {" + ", ".join(EXTENDED_TEMPERATURES) + "} x lr {"
             + ", ".join(EXTENDED_LEARNING_RATES) + "}, each cell with App. J's warm-up "
             "(the first 1.25% of the steps from 0.1% of the learning rate), the first grid "
-            "without it. That extension chose t = 0.2, lr = 0.05 for both losses, its corner "
-            "again; extended a second time before its runs (issue 54): "
-            + " and ".join(f"t {t} at lr {lr}" for t, lr in SECOND_EXTENSION)
-            + ", one cell more on each open side, with the warm-up. The cell of both "
-            "extensions with the highest validation 1-NN is the loss's setting (ties: the "
+            "without it. Then, each time the choice was a corner, one cell more on each of "
+            "its open sides, with the warm-up, fixed before its runs (issue 54): "
+            + " ".join(f"{e.why[0].upper()}{e.why[1:]}: {extension_text(e)}."
+                       for e in LATER_EXTENSIONS)
+            + " The cell of the extensions with the highest validation 1-NN is the loss's "
+            "setting (ties: the "
             "first in the order above); its seed-0 run is seed 0 of the comparison, and "
             "seeds 1 and 2 are trained at that setting.")
     return Study("sincere_grid", "cpu", "1a. SINCERE and SupCon: the tuning grid", (0,),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from studies.repro.grids import SECOND_EXTENSION, SECOND_EXTENSION_STEMS
+from studies.repro.grids import LATER_EXTENSIONS, Extension, extension_stems, extension_text
 from studies.repro.plan import (
     BASELINE_PILOT_STEP_SECONDS,
     BASELINES_ROUND,
@@ -26,7 +26,6 @@ from studies.repro.provenance import (
     PLAN_CHECKOUT,
     ROUND_CHECKOUTS,
     SECOND_ROUND_CHECKOUT,
-    STUDY_CHECKOUT,
 )
 from studies.repro.stats import SEED_SD, mde_at_power
 from studies.repro.studies import CPU_SEEDS, STUDIES
@@ -74,16 +73,17 @@ ROUND_THREE_BUDGET = 15.0
 
 def round_three_cost() -> list[StudyCost]:
     """Issue 54's round's planned cost per study (:func:`studies.repro.plan.planned_cost`) as
-    planned at :data:`PLAN_CHECKOUT`: the grids' second extension, planned later
-    (:func:`second_extension_cost`), left out."""
+    planned at :data:`PLAN_CHECKOUT`: the grids' later extensions, each planned before its
+    own runs (:func:`extension_cost`), left out."""
+    later = frozenset().union(*(extension_stems(e) for e in LATER_EXTENSIONS))
     return planned_cost([STUDIES[n] for n in ROUND_THREE],
-                        reused=REUSED_BY_ROUND_THREE | SECOND_EXTENSION_STEMS)
+                        reused=REUSED_BY_ROUND_THREE | later)
 
 
-def second_extension_cost() -> StudyCost:
-    """The planned cost of the grids' second extension (issue 54), its cells alone."""
+def extension_cost(extension: Extension) -> StudyCost:
+    """The planned cost of one of the grids' later extensions (issue 54), its cells alone."""
     grid = STUDIES["sincere_grid"]
-    cells = tuple(v for v in grid.variants if v.stem in SECOND_EXTENSION_STEMS)
+    cells = tuple(v for v in grid.variants if v.stem in extension_stems(extension))
     (cost,) = planned_cost([replace(grid, variants=cells)])
     return cost
 
@@ -95,7 +95,8 @@ def baselines_round_cost() -> list[StudyCost]:
 
 def rounds() -> tuple[Round, Round, Round]:
     """The second round, issue 54's and issue 53's study 6, as their plans count them."""
-    third, baselines = [*round_three_cost(), second_extension_cost()], baselines_round_cost()
+    third = [*round_three_cost(), *(extension_cost(e) for e in LATER_EXTENSIONS)]
+    baselines = baselines_round_cost()
     trained = frozenset(v.stem for n in BASELINES_ROUND for v in STUDIES[n].variants
                         if v.stem not in REUSED_BY_BASELINES_ROUND)
     return (Round("second round", (SECOND_ROUND_CHECKOUT,), 33, 17.44 * 3600, 1.69 * 3600),
@@ -147,8 +148,7 @@ def plan_lines() -> list[str]:
         f"list take about {total / LANES / 3600:.1f} hours of wall time on two cores they "
         "have to themselves (more on the shared machine). Every run is resumable.",
         "",
-        _second_extension_plan(costs),
-        "",
+        *_extension_plans(costs),
         *_baselines_plan_lines(),
         SECOND_ROUND_PLAN,
         "",
@@ -156,20 +156,22 @@ def plan_lines() -> list[str]:
     ]
 
 
-def _second_extension_plan(first: list[StudyCost]) -> str:
-    """The grids' second extension, planned before its runs by the same per-step costs, and
-    the round's plan with it."""
-    cost = second_extension_cost()
-    runs = sum(c.runs for c in first) + cost.runs
-    hours = (sum(c.seconds for c in first) + cost.seconds) / 3600
-    cells = " and ".join(f"t {t} at lr {lr}" for t, lr in SECOND_EXTENSION)
-    return (
-        "**The grids' second extension, planned before its runs** (fixed at "
-        f"{STUDY_CHECKOUT}, after the first extension chose its corner for both losses): "
-        f"{cells} for SINCERE and SupCon, with App. J's warm-up: `sincere_grid` "
-        f"{cost.runs} runs, {cost.train_seconds / 3600:.2f} training and "
-        f"{cost.eval_seconds / 3600:.2f} evaluation CPU-hours by the per-step costs above. "
-        f"The round's plan with it: {runs} runs, about {hours:.1f} CPU-hours.")
+def _extension_plans(first: list[StudyCost]) -> list[str]:
+    """The grids' later extensions, each planned before its runs by the same per-step costs,
+    and the round's plan with them."""
+    costs = [extension_cost(e) for e in LATER_EXTENSIONS]
+    runs = sum(c.runs for c in (*first, *costs))
+    hours = sum(c.seconds for c in (*first, *costs)) / 3600
+    lines = []
+    ordinals = ("second", "third", "fourth", "fifth")[:len(costs)]
+    for n, e, c in zip(ordinals, LATER_EXTENSIONS, costs, strict=True):
+        lines += [f"**The grids' {n} extension, planned before its runs** (in the commit that "
+                  f"defined it, after {e.why}): {extension_text(e)}, with App. J's warm-up: "
+                  f"`sincere_grid` {c.runs} runs, {c.train_seconds / 3600:.2f} training and "
+                  f"{c.eval_seconds / 3600:.2f} evaluation CPU-hours by the per-step costs "
+                  "above.", ""]
+    return [*lines, f"The round's plan with them: {runs} runs, about {hours:.1f} CPU-hours.",
+            ""]
 
 
 def _baselines_plan_lines() -> list[str]:

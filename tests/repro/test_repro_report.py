@@ -389,7 +389,7 @@ def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path)
 
 
 def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table():
-    """The grid chooses settings and makes no claim: no empty claims table; its twenty cells
+    """The grid chooses settings and makes no claim: no empty claims table; its twenty-three cells
     share two configs, each named once; a grid not chosen yet is *pending*, its scored cells
     and its bounds' shown, collapsed ones marked."""
     summary = {"runs": {}, "comparisons": {}, "choices": {
@@ -406,10 +406,11 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
     assert ("Study `sincere_grid`; seeds [0]; configs: `configs/repro/cpu/sincere.yaml`, "
             "`configs/repro/cpu/supcon.yaml`.") in grid
     assert "| claim |" not in grid
-    assert ("* SINCERE: **pending**, not chosen yet (2 of 6 cells scored). Its cells, "
+    assert ("* SINCERE: **pending**, not chosen yet (2 of 9 cells scored). Its cells, "
             "validation 1-NN: t=0.1, lr=0.02, warm-up 47.00%; t=0.1, lr=0.05, warm-up 10.00%; "
             "t=0.2, lr=0.02, warm-up pending; t=0.2, lr=0.05, warm-up pending; t=0.4, "
-            "lr=0.05, warm-up pending; t=0.2, lr=0.1, warm-up pending. The earlier "
+            "lr=0.05, warm-up pending; t=0.2, lr=0.1, warm-up pending; t=0.1, lr=0.1, warm-up "
+            "pending; t=0.4, lr=0.1, warm-up pending; t=0.2, lr=0.2, warm-up pending. The earlier "
             "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
             "t=0.05, lr=0.2 10.38% (collapsed);") in grid
     assert "* SupCon: **pending**, not chosen yet (0 of 6 cells scored)." in grid
@@ -430,24 +431,30 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
 
 def test_a_grid_choice_is_interior_when_lower_cells_bracket_it_on_each_setting():
     """SINCERE chose t 0.1, lr 0.05 with warm-up: bracketed on t by the first grid's t 0.05
-    and the extension's t 0.2, on lr by 0.02 and the first grid's 0.2, all lower: interior;
-    a neighbour scoring higher, or one not scored yet, is said."""
+    and the extension's t 0.2, on lr by 0.02 and the third extension's 0.1 (nearer than the
+    first grid's 0.2), all lower: interior; a neighbour scoring higher, or one not scored
+    yet, is said."""
     scores = {"sincere_t0.1_lr0.02_warmup": 0.55, "sincere_t0.1_lr0.05_warmup": 0.62,
               "sincere_t0.2_lr0.02_warmup": 0.50, "sincere_t0.2_lr0.05_warmup": 0.58,
+              "sincere_t0.4_lr0.05_warmup": 0.50, "sincere_t0.2_lr0.1_warmup": 0.52,
+              "sincere_t0.1_lr0.1_warmup": 0.60, "sincere_t0.4_lr0.1_warmup": 0.51,
+              "sincere_t0.2_lr0.2_warmup": 0.3,
               "sincere_t0.05_lr0.05": 0.4676, "sincere_t0.05_lr0.2": 0.1038,
               "sincere_t0.1_lr0.05": 0.6176, "sincere_t0.1_lr0.2": 0.167}
     choice = {"chosen": "sincere_t0.1_lr0.05_warmup", "scores": scores}
     text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": choice}})
     assert ("* SINCERE: chosen t=0.1, lr=0.05, warm-up (validation 1-NN 62.00%); interior: the "
             "nearest cells on each side score lower (t=0.05, lr=0.05 46.76%; t=0.2, lr=0.05, "
-            "warm-up 58.00%; t=0.1, lr=0.02, warm-up 55.00%; t=0.1, lr=0.2 16.70%).") in text
+            "warm-up 58.00%; t=0.1, lr=0.02, warm-up 55.00%; t=0.1, lr=0.1, warm-up "
+            "60.00%).") in text
     higher = {**choice, "scores": {**scores, "sincere_t0.05_lr0.05": 0.70}}
     text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": higher}})
     assert ("**not interior**, open where t=0.05, lr=0.05 scores 70.00%, not lower: the next "
             "cells to run lie on those sides") in text
-    waiting = {**choice, "scores": {**scores, "sincere_t0.1_lr0.2": None}}
+    waiting = {**choice, "scores": {**scores, "sincere_t0.1_lr0.1_warmup": None}}
     text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": waiting}})
-    assert "(validation 1-NN 62.00%); whether it is interior waits for t=0.1, lr=0.2." in text
+    assert ("(validation 1-NN 62.00%); whether it is interior waits for t=0.1, lr=0.1, "
+            "warm-up.") in text
 
 
 def test_the_tuning_grid_section_reads_the_grid_seed_only():

@@ -98,8 +98,8 @@ def test_dry_run_of_the_grid_scores_each_cell_on_held_out_images(monkeypatch, tm
     assert validation[7:11] == ["--subset", "10000", "--held-out", "5000"]
     assert _option(validation, "--output") == (
         "runs/repro/cpu/sincere_t0.05_lr0.05/seed0/eval/knn1_heldout_projector")
-    # 20 cells (the first grid and its two extensions): pretrain and the validation 1-NN
-    assert len(commands) == 40
+    # 23 cells (the first grid and its extensions): pretrain and the validation 1-NN
+    assert len(commands) == 46
     # the extension's cells train with SINCERE App. J's warm-up scaled to this budget
     extended = next(c for c in commands
                     if "runs/repro/cpu/sincere_t0.2_lr0.02_warmup/seed0/pretrain" in c)
@@ -107,7 +107,7 @@ def test_dry_run_of_the_grid_scores_each_cell_on_held_out_images(monkeypatch, tm
                              "--model.optimizer.base_lr", "0.02",
                              "--model.optimizer.warmup_fraction", "0.0125",
                              "--model.optimizer.warmup_start_ratio", "0.001", "--overwrite"]
-    second = [c for c in commands if c[1] == "pretrain" and "0.4" in c]
+    second = [c for c in commands if c[1] == "pretrain" and "0.4" in c and "0.05" in c]
     assert [_option(c, "--output") for c in second] == [
         f"runs/repro/cpu/{loss}_t0.4_lr0.05_warmup/seed0/pretrain"
         for loss in ("sincere", "supcon")]

@@ -11,9 +11,10 @@ from studies.repro.commands import EVALS
 from studies.repro.grids import (
     APP_J_WARMUP,
     FIRST_GRIDS,
-    SECOND_EXTENSION_STEMS,
+    LATER_EXTENSIONS,
     TUNINGS,
     VALIDATION,
+    extension_stems,
 )
 from studies.repro.stats import SEED_SD, mde
 from studies.repro.studies import (
@@ -83,9 +84,9 @@ def _resolutions(study):
     tunings = {v.tuning.name: v.tuning for v in study.variants if v.tuning}
     if not tunings:
         return [study]
-    width = len(next(iter(tunings.values())).grid)
-    return [resolve_study(study, {name: {"chosen": t.grid[i].name} for name, t in
-                                  tunings.items()}) for i in range(width)]
+    width = max(len(t.grid) for t in tunings.values())
+    return [resolve_study(study, {name: {"chosen": t.grid[min(i, len(t.grid) - 1)].name}
+                                  for name, t in tunings.items()}) for i in range(width)]
 
 
 def test_part_a_design():
@@ -136,26 +137,28 @@ def test_part_a_design():
 
 def test_each_supervised_loss_is_tuned_on_its_own_grid():
     """Issue 54: each loss chooses among the extensions of its first grid (a higher temperature
-    and a lower learning rate, then one cell more on each open side of that extension's
-    corner, all with App. J's warm-up); the first grid bounds them."""
+    and a lower learning rate, then, each time the choice was a corner, one cell more on each
+    open side of it, all with App. J's warm-up); the first grid bounds them."""
     grid = STUDIES["sincere_grid"]
+    t, lr = "--model.method.init_args.temperature", "--model.optimizer.base_lr"
+    later = {"sincere": [(0.4, 0.05), (0.2, 0.1), (0.1, 0.1), (0.4, 0.1), (0.2, 0.2)],
+             "supcon": [(0.4, 0.05), (0.2, 0.1)]}
     for loss in ("sincere", "supcon"):
         tuning = TUNINGS[loss]
-        assert len(tuning.grid) == 6 and len(tuning.bounds) == 4
+        assert len(tuning.grid) == 4 + len(later[loss]) and len(tuning.bounds) == 4
         assert list(tuning.bounds) == list(FIRST_GRIDS[loss])
         assert [swept_settings(c) for c in tuning.grid[4:]] == [
-            {"--model.method.init_args.temperature": t, "--model.optimizer.base_lr": lr}
-            for t, lr in ((0.4, 0.05), (0.2, 0.1))]
-        assert {c.stem for c in tuning.grid[4:]} <= SECOND_EXTENSION_STEMS
+            {t: a, lr: b} for a, b in later[loss]]
+        assert {c.stem for c in tuning.grid[4:]} == {
+            s for e in LATER_EXTENSIONS for s in extension_stems(e) if s.startswith(loss)}
         # the first extension's corner, were it chosen again, has a cell on every side
         corner = tuning.grid[3]
-        assert swept_settings(corner) == {"--model.method.init_args.temperature": 0.2,
-                                          "--model.optimizer.base_lr": 0.05}
+        assert swept_settings(corner) == {t: 0.2, lr: 0.05}
         assert all(below and above for below, above in neighbours(tuning, corner).values())
         cells = [v for v in grid.variants if v.name.startswith(loss)]
         assert cells == [*FIRST_GRIDS[loss], *tuning.grid]
         assert {v.config for v in cells} == {f"configs/repro/cpu/{loss}.yaml"}
-        assert len({v.overrides for v in cells}) == len({v.stem for v in cells}) == 10
+        assert len({v.overrides for v in cells}) == len({v.stem for v in cells}) == len(cells)
         assert all(v.overrides[-4:] == APP_J_WARMUP for v in tuning.grid)
         assert not any("--model.optimizer.warmup_fraction" in v.overrides
                        for v in tuning.bounds)
@@ -164,6 +167,10 @@ def test_each_supervised_loss_is_tuned_on_its_own_grid():
                          v.tuning.name == loss)
             assert tuned.tuning.reuse is reuse and tuned.tuning.grid == tuning.grid
             assert not (REPO / "runs" / "repro" / "cpu" / tuned.stem).exists()
+    # SINCERE's third extension surrounds the second's choice, t 0.2, lr 0.1, on every side
+    sincere = TUNINGS["sincere"]
+    chosen = next(c for c in sincere.grid if swept_settings(c) == {t: 0.2, lr: 0.1})
+    assert all(below and above for below, above in neighbours(sincere, chosen).values())
     # ReSSL: its own grid (study 5a), its config's setting in the study's folder
     ressl = TUNINGS["ressl"]
     assert [c.stem for c in ressl.grid] == ["ressl", "ressl_t0.1_tm0.07", "ressl_t0.2_tm0.04",

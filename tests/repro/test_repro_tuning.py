@@ -42,8 +42,8 @@ def test_scores_are_read_from_the_grid_runs_validation(monkeypatch, tmp_path):
         folder.mkdir(parents=True)
         (folder / "results.json").write_text(json.dumps({"metrics": {"top1": 0.5 + 0.01 * i}}))
     # the grid's cells, then its bounds' (the first grid's, not evaluated here)
-    assert list(grid_scores(tuning).values()) == [0.5, 0.51, 0.52, None, None, None,
-                                                  *[None] * 4]
+    assert list(grid_scores(tuning).values()) == [0.5, 0.51, 0.52,
+                                                  *[None] * (len(tuning.grid) - 3 + 4)]
     assert list(grid_scores(tuning)) == [c.name for c in (*tuning.grid, *tuning.bounds)]
     assert folder_choices(STUDIES.values())["sincere"]["chosen"] is None
     for cell in tuning.grid[3:]:
@@ -84,11 +84,15 @@ def test_neighbours_bracket_a_choice_on_each_swept_setting():
     cells = {c.name: c for c in (*sincere.grid, *sincere.bounds)}
     t, lr = "--model.method.init_args.temperature", "--model.optimizer.base_lr"
     middle = neighbours(sincere, cells["sincere_t0.1_lr0.05_warmup"])
-    # t: 0.05 (the first grid's, without warm-up) below, 0.2 above; lr: 0.02 below, 0.2
-    # (the first grid's) above
+    # t: 0.05 (the first grid's, without warm-up) below, 0.2 above; lr: 0.02 below, 0.1 (the
+    # third extension's, nearer than the first grid's 0.2) above
     assert {k: tuple(c.name for c in v) for k, v in middle.items()} == {
         t: ("sincere_t0.05_lr0.05", "sincere_t0.2_lr0.05_warmup"),
-        lr: ("sincere_t0.1_lr0.02_warmup", "sincere_t0.1_lr0.2")}
+        lr: ("sincere_t0.1_lr0.02_warmup", "sincere_t0.1_lr0.1_warmup")}
+    # the first grid's lr 0.2 bounds SupCon's t 0.1, which has no cell at lr 0.1
+    supcon = TUNINGS["supcon"]
+    above = neighbours(supcon, supcon.grid[1])[lr][1]
+    assert above is not None and above.name == "supcon_t0.1_lr0.2"
     corner = neighbours(sincere, cells["sincere_t0.2_lr0.02_warmup"])
     assert corner[t][1] is None and corner[lr][0] is None  # open above t and below lr
     assert corner[t][0].name == "sincere_t0.1_lr0.02_warmup"
