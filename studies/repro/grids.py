@@ -102,7 +102,7 @@ def _extended_grid(loss: str) -> tuple[Variant, ...]:
 def extension_stems(extension: Extension) -> frozenset[str]:
     """The run stems of an extension's cells, every loss (each later extension is planned
     apart from the round's first plan: :mod:`studies.repro.scale`)."""
-    return frozenset(f"{loss}_t{t}_lr{lr}_warmup" for loss, cells in extension.cells.items()
+    return frozenset(_warmup_cell(loss, t, lr).stem for loss, cells in extension.cells.items()
                      for t, lr in cells)
 
 
