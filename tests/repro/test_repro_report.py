@@ -389,7 +389,7 @@ def test_learning_curves_without_a_random_init_run_name_no_dashed_line(tmp_path)
 
 
 def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table():
-    """The grid chooses settings and makes no claim: no empty claims table; its twenty-three cells
+    """The grid chooses settings and makes no claim: no empty claims table; its twenty-six cells
     share two configs, each named once; a grid not chosen yet is *pending*, its scored cells
     and its bounds' shown, collapsed ones marked."""
     summary = {"runs": {}, "comparisons": {}, "choices": {
@@ -413,7 +413,7 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
             "pending; t=0.4, lr=0.1, warm-up pending; t=0.2, lr=0.2, warm-up pending. The earlier "
             "grid that bounds it (scored alike, not chosen among): t=0.05, lr=0.05 pending; "
             "t=0.05, lr=0.2 10.38% (collapsed);") in grid
-    assert "* SupCon: **pending**, not chosen yet (0 of 6 cells scored)." in grid
+    assert "* SupCon: **pending**, not chosen yet (0 of 9 cells scored)." in grid
     # a failed cell says so
     summary["runs"] |= run_entry("sincere_t0.2_lr0.05_warmup", 0, {})
     summary["runs"]["cpu/sincere_t0.2_lr0.05_warmup/seed0"].update(

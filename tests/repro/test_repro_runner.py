@@ -98,8 +98,8 @@ def test_dry_run_of_the_grid_scores_each_cell_on_held_out_images(monkeypatch, tm
     assert validation[7:11] == ["--subset", "10000", "--held-out", "5000"]
     assert _option(validation, "--output") == (
         "runs/repro/cpu/sincere_t0.05_lr0.05/seed0/eval/knn1_heldout_projector")
-    # 23 cells (the first grid and its extensions): pretrain and the validation 1-NN
-    assert len(commands) == 46
+    # 26 cells (the first grid and its extensions): pretrain and the validation 1-NN
+    assert len(commands) == 52
     # the extension's cells train with SINCERE App. J's warm-up scaled to this budget
     extended = next(c for c in commands
                     if "runs/repro/cpu/sincere_t0.2_lr0.02_warmup/seed0/pretrain" in c)

@@ -142,7 +142,7 @@ def test_each_supervised_loss_is_tuned_on_its_own_grid():
     grid = STUDIES["sincere_grid"]
     t, lr = "--model.method.init_args.temperature", "--model.optimizer.base_lr"
     later = {"sincere": [(0.4, 0.05), (0.2, 0.1), (0.1, 0.1), (0.4, 0.1), (0.2, 0.2)],
-             "supcon": [(0.4, 0.05), (0.2, 0.1)]}
+             "supcon": [(0.4, 0.05), (0.2, 0.1), (0.1, 0.1), (0.4, 0.1), (0.2, 0.2)]}
     for loss in ("sincere", "supcon"):
         tuning = TUNINGS[loss]
         assert len(tuning.grid) == 4 + len(later[loss]) and len(tuning.bounds) == 4

@@ -89,9 +89,13 @@ def test_neighbours_bracket_a_choice_on_each_swept_setting():
     assert {k: tuple(c.name for c in v) for k, v in middle.items()} == {
         t: ("sincere_t0.05_lr0.05", "sincere_t0.2_lr0.05_warmup"),
         lr: ("sincere_t0.1_lr0.02_warmup", "sincere_t0.1_lr0.1_warmup")}
-    # the first grid's lr 0.2 bounds SupCon's t 0.1, which has no cell at lr 0.1
+    # SupCon's t 0.1: lr 0.1 (the third extension's) above lr 0.05, the first grid's lr 0.2
+    # (without warm-up) above lr 0.1
     supcon = TUNINGS["supcon"]
-    above = neighbours(supcon, supcon.grid[1])[lr][1]
+    supcon_cells = {c.name: c for c in (*supcon.grid, *supcon.bounds)}
+    above = neighbours(supcon, supcon_cells["supcon_t0.1_lr0.05_warmup"])[lr][1]
+    assert above is not None and above.name == "supcon_t0.1_lr0.1_warmup"
+    above = neighbours(supcon, supcon_cells["supcon_t0.1_lr0.1_warmup"])[lr][1]
     assert above is not None and above.name == "supcon_t0.1_lr0.2"
     corner = neighbours(sincere, cells["sincere_t0.2_lr0.02_warmup"])
     assert corner[t][1] is None and corner[lr][0] is None  # open above t and below lr
