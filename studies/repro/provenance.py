@@ -161,11 +161,14 @@ PLAN_CHECKOUT = "89437e1"
 #: The checkout that went on with issue 54's round when the machine holding
 #: :data:`PLAN_CHECKOUT` was lost (2026-12-02), until the grids' second extension.
 RESUMED_CHECKOUT = "fbb61bb"
+#: The checkout that went on from the grids' second extension, which it defined, until their
+#: third.
+SECOND_EXTENSION_CHECKOUT = "adbea0c"
 #: The checkout that trains the rest of issue 54's round: the commit that defined the grids'
-#: second extension (:data:`CHECKOUT_MOVE`).
-STUDY_CHECKOUT = "adbea0c"
+#: third extension for both losses (:data:`CHECKOUT_MOVE`).
+STUDY_CHECKOUT = "e5942a8"
 #: Every checkout that trained issue 54's round, in order.
-ROUND_CHECKOUTS = (PLAN_CHECKOUT, RESUMED_CHECKOUT, STUDY_CHECKOUT)
+ROUND_CHECKOUTS = (PLAN_CHECKOUT, RESUMED_CHECKOUT, SECOND_EXTENSION_CHECKOUT, STUDY_CHECKOUT)
 #: Why the round's checkout moved, and what that changes.
 CHECKOUT_MOVE = (
     f"It was {PLAN_CHECKOUT}, the commit that fixed the round's runs, until 2026-12-02, when "
@@ -173,15 +176,21 @@ CHECKOUT_MOVE = (
     f"{RESUMED_CHECKOUT} (`git diff {PLAN_CHECKOUT} {RESUMED_CHECKOUT}`: no run's definition, "
     "data or training changed; the evaluations changed in their words, in reading DINO's "
     "head and in the form of the projector's record) until the first grid extension's "
-    f"choices came out corners, the same day; then {STUDY_CHECKOUT}, the commit that defined "
-    f"the grids' second extension (`git diff {RESUMED_CHECKOUT} {STUDY_CHECKOUT}`: those four "
-    "cells are the one change to a run's definition; no run's data or training changed: the "
-    "image readers' hidden-name rule became one function, reading the same files; the runner "
-    "trains again by itself a record that names no commit). The records made at the earlier "
-    f"two stay: {PLAN_CHECKOUT}'s one, the random init's seed 0 (every number of it equals the "
-    f"first round's record of that run), and {RESUMED_CHECKOUT}'s, among them the grid cells "
-    "and ReSSL's seed 0, so a claim's seeds may come from two of these checkouts; the "
-    "provenance table names each run's.")
+    f"choices came out corners, the same day; then {SECOND_EXTENSION_CHECKOUT}, the commit "
+    "that defined the grids' second extension (`git diff "
+    f"{RESUMED_CHECKOUT} {SECOND_EXTENSION_CHECKOUT}`: those four cells are the one change to "
+    "a run's definition; no run's data or training changed: the image readers' hidden-name "
+    "rule became one function, reading the same files; the runner trains again by itself a "
+    "record that names no commit) until its choices came out corners again; then "
+    f"{STUDY_CHECKOUT}, the commit that defined the third extension for both losses (`git diff "
+    f"{SECOND_EXTENSION_CHECKOUT} {STUDY_CHECKOUT}`: its six cells are the one change to a "
+    "run's definition; the library did not change, the study's code only in how it plans, "
+    "names and words the extensions). The records made at the earlier three stay: "
+    f"{PLAN_CHECKOUT}'s one, the random init's seed 0 (every number of it equals the first "
+    f"round's record of that run), {RESUMED_CHECKOUT}'s, among them the first extension's "
+    f"cells and ReSSL's seed 0, and {SECOND_EXTENSION_CHECKOUT}'s, the second extension's "
+    "cells and the runs under way when the checkout moved, so a claim's seeds may come from "
+    "more than one of these checkouts; the provenance table names each run's.")
 #: How to go on with issue 54's round at that checkout, and bring its records here.
 CONTINUE_AT_STUDY_CHECKOUT = (
     f"Issue 54's round goes on at one checkout, {STUDY_CHECKOUT} (see Provenance; the second "
@@ -240,7 +249,7 @@ STREAM_CHECK = (
     "initialisation, loss or optimiser fails it); elsewhere it compares step 0 alone, to a "
     "relative 1e-5 (everything but the optimiser). The first round's SCE, MoCo v2, ReSSL and "
     "random-init records, which study 5 read, hold no commit either (issue 54's round trains "
-    f"them again at {RESUMED_CHECKOUT} and {STUDY_CHECKOUT}; until their records arrive, the "
+    f"them again at {', '.join(ROUND_CHECKOUTS[1:])}; until their records arrive, the "
     "list below names them): "
     "each "
     "of their twelve runs (seeds 0, 1, 2) trains the same first three steps (the random "

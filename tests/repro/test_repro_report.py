@@ -24,6 +24,7 @@ from studies.repro.figures import _bar_chart, _learning_curves, make_figures
 from studies.repro.provenance import (
     PLAN_CHECKOUT,
     RESUMED_CHECKOUT,
+    SECOND_EXTENSION_CHECKOUT,
     SECOND_ROUND_CHECKOUT,
     STUDY_CHECKOUT,
 )
@@ -642,18 +643,20 @@ def test_cifar2_learning_curves_name_its_own_monitor_splits(tmp_path):
     assert "(the test split against the 10,000 training images, k 200" in caption
 
 
-def test_issue_54s_round_counts_its_three_checkouts_runs_and_not_study_6s():
-    """The round's runs are those trained at the checkout that planned it or either that went
-    on after it; study 6's runs, trained at the same checkouts, are study 6's alone."""
+def test_issue_54s_round_counts_its_four_checkouts_runs_and_not_study_6s():
+    """The round's runs are those trained at the checkout that planned it or any that went on
+    after it; study 6's runs, trained at the same checkouts, are study 6's alone."""
     _, third, study6 = rounds()
     summary = {"runs": {}}
     for stem, commit in (("random_init", PLAN_CHECKOUT), ("sincere_t0.1_lr0.02_warmup",
                                                            RESUMED_CHECKOUT),
-                         ("sincere_t0.4_lr0.05_warmup", STUDY_CHECKOUT),
+                         ("sincere_t0.4_lr0.05_warmup", SECOND_EXTENSION_CHECKOUT),
+                         ("supcon_t0.1_lr0.1_warmup", STUDY_CHECKOUT),
                          ("dclw", RESUMED_CHECKOUT), ("vicreg", PLAN_CHECKOUT),
                          ("simclr_t0.2", SECOND_ROUND_CHECKOUT)):
         summary["runs"] |= run_entry(stem, 0, {"knn200/top1": 0.5},
                                      provenance=_provenance(commit + "c" * 33))
     assert sorted(r["stem"] for r in round_runs(summary, third)) == [
-        "random_init", "sincere_t0.1_lr0.02_warmup", "sincere_t0.4_lr0.05_warmup"]
+        "random_init", "sincere_t0.1_lr0.02_warmup", "sincere_t0.4_lr0.05_warmup",
+        "supcon_t0.1_lr0.1_warmup"]
     assert sorted(r["stem"] for r in round_runs(summary, study6)) == ["dclw", "vicreg"]
