@@ -88,12 +88,6 @@ def extension_cost(extension: Extension) -> StudyCost:
     return cost
 
 
-def round_three_plan() -> list[StudyCost]:
-    """Issue 54's round as planned in all: its first plan's studies, then each later
-    extension of the grids."""
-    return [*round_three_cost(), *(extension_cost(e) for e in LATER_EXTENSIONS)]
-
-
 def baselines_round_cost() -> list[StudyCost]:
     """Issue 53's study 6's planned cost (:func:`studies.repro.plan.planned_cost`)."""
     return planned_cost([STUDIES[n] for n in BASELINES_ROUND], reused=REUSED_BY_BASELINES_ROUND)
@@ -101,7 +95,7 @@ def baselines_round_cost() -> list[StudyCost]:
 
 def rounds() -> tuple[Round, Round, Round]:
     """The second round, issue 54's and issue 53's study 6, as their plans count them."""
-    third = round_three_plan()
+    third = [*round_three_cost(), *(extension_cost(e) for e in LATER_EXTENSIONS)]
     baselines = baselines_round_cost()
     trained = frozenset(v.stem for n in BASELINES_ROUND for v in STUDIES[n].variants
                         if v.stem not in REUSED_BY_BASELINES_ROUND)
@@ -154,7 +148,7 @@ def plan_lines() -> list[str]:
         f"list take about {total / LANES / 3600:.1f} hours of wall time on two cores they "
         "have to themselves (more on the shared machine). Every run is resumable.",
         "",
-        *_extension_plans(),
+        *_extension_plans(costs),
         *_baselines_plan_lines(),
         SECOND_ROUND_PLAN,
         "",
@@ -162,13 +156,12 @@ def plan_lines() -> list[str]:
     ]
 
 
-def _extension_plans() -> list[str]:
+def _extension_plans(first: list[StudyCost]) -> list[str]:
     """The grids' later extensions, each planned before its runs by the same per-step costs,
     and the round's plan with them."""
     costs = [extension_cost(e) for e in LATER_EXTENSIONS]
-    plan = round_three_plan()
-    runs = sum(c.runs for c in plan)
-    hours = sum(c.seconds for c in plan) / 3600
+    runs = sum(c.runs for c in (*first, *costs))
+    hours = sum(c.seconds for c in (*first, *costs)) / 3600
     lines = []
     ordinals = ("second", "third", "fourth", "fifth")[:len(costs)]
     for n, e, c in zip(ordinals, LATER_EXTENSIONS, costs, strict=True):
