@@ -8,12 +8,12 @@ marked so, and *collapsed* beside each cell the collapse rule labels
 (:func:`studies.repro.trained.collapsed`); and, once chosen, whether the choice is *interior*:
 on each setting the grid sweeps, the nearest cells below and above it
 (:func:`studies.repro.tuning.neighbours`) both score lower. When it is not, the line says which
-side is open and the cells to run next.
+side is open and either the cells to run next or, where the grid stops, why.
 """
 
 from __future__ import annotations
 
-from studies.repro.grids import LOSS_LABELS, TUNINGS
+from studies.repro.grids import LATER_EXTENSIONS, LOSS_LABELS, TUNINGS, extension_stems
 from studies.repro.records import failure_text
 from studies.repro.schema import Study, Tuning, Variant
 from studies.repro.trained import chance, collapsed
@@ -80,9 +80,24 @@ def _interior(tuning: Tuning, chosen: Variant, scores: dict) -> str:
         return f"whether it is interior waits for {', '.join(waiting)}"
     if not open_sides:
         return f"interior: the nearest cells on each side score lower ({'; '.join(bracketed)})"
+    lower = f" (lower elsewhere: {'; '.join(bracketed)})" if bracketed else ""
+    if tuning.stop:
+        return (f"**not interior**, open where {'; '.join(open_sides)}{lower}; not run "
+                f"further, because {tuning.stop}{_last_gain(tuning, chosen, scores)}")
     return (f"**not interior**, open where {'; '.join(open_sides)}: the next cells to run lie "
-            "on those sides" + (f" (lower elsewhere: {'; '.join(bracketed)})" if bracketed
-                                else ""))
+            f"on those sides{lower}")
+
+
+def _last_gain(tuning: Tuning, chosen: Variant, scores: dict) -> str:
+    """`` (the last extension's cell scores +2.00 points over the best before it)`` when
+    ``chosen`` is a cell of the last extension, else empty."""
+    last = extension_stems(LATER_EXTENSIONS[-1])
+    before = [scores[c.name] for c in tuning.grid
+              if c.stem not in last and scores.get(c.name) is not None]
+    if chosen.stem not in last or not before:
+        return ""
+    return (f" (the last extension's cell scores {100 * (scores[chosen.name] - max(before)):+.2f}"
+            " points over the best cell before it)")
 
 
 def choice_lines(study: Study, summary: dict) -> list[str]:

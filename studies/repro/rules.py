@@ -159,7 +159,7 @@ def verdict_rule_lines() -> list[str]:
         "split), seed 0; ties go to the first cell. Fixed before the runs. A grid's choice is "
         "*interior* when, on each setting it sweeps, the nearest cells below and above it "
         "(of the grid or of an earlier grid that bounds it) both score lower; each grid's "
-        "section says whether, and what to run next when not.",
+        "section says whether, and when not, what to run next or why the grid stops there.",
         "",
         f"**The thresholds.** The minimum detectable effect (MDE) = t(0.975, n - 1) x sigma / "
         "sqrt(n), with n the planned seeds and sigma an assumed seed standard deviation of the "

@@ -51,7 +51,9 @@ class Tuning:
     variant trains its own config with the chosen cell's ``overrides``. ``bounds``: cells of
     an earlier grid, scored by the same protocol but not chosen among, that bound this grid on
     its other sides (whether the choice is interior reads them too,
-    :func:`studies.repro.tuning.interior`)."""
+    :func:`studies.repro.tuning.neighbours`). ``stop``: why the grid goes no further where
+    its choice is not interior, decided before any further run (empty: the page names the
+    cells to run next)."""
 
     name: str
     grid: tuple[Variant, ...]
@@ -60,6 +62,7 @@ class Tuning:
     seed: int = 0
     reuse: bool = True
     bounds: tuple[Variant, ...] = ()
+    stop: str = ""
 
 
 @dataclass(frozen=True)

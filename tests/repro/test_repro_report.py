@@ -4,6 +4,7 @@ figures."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from scipy import stats
 from studies.repro import layout
 from studies.repro.collection import read_monitor
 from studies.repro.figures import _bar_chart, _learning_curves, make_figures
+from studies.repro.grids import TUNINGS
 from studies.repro.provenance import (
     PLAN_CHECKOUT,
     RESUMED_CHECKOUT,
@@ -195,10 +197,12 @@ def test_verdict_table_of_a_finished_study(tmp_path, monkeypatch):
     # a metric the finished baseline does not have (no margin here) is "–", not "not yet run"
     assert init.split("|")[3].strip() == "–" and "not yet run" not in init
     assert "(figures/repro_sincere_" not in text  # no loss curve without metrics.csv files
-    # the grid's choice: interior, or which side is open
-    assert ("* SINCERE: chosen t=0.2, lr=0.02, warm-up (validation 1-NN 50.00%); **not "
-            "interior**, open where no cell at t above 0.2 (lr=0.02); no cell at lr below "
-            "0.02 (t=0.2): the next cells to run lie on those sides") in text
+    # the grid's choice: interior, or which side is open and why the grid stops there
+    chosen = _row(text, "* SINCERE: chosen t=0.2, lr=0.02, warm-up (validation 1-NN 50.00%); "
+                  "**not interior**, open where no cell at t above 0.2 (lr=0.02); no cell at "
+                  "lr below 0.02 (t=0.2) (lower elsewhere: ")
+    assert ("); not run further, because the grids stop at their third extension, decided on "
+            "its results before any further run:") in chosen
     # the verdict rules: the MDE with its power, the effect at 80% power
     assert "a power of only about 61%" in text and "4.47 points over 3 seeds" in text
     assert "| accuracy | 1.37 | 3.4 | 4.47 |" in text
@@ -430,7 +434,7 @@ def test_the_tuning_grid_section_names_each_config_once_and_has_no_claims_table(
     assert "| claim |" in text[text.index("### 1b."):text.index("### 2.")]
 
 
-def test_a_grid_choice_is_interior_when_lower_cells_bracket_it_on_each_setting():
+def test_a_grid_choice_is_interior_when_lower_cells_bracket_it_on_each_setting(monkeypatch):
     """SINCERE chose t 0.1, lr 0.05 with warm-up: bracketed on t by the first grid's t 0.05
     and the extension's t 0.2, on lr by 0.02 and the third extension's 0.1 (nearer than the
     first grid's 0.2), all lower: interior; a neighbour scoring higher, or one not scored
@@ -450,12 +454,35 @@ def test_a_grid_choice_is_interior_when_lower_cells_bracket_it_on_each_setting()
             "60.00%).") in text
     higher = {**choice, "scores": {**scores, "sincere_t0.05_lr0.05": 0.70}}
     text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": higher}})
+    assert ("**not interior**, open where t=0.05, lr=0.05 scores 70.00%, not lower (lower "
+            "elsewhere: t=0.2, lr=0.05, warm-up 58.00%; t=0.1, lr=0.02, warm-up 55.00%; t=0.1, "
+            "lr=0.1, warm-up 60.00%); not run further, because the grids stop") in text
+    assert "the last extension's cell scores" not in text  # the choice is not its cell
+    # a grid that goes on names the cells to run next instead
+    monkeypatch.setitem(TUNINGS, "sincere", replace(TUNINGS["sincere"], stop=""))
+    text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": higher}})
     assert ("**not interior**, open where t=0.05, lr=0.05 scores 70.00%, not lower: the next "
-            "cells to run lie on those sides") in text
+            "cells to run lie on those sides (lower elsewhere: t=0.2, lr=0.05") in text
     waiting = {**choice, "scores": {**scores, "sincere_t0.1_lr0.1_warmup": None}}
     text = render_report({"runs": {}, "comparisons": {}, "choices": {"sincere": waiting}})
     assert ("(validation 1-NN 62.00%); whether it is interior waits for t=0.1, lr=0.1, "
             "warm-up.") in text
+
+
+def test_a_stopped_grid_whose_choice_is_the_last_extensions_cell_says_its_gain():
+    """SupCon chose t 0.2, lr 0.2, a cell of the third extension, at a corner: the page says
+    why the grid stops there and how much that extension gained over the best cell before."""
+    scores = {c.name: 0.40 for c in TUNINGS["supcon"].grid}
+    scores |= {"supcon_t0.2_lr0.1_warmup": 0.6630, "supcon_t0.2_lr0.2_warmup": 0.6660}
+    scores |= {c.name: 0.30 for c in TUNINGS["supcon"].bounds}
+    choice = {"chosen": "supcon_t0.2_lr0.2_warmup", "scores": scores}
+    text = render_report({"runs": {}, "comparisons": {}, "choices": {"supcon": choice}})
+    assert ("* SupCon: chosen t=0.2, lr=0.2, warm-up (validation 1-NN 66.60%); **not "
+            "interior**, open where no cell at t above 0.2 (lr=0.2); no cell at lr above 0.2 "
+            "(t=0.2) (lower elsewhere: t=0.1, lr=0.2 30.00%; t=0.2, lr=0.1, warm-up 66.30%); "
+            "not run further, because the grids stop at their third extension") in text
+    assert ("may lie below this budget's optimum (the last extension's cell scores +0.30 "
+            "points over the best cell before it). Its cells:") in text
 
 
 def test_the_tuning_grid_section_reads_the_grid_seed_only():
