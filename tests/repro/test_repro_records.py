@@ -13,6 +13,7 @@ import pytest
 from studies.repro import layout
 from studies.repro.collection import collect
 from studies.repro.layout import RECORDS, RUNS, compare_dir, run_dir
+from studies.repro.provenance import PROVENANCE_LOG, append_provenance
 from studies.repro.records import (
     append_cost,
     failure,
@@ -254,6 +255,44 @@ def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_pat
     (first / out / added).unlink()
     assert restore() == []
     assert not (first / out / added).exists()
+
+
+def test_a_run_trained_again_elsewhere_replaces_the_working_copy_restored_earlier(
+        monkeypatch, tmp_path):
+    """The random init's seed 1 was retrained in the study checkout (issue 54, item 3): a
+    checkout that had restored the first round's record (no provenance) must take the new
+    record whole, not keep the old evaluations and files beside it."""
+    first, fresh = tmp_path / "first", tmp_path / "fresh"
+    monkeypatch.setattr(layout, "REPO", first)
+    out = _finished_run(first)
+    record(out)
+    (fresh / RECORDS).parent.mkdir(parents=True)
+    shutil.copytree(first / RECORDS, fresh / RECORDS)
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore() == [out]
+    (fresh / out / "stale.png").write_text("the old training's figure")
+    # trained again in the first checkout: another result, and a provenance log
+    shutil.rmtree(first / out / "eval" / "knn200")
+    result = first / out / "eval" / "knn1" / "results.json"
+    result.parent.mkdir(parents=True)
+    result.write_text('{"metrics": {"top1": 0.7}}')
+    append_provenance(first / out / PROVENANCE_LOG, "pretrain",
+                      {"commit": "e5942a8", "dirty": False}, START)
+    monkeypatch.setattr(layout, "REPO", first)
+    record(out)
+    shutil.rmtree(fresh / RECORDS)
+    shutil.copytree(first / RECORDS, fresh / RECORDS)
+    monkeypatch.setattr(layout, "REPO", fresh)
+    assert restore() == [out]
+    kept = sorted(str(p.relative_to(fresh / out)) for p in (fresh / out).rglob("*")
+                  if p.is_file())
+    assert kept == sorted(str(p.relative_to(fresh / RECORDS / "cpu" / "sce" / "seed0"))
+                          for p in (fresh / RECORDS / "cpu" / "sce" / "seed0").rglob("*")
+                          if p.is_file())
+    assert "stale.png" not in kept and "eval/knn200/results.json" not in kept
+    assert json.loads((fresh / out / "eval/knn1/results.json").read_text())["metrics"] == {
+        "top1": 0.7}
+    assert restore() == []  # the same training now: nothing to copy
 
 
 def test_records_live_beside_the_report():
