@@ -114,6 +114,22 @@ def append_provenance(log: Path, step: str, entry: dict[str, object],
         handle.write(json.dumps(line) + "\n")
 
 
+def read_entries(folder: Path) -> list[dict]:
+    """The commands logged in ``folder/provenance.jsonl``, in order; empty without a log (a
+    line cut short by a crash is left out)."""
+    try:
+        lines = (folder / PROVENANCE_LOG).read_text().splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return [e for e in entries if isinstance(e, dict)]
+
+
 def read_provenance(folder: Path) -> dict[str, object]:
     """``folder/provenance.jsonl`` folded: ``commits`` (in the order first seen, of the
     pretraining commands when there are any, else of every command), ``dirty`` (any of them),
@@ -121,17 +137,7 @@ def read_provenance(folder: Path) -> dict[str, object]:
     and ``evaluated_elsewhere``: ``[step, commit, dirty]`` of each other command run at
     another commit (an evaluation made after a fix); empty without a log (a run recorded
     before provenance was)."""
-    try:
-        lines = (folder / PROVENANCE_LOG).read_text().splitlines()
-    except OSError:
-        return {}
-    entries = []
-    for line in lines:
-        try:
-            entries.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut short by a crash
-    entries = [e for e in entries if isinstance(e, dict)]
+    entries = read_entries(folder)
     if not entries:
         return {}
     trained = [e for e in entries if e.get("step") == "pretrain"] or entries

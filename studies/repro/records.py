@@ -46,7 +46,7 @@ from pathlib import Path
 from studies.repro import layout
 from studies.repro.invocations import pretrain_cost
 from studies.repro.layout import RECORDS, RUNS
-from studies.repro.provenance import PROVENANCE_LOG
+from studies.repro.provenance import PROVENANCE_LOG, read_entries
 
 FINISHED = "finished.json"
 COST_LOG = "cost.jsonl"
@@ -198,38 +198,30 @@ def record(folder: Path) -> Path:
     return target
 
 
-def _first_training(folder: Path) -> str | None:
-    """The first ``pretrain`` line of the run's provenance log: which training made it."""
-    try:
-        lines = (folder / PROVENANCE_LOG).read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash mid-write
-        if isinstance(entry, dict) and entry.get("step") == "pretrain":
-            return line
-    return None
+def _replaced(recorded: Path, working: Path) -> bool:
+    """Whether ``working`` is a finished run restored earlier (no checkpoint: not trained here)
+    of another training than the finished record's, which was trained again elsewhere and
+    recorded whole: the first pretraining command of the record's provenance log is not the working
+    copy's (:func:`~studies.repro.provenance.read_entries`)."""
+    pre = working / "pretrain"
+    if not ((recorded / "pretrain" / FINISHED).is_file() and (pre / FINISHED).is_file()) or (
+            pre / "checkpoints" / "last.ckpt").is_file():
+        return False
 
+    def training(folder: Path) -> dict | None:
+        return next((e for e in read_entries(folder) if e.get("step") == "pretrain"), None)
 
-def _trained_again(recorded: Path, working: Path) -> bool:
-    """Whether the record is of another training than the working copy restored earlier (a run
-    trained again elsewhere, its record replaced whole): its provenance names a training the
-    working copy's does not."""
-    training = _first_training(recorded)
-    return training is not None and training != _first_training(working)
+    recorded_training = training(recorded)
+    return recorded_training is not None and recorded_training != training(working)
 
 
 def _restorable(recorded: Path, working: Path) -> list[Path]:
     """The files of a record to copy back: those of a recorded run that the working copy lacks
     where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
     it is; a run restored earlier gets the evaluations recorded since, and its cost and
-    provenance logs, which grew with them, or the whole record where it was trained again,
-    :func:`_trained_again`); those of a failed run (:func:`failure`) that the working copy
-    lacks or holds otherwise where it has trained nothing; those of a comparison where none
-    was made."""
+    provenance logs, which grew with them); those of a failed run (:func:`failure`) that the
+    working copy lacks or holds otherwise where it has trained nothing; those of a comparison
+    where none was made."""
     if not (recorded / "pretrain" / FINISHED).is_file() and failure(recorded) is not None:
         if (working / "pretrain" / "checkpoints" / "last.ckpt").is_file():
             return []
@@ -239,8 +231,8 @@ def _restorable(recorded: Path, working: Path) -> list[Path]:
         pre = working / "pretrain"
         if (pre / "checkpoints" / "last.ckpt").is_file():
             return []
-        if not (pre / FINISHED).is_file() or _trained_again(recorded, working):
-            return _files(recorded)  # nothing trained here, or another training: the record
+        if not (pre / FINISHED).is_file():  # nothing trained here: the whole record
+            return _files(recorded)
         grown = {log for log in map(Path, LOGS) if (working / log).is_file()
                  and (recorded / log).is_file()
                  and (working / log).read_bytes() != (recorded / log).read_bytes()}
@@ -251,9 +243,9 @@ def _restorable(recorded: Path, working: Path) -> list[Path]:
 def restore(tag: str | None = None) -> list[Path]:
     """Copy every recorded folder (of run tag ``tag``, e.g. ``cpu``; all tags by default), or
     the files of it that the working copy lacks, back under ``runs/repro`` (see
-    :func:`_restorable`; a working copy of another training is removed first, so none of its
-    files stays beside the record's); return the folders restored (relative to the
-    checkout)."""
+    :func:`_restorable`; a restored copy of another training, :func:`_replaced`, is removed
+    first, so none of its files stays beside the record's); return the folders restored
+    (relative to the checkout)."""
     base = layout.REPO / RECORDS
     pattern = f"{tag or '*'}/"
     units = [p.parent.parent for p in base.glob(pattern + f"*/seed*/pretrain/{FINISHED}")]
@@ -264,11 +256,11 @@ def restore(tag: str | None = None) -> list[Path]:
     for recorded in sorted(units):
         rel = recorded.relative_to(base)
         working = layout.REPO / RUNS / rel
+        if _replaced(recorded, working):
+            shutil.rmtree(working)
         files = _restorable(recorded, working)
         if not files:
             continue
-        if (working / "pretrain" / FINISHED).is_file() and _trained_again(recorded, working):
-            shutil.rmtree(working)
         for f in files:
             (working / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(recorded / f, working / f)

@@ -225,26 +225,35 @@ def test_a_run_under_way_is_not_replaced_by_its_record(monkeypatch, tmp_path):
     assert finished(working / "pretrain", 30)
 
 
+def _record_into(out: Path, first: Path, fresh: Path, monkeypatch) -> None:
+    """Record run ``out`` in checkout ``first`` and bring its records into checkout ``fresh``
+    (as a commit carries them), which becomes the checkout."""
+    monkeypatch.setattr(layout, "REPO", first)
+    record(out)
+    shutil.rmtree(fresh / RECORDS, ignore_errors=True)
+    (fresh / RECORDS).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(first / RECORDS, fresh / RECORDS)
+    monkeypatch.setattr(layout, "REPO", fresh)
+
+
+def _file_names(folder: Path) -> list[str]:
+    """The files under ``folder``, relative to it, sorted."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
 def test_a_restored_run_gets_the_evaluations_recorded_since(monkeypatch, tmp_path):
     """A checkout that restored a run earlier gets the evaluations another lane recorded for
     it later; a run trained here (with its checkpoint) is left as it is."""
     first, fresh = tmp_path / "first", tmp_path / "fresh"
     monkeypatch.setattr(layout, "REPO", first)
     out = _finished_run(first)
-    record(out)
-    (fresh / RECORDS).parent.mkdir(parents=True)
-    shutil.copytree(first / RECORDS, fresh / RECORDS)
-    monkeypatch.setattr(layout, "REPO", fresh)
+    _record_into(out, first, fresh, monkeypatch)
     assert restore() == [out]
     added = Path("eval") / "knn1_projector" / "results.json"
     (first / out / added).parent.mkdir(parents=True)
     (first / out / added).write_text('{"metrics": {"top1": 0.5}}')
     append_cost(first / out / "cost.jsonl", "knn1_projector", 90.0, 95.0, 0, START)
-    monkeypatch.setattr(layout, "REPO", first)
-    record(out)
-    shutil.rmtree(fresh / RECORDS)
-    shutil.copytree(first / RECORDS, fresh / RECORDS)
-    monkeypatch.setattr(layout, "REPO", fresh)
+    _record_into(out, first, fresh, monkeypatch)
     assert restore() == [out]
     assert json.loads((fresh / out / added).read_text()) == {"metrics": {"top1": 0.5}}
     # and its cost log, which grew with that evaluation: the run's cost counts it
@@ -265,10 +274,7 @@ def test_a_run_trained_again_elsewhere_replaces_the_working_copy_restored_earlie
     first, fresh = tmp_path / "first", tmp_path / "fresh"
     monkeypatch.setattr(layout, "REPO", first)
     out = _finished_run(first)
-    record(out)
-    (fresh / RECORDS).parent.mkdir(parents=True)
-    shutil.copytree(first / RECORDS, fresh / RECORDS)
-    monkeypatch.setattr(layout, "REPO", fresh)
+    _record_into(out, first, fresh, monkeypatch)
     assert restore() == [out]
     (fresh / out / "stale.png").write_text("the old training's figure")
     # trained again in the first checkout: another result, and a provenance log
@@ -278,17 +284,10 @@ def test_a_run_trained_again_elsewhere_replaces_the_working_copy_restored_earlie
     result.write_text('{"metrics": {"top1": 0.7}}')
     append_provenance(first / out / PROVENANCE_LOG, "pretrain",
                       {"commit": "e5942a8", "dirty": False}, START)
-    monkeypatch.setattr(layout, "REPO", first)
-    record(out)
-    shutil.rmtree(fresh / RECORDS)
-    shutil.copytree(first / RECORDS, fresh / RECORDS)
-    monkeypatch.setattr(layout, "REPO", fresh)
+    _record_into(out, first, fresh, monkeypatch)
     assert restore() == [out]
-    kept = sorted(str(p.relative_to(fresh / out)) for p in (fresh / out).rglob("*")
-                  if p.is_file())
-    assert kept == sorted(str(p.relative_to(fresh / RECORDS / "cpu" / "sce" / "seed0"))
-                          for p in (fresh / RECORDS / "cpu" / "sce" / "seed0").rglob("*")
-                          if p.is_file())
+    kept = _file_names(fresh / out)
+    assert kept == _file_names(fresh / RECORDS / "cpu" / "sce" / "seed0")
     assert "stale.png" not in kept and "eval/knn200/results.json" not in kept
     assert json.loads((fresh / out / "eval/knn1/results.json").read_text())["metrics"] == {
         "top1": 0.7}
