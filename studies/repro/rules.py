@@ -124,7 +124,10 @@ def verdict_rule_lines() -> list[str]:
         "excluded**: such a claim whose 95% t-interval nonetheless lies below the paper's "
         "effect (at this study's scale where the paper's baseline differs): evidence against "
         "the effect the paper reports, not against its direction. Either way a t-interval "
-        "that excludes 0 is stated beside, as what the study shows at its own scale.",
+        "that excludes 0 is stated beside, as what the study shows at its own scale; for an "
+        "*equivalent* claim also whether its 90% t-interval lies within the margin all the "
+        "same, and in how many seeds the paper's own per-seed bootstrap test finds a "
+        "difference.",
         "7. **Reproduced** (*A beats B*, or a quantity has the paper's sign): the 95% Student "
         "t-interval of the mean paired value lies above 0 *and* every seed's value is positive "
         f"(sign consistency). *A is not worse than B*: the interval lies above -"

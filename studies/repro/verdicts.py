@@ -409,7 +409,10 @@ def _excluded(claim: Claim, v: Verdict, effect: float | None) -> str | None:
 def _untestable_measured(claim: Claim, v: Verdict) -> str:
     """What every planned seed of an untestable claim measured, when its t-interval excludes
     0: the study may still show a direction at its own scale, which is not the paper's claim
-    tested (the paper's effect could not have been detected) but is worth reading."""
+    tested (the paper's effect could not have been detected) but is worth reading. An
+    equivalence claim: :func:`_equivalence_measured`."""
+    if claim.kind == "equivalent" and v.t_interval is not None:
+        return _equivalence_measured(claim, v)
     if claim.kind not in ("better", "sign") or v.t_interval is None:
         return ""
     low, high = v.t_interval
@@ -421,6 +424,29 @@ def _untestable_measured(claim: Claim, v: Verdict) -> str:
         return ""
     return (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
             f"t-interval [{low:+.3g}, {high:+.3g}] {side}")
+
+
+def _equivalence_measured(claim: Claim, v: Verdict) -> str:
+    """What the seeds of an untestable equivalence claim measured: whether the two one-sided
+    tests pass at the margin all the same (a pass the planned power could not promise), whether
+    the 95% t-interval excludes 0, and in how many seeds the paper's own test, each seed's
+    bootstrap interval (SINCERE App. M), finds a difference."""
+    assert v.tost_interval is not None
+    tlow, thigh = v.tost_interval
+    low, high = v.t_interval or (0.0, 0.0)
+    inside = -EQUIVALENCE_MARGIN < tlow and thigh < EQUIVALENCE_MARGIN
+    text = (f"; at this scale the 90% t-interval [{tlow:+.3g}, {thigh:+.3g}] "
+            + ("lies within" if inside else "reaches beyond")
+            + f" -/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
+            + (": the two one-sided tests pass all the same" if inside else ""))
+    if low > 0 or high < 0:
+        text += (f"; the 95% t-interval [{low:+.3g}, {high:+.3g}] excludes 0: the difference "
+                 "is significant at 5%")
+    if v.intervals:
+        apart = sum(lo > 0 or hi < 0 for lo, hi in v.intervals)
+        text += (f"; each seed's bootstrap 95% interval, the paper's own test, excludes 0 in "
+                 f"{apart} of {len(v.intervals)} seeds")
+    return text
 
 
 def _measured(claim: Claim, v: Verdict) -> str:

@@ -78,8 +78,33 @@ def test_paired_verdicts_on_a_fake_summary():
     knn1 = by_id["sincere-knn1"]
     half90 = stats.t.ppf(0.95, 2) * 0.1 / math.sqrt(3)
     assert knn1.tost_interval == pytest.approx((1.1 - half90, 1.1 + half90))
-    assert knn1.verdict == f"not testable at this scale (margin 3.5 < {POWER_80})"
     assert knn1.intervals == [(-1.0, 3.0)] * 3  # the per-seed bootstrap
+    # beside it, what the seeds measured: the two one-sided tests pass all the same, the 95%
+    # interval excludes 0, and no seed's bootstrap interval (the paper's own test) does
+    half95 = stats.t.ppf(0.975, 2) * 0.1 / math.sqrt(3)
+    assert knn1.verdict == (
+        f"not testable at this scale (margin 3.5 < {POWER_80}); at this scale the 90% "
+        f"t-interval [{1.1 - half90:+.3g}, {1.1 + half90:+.3g}] lies within -/+3.5 points: "
+        f"the two one-sided tests pass all the same; the 95% t-interval [{1.1 - half95:+.3g}, "
+        f"{1.1 + half95:+.3g}] excludes 0: the difference is significant at 5%; each seed's "
+        "bootstrap 95% interval, the paper's own test, excludes 0 in 0 of 3 seeds")
+    # +1, +3, +5 points, each seed's bootstrap interval above 0 but the second: the 90%
+    # interval reaches beyond the margin and the 95% one includes 0
+    spread = {**summary, "runs": dict(summary["runs"]), "comparisons": dict(summary["comparisons"])}
+    for seed, diff in enumerate((1.0, 3.0, 5.0)):
+        metrics = dict(spread["runs"][f"cpu/{SINCERE_CELL}/seed{seed}"]["metrics"])
+        spread["runs"] |= run_entry(SINCERE_CELL, seed, metrics | {
+            "knn1_projector/top1": 0.79 + diff / 100.0})
+        low = -0.01 if seed == 0 else 0.01
+        spread["comparisons"] |= comparison_entry(SINCERE_CELL, SUPCON_CELL, "knn1_projector",
+                                                  seed, low, 0.06, diff / 100.0)
+    wide = judge(_claim(SINCERE, "sincere-knn1"), SINCERE, spread)
+    tlow, thigh = wide.tost_interval
+    assert thigh > 3.5 and wide.t_interval[0] < 0
+    assert wide.verdict == (
+        f"not testable at this scale (margin 3.5 < {POWER_80}); at this scale the 90% "
+        f"t-interval [{tlow:+.3g}, {thigh:+.3g}] reaches beyond -/+3.5 points; each seed's "
+        "bootstrap 95% interval, the paper's own test, excludes 0 in 2 of 3 seeds")
     # 5-NN: -8, -7, -6 points: the 90% interval lies wholly below -3.5: contradicted
     knn5 = by_id["sincere-knn5"]
     low = -7.0 - stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
