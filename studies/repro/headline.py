@@ -294,6 +294,8 @@ def headline_lines(summary: dict) -> list[str]:
         f"{_grouped(among((REVERSED, CONTRADICTED, EXCLUDED, 'not reproduced'), settled))}.",
         "* **Not testable at this scale**: "
         f"{', '.join(t for _, t in among((NOT_TESTABLE,), settled)) or 'none'}.",
+        "* **Evidence neither way** (a run not shown to learn): "
+        f"{_grouped(among(('inconclusive', 'collapsed'), settled))}.",
         ("* **Accuracy-superiority claims**: " if shown else
          "* **No accuracy-superiority claim of any paper is reproduced at this scale**: ")
         + _grouped(superiority) + ".",
