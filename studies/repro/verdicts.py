@@ -431,10 +431,10 @@ def _equivalence_measured(claim: Claim, v: Verdict) -> str:
     tests pass at the margin all the same (a pass the planned power could not promise), whether
     the 95% t-interval excludes 0, and in how many seeds the paper's own test, each seed's
     bootstrap interval (SINCERE App. M), finds a difference."""
-    assert v.tost_interval is not None
+    assert v.tost_interval is not None and v.t_interval is not None
     tlow, thigh = v.tost_interval
-    low, high = v.t_interval or (0.0, 0.0)
-    inside = -EQUIVALENCE_MARGIN < tlow and thigh < EQUIVALENCE_MARGIN
+    low, high = v.t_interval
+    inside = _within_margin(v.tost_interval)
     text = (f"; at this scale the 90% t-interval [{tlow:+.3g}, {thigh:+.3g}] "
             + ("lies within" if inside else "reaches beyond")
             + f" -/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
@@ -447,6 +447,12 @@ def _equivalence_measured(claim: Claim, v: Verdict) -> str:
         text += (f"; each seed's bootstrap 95% interval, the paper's own test, excludes 0 in "
                  f"{apart} of {len(v.intervals)} seeds")
     return text
+
+
+def _within_margin(interval: tuple[float, float]) -> bool:
+    """Whether an equivalence claim's 90% t-interval lies within -/+ the margin (the two
+    one-sided tests pass)."""
+    return -EQUIVALENCE_MARGIN < interval[0] and interval[1] < EQUIVALENCE_MARGIN
 
 
 def _measured(claim: Claim, v: Verdict) -> str:
@@ -531,7 +537,7 @@ def _decide_paired(claim: Claim, v: Verdict, effect: float | None) -> str:
         assert v.tost_interval is not None
         tlow, thigh = v.tost_interval
         tost = f"90% t-interval [{tlow:+.3g}, {thigh:+.3g}]"
-        if -EQUIVALENCE_MARGIN < tlow and thigh < EQUIVALENCE_MARGIN:
+        if _within_margin(v.tost_interval):
             return f"reproduced ({tost} within -/+{EQUIVALENCE_MARGIN:g}{claim.unit})"
         return (f"not reproduced (mean {v.mean:+.3g}{claim.unit}, {tost}: reaches beyond "
                 f"-/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
