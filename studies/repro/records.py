@@ -215,6 +215,35 @@ def _replaced(recorded: Path, working: Path) -> bool:
     return recorded_training is not None and recorded_training != training(working)
 
 
+def compared(out: Path, a: Path, b: Path) -> bool:
+    """Whether ``out`` holds the comparison of the evaluations ``a`` and ``b`` as they are now:
+    the checkpoints it compared are theirs (a run trained again leaves its comparisons
+    stale, and they are made again)."""
+    def read(path: Path) -> dict:
+        return json.loads((layout.REPO / path).read_text())
+
+    try:
+        made = read(out / "comparison.json")
+        return all(made[side]["checkpoint"] == read(d / "results.json")["checkpoint"]["sha256"]
+                   for side, d in (("a", a), ("b", b)))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _outdated(recorded: Path, working: Path) -> bool:
+    """Whether ``working`` is a comparison of evaluations no longer there, which its record,
+    made again elsewhere after a run was trained again, compares as they are now
+    (:func:`compared`; the runs are restored first). A comparison made here and not recorded
+    yet, or one whose runs are under way here, stays."""
+    try:
+        made = json.loads((recorded / "comparison.json").read_text())
+        a, b = (Path(made[side]["folder"]) for side in ("a", "b"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return ((working / "comparison.json").is_file() and compared(recorded, a, b)
+            and not compared(working, a, b))
+
+
 def _restorable(recorded: Path, working: Path) -> list[Path]:
     """The files of a record to copy back: those of a recorded run that the working copy lacks
     where it has trained nothing (no checkpoint: a run under way, or one trained here, stays as
@@ -243,9 +272,10 @@ def _restorable(recorded: Path, working: Path) -> list[Path]:
 def restore(tag: str | None = None) -> list[Path]:
     """Copy every recorded folder (of run tag ``tag``, e.g. ``cpu``; all tags by default), or
     the files of it that the working copy lacks, back under ``runs/repro`` (see
-    :func:`_restorable`; a restored copy of another training, :func:`_replaced`, is removed
-    first, so none of its files stays beside the record's); return the folders restored
-    (relative to the checkout)."""
+    :func:`_restorable`; a restored copy of another training, :func:`_replaced`, or a
+    comparison of evaluations no longer there, :func:`_outdated`, is removed first, so none of
+    its files stays beside the record's; the runs go before the comparisons of them); return
+    the folders restored (relative to the checkout)."""
     base = layout.REPO / RECORDS
     pattern = f"{tag or '*'}/"
     units = [p.parent.parent for p in base.glob(pattern + f"*/seed*/pretrain/{FINISHED}")]
@@ -253,10 +283,10 @@ def restore(tag: str | None = None) -> list[Path]:
               if p.parent not in units and failure(p.parent) is not None]
     units += [p.parent for p in base.glob(pattern + "compare/*/*/seed*/comparison.json")]
     restored = []
-    for recorded in sorted(units):
+    for recorded in sorted(units, key=lambda p: ((p / "comparison.json").is_file(), p)):
         rel = recorded.relative_to(base)
         working = layout.REPO / RUNS / rel
-        if _replaced(recorded, working):
+        if _replaced(recorded, working) or _outdated(recorded, working):
             shutil.rmtree(working)
         files = _restorable(recorded, working)
         if not files:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
-import json
 import resource
 import shlex
 import shutil
@@ -59,6 +58,7 @@ from studies.repro.records import (
     COST_LOG,
     FINISHED,
     append_cost,
+    compared,
     failed_status,
     failure,
     finished,
@@ -209,7 +209,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
     all_done = True
     done_runs: set[tuple[str, int, tuple[str, ...]]] = set()
     trained: set[tuple[str, int]] = set()  # a dry run prints each pretraining once
-    compared: set[Path] = set()
+    made: set[Path] = set()  # the comparisons this call made
 
     def train(variant: Variant, seed: int, wait: bool) -> bool | None:
         """Train and evaluate one run under its lock; None when another lane holds it and
@@ -260,7 +260,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
                 left.append((study, seed, variant))
                 continue
             all_done &= done
-            _compare(part, study, seed, run, epochs, compared)
+            _compare(part, study, seed, run, epochs, made)
         if len(left) < len(pending) and any(item[2].tuning is not None for item in left):
             pending = left  # a tuned run's grid may have chosen since: go through them again
             continue
@@ -282,7 +282,7 @@ def run_studies(part: str, studies: list[Study], seeds: Sequence[int] | None, ru
         v = concrete(variant)
         assert v is not None
         all_done &= bool(train(v, seed, wait=True))
-        _compare(part, study, seed, run, epochs, compared)
+        _compare(part, study, seed, run, epochs, made)
         pending = left[1:]
     if not run.dry_run:
         write_summary(collect(), layout.REPO / SUMMARY)
@@ -357,21 +357,6 @@ def _clear(folder: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
-
-
-def compared(out: Path, a: Path, b: Path) -> bool:
-    """Whether ``out`` holds the comparison of the evaluations ``a`` and ``b`` as they are now:
-    the checkpoints it compared are theirs (a run trained again leaves its comparisons
-    stale, and they are made again)."""
-    def read(path: Path) -> dict:
-        return json.loads((layout.REPO / path).read_text())
-
-    try:
-        made = read(out / "comparison.json")
-        return all(made[side]["checkpoint"] == read(d / "results.json")["checkpoint"]["sha256"]
-                   for side, d in (("a", a), ("b", b)))
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
 
 
 def _compare(part: str, study: Study, seed: int, run: Runner, epochs: int | None,

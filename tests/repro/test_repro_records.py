@@ -306,3 +306,45 @@ def test_wall_minutes_missing_an_unlogged_invocation_are_marked_a_lower_bound():
     assert wall_minutes_text([whole], "42.1") == "42.1"
     assert wall_minutes_text([whole, cut], "42.1 ± 3.0") == "≥ 42.1 ± 3.0"
     assert wall_minutes_text([{}], "0.6") == "0.6"  # no event file: nothing to compare
+
+
+def test_a_comparison_made_again_elsewhere_replaces_the_one_restored_earlier(
+        monkeypatch, tmp_path):
+    """SCE vs MoCo v2 seed 0 was made again in the study checkout once both runs were trained
+    again (issue 54): main, which had restored the first round's comparison, kept it beside the
+    new runs, and the page showed its old interval beside the new difference. A comparison made
+    here of the runs as they are (not recorded yet) stays."""
+    first, fresh = tmp_path / "first", tmp_path / "fresh"
+    monkeypatch.setattr(layout, "REPO", first)
+    runs = [_finished_run(first, stem) for stem in ("sce", "moco")]
+    evals = [out / "eval" / "knn200" for out in runs]
+    out = compare_dir("cpu", "sce", "moco", "knn200", 0)
+
+    def evaluate_and_compare(sha: str, difference: float) -> None:
+        for folder in evals:
+            (layout.REPO / folder / "results.json").write_text(json.dumps(
+                {"metrics": {"top1": 0.4}, "checkpoint": {"sha256": f"{sha}-{folder}"}}))
+        (layout.REPO / out).mkdir(parents=True, exist_ok=True)
+        (layout.REPO / out / "comparison.json").write_text(json.dumps(
+            {side: {"folder": str(folder), "checkpoint": f"{sha}-{folder}"}
+             for side, folder in zip("ab", evals, strict=True)}
+            | {"difference": difference}))
+
+    evaluate_and_compare("old", 0.0161)
+    for folder in (*runs, out):
+        _record_into(folder, first, fresh, monkeypatch)
+    assert sorted(restore()) == sorted([*runs, out])
+    monkeypatch.setattr(layout, "REPO", first)  # both trained again there, and compared
+    for folder in runs:
+        append_provenance(first / folder / PROVENANCE_LOG, "pretrain",
+                          {"commit": "e5942a8", "dirty": False}, START)
+    evaluate_and_compare("new", 0.0054)
+    for folder in (*runs, out):
+        _record_into(folder, first, fresh, monkeypatch)
+    restore()
+    assert json.loads((fresh / out / "comparison.json").read_text())["difference"] == 0.0054
+    assert restore() == []
+    made_here = json.loads((fresh / out / "comparison.json").read_text()) | {"difference": 0.9}
+    (fresh / out / "comparison.json").write_text(json.dumps(made_here))
+    assert restore() == []  # of the runs as they are: kept
+    assert json.loads((fresh / out / "comparison.json").read_text())["difference"] == 0.9

@@ -30,6 +30,7 @@ from studies.repro.commands import (
 )
 from studies.repro.grids import TUNINGS, VALIDATION
 from studies.repro.layout import ARCHIVE, eval_dir, run_dir
+from studies.repro.records import compared
 from studies.repro.runner import Runner, run_lock, run_studies, selected
 from studies.repro.schema import Study, Tuning, Variant
 from studies.repro.studies import STUDIES
@@ -659,8 +660,8 @@ def test_a_comparison_of_a_run_trained_again_is_made_again(monkeypatch, tmp_path
     made = {"a": {"checkpoint": "old"}, "b": {"checkpoint": "same"}}
     (tmp_path / out / "comparison.json").write_text(json.dumps(made))
     da, db = eval_dir(a, "knn200"), eval_dir(b, "knn200")
-    assert not runner.compared(out, da, db)
+    assert not compared(out, da, db)
     made["a"]["checkpoint"] = "new"
     (tmp_path / out / "comparison.json").write_text(json.dumps(made))
-    assert runner.compared(out, da, db)
-    assert not runner.compared(out, da, Path("runs/repro/cpu/missing/seed0/eval/knn200"))
+    assert compared(out, da, db)
+    assert not compared(out, da, Path("runs/repro/cpu/missing/seed0/eval/knn200"))
