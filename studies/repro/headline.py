@@ -44,6 +44,7 @@ from studies.repro.verdicts import (
     category,
     judge,
     rescaled_paper_effect,
+    within_margin,
 )
 
 #: The roles a claim may have that the tally counts apart, in column order.
@@ -249,6 +250,17 @@ def _grouped(items: list[tuple[str, str]]) -> str:
     return "; ".join(f"*{name}*: {', '.join(texts)}" for name, texts in groups.items()) or "none"
 
 
+def _untestable(c: Claim, v: Verdict) -> str:
+    """A not-testable claim's short text, with what its seeds show all the same: an
+    equivalence whose 90% t-interval lies within the margin, or no run at all."""
+    if not v.values:
+        return f"{_short(c)} (not run)"
+    if c.kind == "equivalent" and v.tost_interval is not None and within_margin(
+            v.tost_interval):
+        return f"{_short(c)} (its 90% t-interval lies within the margin all the same)"
+    return _short(c)
+
+
 #: Marks a claim judged on the runs its pending rerun replaces.
 _ON_PREVIOUS = "\u2020"
 
@@ -279,6 +291,7 @@ def headline_lines(summary: dict) -> list[str]:
     changed = sum(label_change(c, v) is not None for c, v in judged.values())
     uncommitted = uncommitted_counted_runs(summary, judged)
     reproduced = among(("reproduced",), settled)
+    untestable = [_untestable(c, v) for c, v in settled if label(v) == NOT_TESTABLE]
     bullets = [
         "* **Scale.** Part A, every number below: ResNet-18 at width 16 (a quarter of its "
         "width) trained on 10,000 CIFAR-10 images (a fifth; CIFAR-2: 4,000) for 30 epochs "
@@ -293,7 +306,7 @@ def headline_lines(summary: dict) -> list[str]:
         "* **Against the paper**: "
         f"{_grouped(among((REVERSED, CONTRADICTED, EXCLUDED, 'not reproduced'), settled))}.",
         "* **Not testable at this scale**: "
-        f"{', '.join(t for _, t in among((NOT_TESTABLE,), settled)) or 'none'}.",
+        f"{', '.join(untestable) or 'none'}.",
         "* **Evidence neither way** (a run not shown to learn): "
         f"{_grouped(among(('inconclusive', 'collapsed'), settled))}.",
         ("* **Accuracy-superiority claims**: " if shown else

@@ -434,7 +434,7 @@ def _equivalence_measured(claim: Claim, v: Verdict) -> str:
     assert v.tost_interval is not None and v.t_interval is not None
     tlow, thigh = v.tost_interval
     low, high = v.t_interval
-    inside = _within_margin(v.tost_interval)
+    inside = within_margin(v.tost_interval)
     text = (f"; at this scale the 90% t-interval [{tlow:+.3g}, {thigh:+.3g}] "
             + ("lies within" if inside else "reaches beyond")
             + f" -/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
@@ -449,7 +449,7 @@ def _equivalence_measured(claim: Claim, v: Verdict) -> str:
     return text
 
 
-def _within_margin(interval: tuple[float, float]) -> bool:
+def within_margin(interval: tuple[float, float]) -> bool:
     """Whether an equivalence claim's 90% t-interval lies within -/+ the margin (the two
     one-sided tests pass)."""
     return -EQUIVALENCE_MARGIN < interval[0] and interval[1] < EQUIVALENCE_MARGIN
@@ -537,7 +537,7 @@ def _decide_paired(claim: Claim, v: Verdict, effect: float | None) -> str:
         assert v.tost_interval is not None
         tlow, thigh = v.tost_interval
         tost = f"90% t-interval [{tlow:+.3g}, {thigh:+.3g}]"
-        if _within_margin(v.tost_interval):
+        if within_margin(v.tost_interval):
             return f"reproduced ({tost} within -/+{EQUIVALENCE_MARGIN:g}{claim.unit})"
         return (f"not reproduced (mean {v.mean:+.3g}{claim.unit}, {tost}: reaches beyond "
                 f"-/+{EQUIVALENCE_MARGIN:g}{claim.unit}"
