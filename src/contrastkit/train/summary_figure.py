@@ -63,8 +63,11 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
         ax2.set_ylabel("top-1 (%)")
         ax2.set_title(f"kNN monitor (k={knn_k})" if knn_k else "kNN monitor")
         ax2.legend(loc="best", fontsize="small")
-        caption += ("; kNN: top-1 on the held-out split after each epoch, which should rise "
-                    "while the loss falls (a falling loss with a flat kNN learns nothing useful).")
+        gaps = {b - a for a, b in zip(knn, list(knn)[1:], strict=False)}
+        when = f"every {gaps.pop()} epochs" if len(gaps) == 1 and min(gaps) > 1 else "each epoch"
+        caption += (f"; kNN: top-1 on the held-out split, scored after {when}, which should "
+                    "rise while the loss falls (a falling loss with a flat kNN learns nothing "
+                    "useful).")
     for axis in fig.axes:
         for epoch, then, now in extended:
             axis.axvline(epoch + 0.5, color="tab:gray", linestyle="--", linewidth=1,
