@@ -22,7 +22,7 @@ from studies.repro.plan import ROUND_THREE
 from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, change_reason
 from studies.repro.schema import Claim, Study
 from studies.repro.stats import standardised, t_interval
-from studies.repro.studies import CPU_SEEDS, STUDIES
+from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES
 from studies.repro.superseded import (
     FIRST_ROUND_COMMIT,
     PENDING,
@@ -252,12 +252,16 @@ def _grouped(items: list[tuple[str, str]]) -> str:
 
 def _untestable(c: Claim, v: Verdict) -> str:
     """A not-testable claim's short text, with what its seeds show all the same: an
-    equivalence whose 90% t-interval lies within the margin, or no run at all."""
+    equivalence whose 90% t-interval lies within the margin, a *not worse* whose 95%
+    t-interval lies above minus the margin, or no run at all."""
     if not v.values:
         return f"{_short(c)} (not run)"
     if c.kind == "equivalent" and v.tost_interval is not None and within_margin(
             v.tost_interval):
         return f"{_short(c)} (its 90% t-interval lies within the margin all the same)"
+    if c.kind == "not_worse" and v.t_interval is not None and (
+            v.t_interval[0] > -NOT_WORSE_MARGIN):
+        return f"{_short(c)} (its 95% t-interval lies above minus the margin all the same)"
     return _short(c)
 
 

@@ -413,6 +413,8 @@ def _untestable_measured(claim: Claim, v: Verdict) -> str:
     equivalence claim: :func:`_equivalence_measured`."""
     if claim.kind == "equivalent" and v.t_interval is not None:
         return _equivalence_measured(claim, v)
+    if claim.kind == "not_worse" and v.t_interval is not None:
+        return _not_worse_measured(claim, v)
     if claim.kind not in ("better", "sign") or v.t_interval is None:
         return ""
     low, high = v.t_interval
@@ -424,6 +426,24 @@ def _untestable_measured(claim: Claim, v: Verdict) -> str:
         return ""
     return (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
             f"t-interval [{low:+.3g}, {high:+.3g}] {side}")
+
+
+def _not_worse_measured(claim: Claim, v: Verdict) -> str:
+    """What the seeds of an untestable *not worse* claim measured: whether the 95% t-interval
+    lies above minus the margin all the same (the test passes, which the planned power could
+    not promise), and whether above 0 as well, with every seed positive (better at this
+    scale). Below minus the margin is *reversed* (rule 4), not stated here."""
+    assert v.t_interval is not None and v.mean is not None
+    low, high = v.t_interval
+    if low <= -NOT_WORSE_MARGIN:
+        return ""
+    text = (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
+            f"t-interval [{low:+.3g}, {high:+.3g}] above -{NOT_WORSE_MARGIN:g}{claim.unit}: "
+            "the not-worse test passes all the same")
+    if low > 0 and v.positive == len(v.values):
+        text += (f", and above 0 with all {len(v.values)} seeds positive: better, not only "
+                 "not worse, at this scale")
+    return text
 
 
 def _equivalence_measured(claim: Claim, v: Verdict) -> str:
