@@ -22,7 +22,7 @@ from studies.repro.plan import ROUND_THREE
 from studies.repro.rules import COUNTED_ROLES, ROLE_WORDS, change_reason
 from studies.repro.schema import Claim, Study
 from studies.repro.stats import standardised, t_interval
-from studies.repro.studies import CPU_SEEDS, NOT_WORSE_MARGIN, STUDIES
+from studies.repro.studies import CPU_SEEDS, STUDIES
 from studies.repro.superseded import (
     FIRST_ROUND_COMMIT,
     PENDING,
@@ -41,6 +41,7 @@ from studies.repro.verdicts import (
     NOT_TRAINED,
     REVERSED,
     Verdict,
+    above_margin,
     category,
     judge,
     rescaled_paper_effect,
@@ -259,8 +260,7 @@ def _untestable(c: Claim, v: Verdict) -> str:
     if c.kind == "equivalent" and v.tost_interval is not None and within_margin(
             v.tost_interval):
         return f"{_short(c)} (its 90% t-interval lies within the margin all the same)"
-    if c.kind == "not_worse" and v.t_interval is not None and (
-            v.t_interval[0] > -NOT_WORSE_MARGIN):
+    if c.kind == "not_worse" and v.t_interval is not None and above_margin(v.t_interval):
         return f"{_short(c)} (its 95% t-interval lies above minus the margin all the same)"
     return _short(c)
 

@@ -434,9 +434,9 @@ def _not_worse_measured(claim: Claim, v: Verdict) -> str:
     not promise), and whether above 0 as well, with every seed positive (better at this
     scale). Below minus the margin is *reversed* (rule 4), not stated here."""
     assert v.t_interval is not None and v.mean is not None
-    low, high = v.t_interval
-    if low <= -NOT_WORSE_MARGIN:
+    if not above_margin(v.t_interval):
         return ""
+    low, high = v.t_interval
     text = (f"; at this scale the measured mean {v.mean:+.3g}{claim.unit} has its 95% "
             f"t-interval [{low:+.3g}, {high:+.3g}] above -{NOT_WORSE_MARGIN:g}{claim.unit}: "
             "the not-worse test passes all the same")
@@ -473,6 +473,12 @@ def within_margin(interval: tuple[float, float]) -> bool:
     """Whether an equivalence claim's 90% t-interval lies within -/+ the margin (the two
     one-sided tests pass)."""
     return -EQUIVALENCE_MARGIN < interval[0] and interval[1] < EQUIVALENCE_MARGIN
+
+
+def above_margin(interval: tuple[float, float]) -> bool:
+    """Whether a *not worse* claim's 95% t-interval lies above minus the margin (the not-worse
+    test passes)."""
+    return interval[0] > -NOT_WORSE_MARGIN
 
 
 def _measured(claim: Claim, v: Verdict) -> str:
@@ -564,7 +570,7 @@ def _decide_paired(claim: Claim, v: Verdict, effect: float | None) -> str:
                 + (", the difference is significant at 5%" if low > 0 or high < 0 else "")
                 + _half_width(claim, v) + ")")
     if claim.kind == "not_worse":
-        if low > -NOT_WORSE_MARGIN:
+        if above_margin(v.t_interval):
             return "reproduced"
         return f"not reproduced ({measured}: the interval reaches below -{NOT_WORSE_MARGIN:g})"
     if claim.kind not in ("better", "sign"):

@@ -5,6 +5,7 @@ of fitting); a run trained longer (``--extend-to``) shows both parts, a dashed l
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,7 +64,7 @@ def plot_run_summary(metrics_csv: str | os.PathLike, path: str | os.PathLike,
         ax2.set_ylabel("top-1 (%)")
         ax2.set_title(f"kNN monitor (k={knn_k})" if knn_k else "kNN monitor")
         ax2.legend(loc="best", fontsize="small")
-        gaps = {b - a for a, b in zip(knn, list(knn)[1:], strict=False)}
+        gaps = {b - a for a, b in itertools.pairwise(knn)}
         when = f"every {gaps.pop()} epochs" if len(gaps) == 1 and min(gaps) > 1 else "each epoch"
         caption += (f"; kNN: top-1 on the held-out split, scored after {when}, which should "
                     "rise while the loss falls (a falling loss with a flat kNN learns nothing "
